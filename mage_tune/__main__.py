@@ -1,0 +1,3 @@
+from mage_tune.cli import main
+
+main()

@@ -1,0 +1,221 @@
+"""Static memory-level parallelism and per-parameter traffic, from def-use relations between registers.
+
+Loads in flight (documented in docs/census-schema.md): walk the kernel's instructions in program order, as laid
+out in the listing. A global load is *in flight* from its issue until the first later instruction that names one
+of its destination registers (a use, or the scoreboard wait a write implies). `loads` is the most loads in flight
+at any point, `bytes` the bytes they carry at that point. cp.async groups are *in flight* from their
+`commit_group` until a `wait_group N` leaves at most N outstanding (`wait_all`: none); `groups` is the most at
+any point. The walk follows the listing, not the control flow: a loop body is walked once, so a pipelined loop
+counts its prologue's groups plus one iteration's, which is what separates a kernel that waits on one copy at a
+time (1) from one that keeps the next tile's copy outstanding (2 or more).
+
+Parameter attribution: a def-use graph (networkx) whose edges carry pointers (mov, cvta, add/sub, the addend of
+mad, selp) from each 64-bit kernel parameter to the registers derived from it; a global access is attributed to
+every parameter that reaches a register in its address. Multiplications and shifts carry no pointer, so an index
+computed from a size parameter does not claim the access.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import networkx as nx
+
+if TYPE_CHECKING:
+    from mage_tune.census.model import ParamAccess
+    from mage_tune.census.ptx import Kernel
+
+_PTX_REG = re.compile(r"%[\w$]+")
+_NO_DEST = {"st", "cp", "bar", "barrier", "bra", "ret", "exit", "membar", "fence", "prefetch", "red", "trap", "call"}
+_POINTER_OPS = {"mov", "cvta", "add", "sub", "mad", "selp", "ld"}
+
+
+@dataclass(frozen=True)
+class InFlight:
+    loads: int
+    bytes: int
+    groups: int
+
+
+class _Walk:
+    """Program-order bookkeeping shared by the PTX and SASS views."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, int] = {}  # register -> load id
+        self.bits: dict[int, int] = {}  # live load id -> width
+        self.next_id = 0
+        self.max_loads = self.max_bytes = 0
+        self.groups = self.max_groups = 0
+
+    def touch(self, regs: list[str]) -> None:
+        for reg in regs:
+            load = self.pending.get(reg)
+            if load is not None and load in self.bits:
+                del self.bits[load]
+        if len(self.pending) > 4 * len(self.bits) + 64:  # drop dead entries now and then
+            self.pending = {r: i for r, i in self.pending.items() if i in self.bits}
+
+    def issue(self, dests: list[str], bits: int) -> None:
+        self.next_id += 1
+        self.bits[self.next_id] = bits
+        for reg in dests:
+            self.pending[reg] = self.next_id
+        if len(self.bits) > self.max_loads:
+            self.max_loads = len(self.bits)
+            self.max_bytes = sum(self.bits.values()) // 8
+
+    def commit(self) -> None:
+        self.groups += 1
+        self.max_groups = max(self.max_groups, self.groups)
+
+    def wait(self, depth: int) -> None:
+        self.groups = min(self.groups, depth)
+
+    def result(self) -> InFlight:
+        return InFlight(self.max_loads, self.max_bytes, self.max_groups)
+
+
+def _split_operands(operands: str) -> list[str]:
+    """Split on commas outside braces and brackets."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(operands):
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(operands[start:i])
+            start = i + 1
+    out.append(operands[start:])
+    return [o.strip() for o in out]
+
+
+def ptx_in_flight(kernel: Kernel) -> InFlight:
+    from mage_tune.census.ptx import access_bits, space_of
+
+    walk = _Walk()
+    for ins in kernel.instrs:
+        regs = _PTX_REG.findall(ins.operands)
+        if ins.guard:
+            regs.append(ins.guard.lstrip("!"))
+        walk.touch(regs)
+        parts = ins.opcode.split(".")
+        if parts[0] in ("ld", "ldu") and space_of(parts) == "global":
+            walk.issue(_PTX_REG.findall(_split_operands(ins.operands)[0]), access_bits(parts))
+        elif parts[0] == "cp" and "async" in parts:
+            if "commit_group" in parts:
+                walk.commit()
+            elif "wait_group" in parts:
+                walk.wait(int(ins.operands.split(",")[0]))
+            elif "wait_all" in parts:
+                walk.wait(0)
+    return walk.result()
+
+
+def _def_use_graph(kernel: Kernel) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    for ins in kernel.instrs:
+        parts = ins.opcode.split(".")
+        root = parts[0]
+        if root not in _POINTER_OPS:
+            continue
+        ops = _split_operands(ins.operands)
+        if len(ops) < 2:
+            continue
+        dests = _PTX_REG.findall(ops[0])
+        if root == "ld":
+            if "param" not in parts:
+                continue
+            src = re.match(r"\[\s*([\w$]+)", ops[1])
+            sources = [f"param:{src.group(1)}"] if src else []
+        elif root == "mad":
+            sources = _PTX_REG.findall(ops[3]) if len(ops) > 3 else []
+        elif root == "selp":
+            sources = _PTX_REG.findall(",".join(ops[1:3]))
+        else:
+            sources = _PTX_REG.findall(",".join(ops[1:]))
+        for dest in dests:
+            for src in sources:
+                graph.add_edge(src, dest)
+    return graph
+
+
+def _address_regs(operand: str) -> list[str]:
+    inside = re.search(r"\[([^\]]*)\]", operand)
+    return _PTX_REG.findall(inside.group(1)) if inside else []
+
+
+def param_access(kernel: Kernel) -> dict[str, ParamAccess]:
+    """Global loads (cp.async copies included) and stores per 64-bit kernel parameter; "?" for the rest."""
+    from mage_tune.census.model import ParamAccess
+    from mage_tune.census.ptx import access_bits, space_of
+
+    graph = _def_use_graph(kernel)
+    reach: dict[str, set[str]] = {}
+    for name, ptype in kernel.params:
+        node = f"param:{name}"
+        if ptype in ("u64", "b64", "s64") and node in graph:
+            reach[name] = nx.descendants(graph, node)
+    loads: dict[str, Counter] = defaultdict(Counter)
+    stores: dict[str, Counter] = defaultdict(Counter)
+    for ins in kernel.instrs:
+        parts = ins.opcode.split(".")
+        root = parts[0]
+        ops = _split_operands(ins.operands)
+        if root in ("ld", "ldu", "st") and space_of(parts) == "global":
+            is_store = root == "st"
+            address = ops[0] if is_store else (ops[1] if len(ops) > 1 else "")
+            bits = access_bits(parts)
+        elif root == "cp" and "async" in parts and "global" in parts and len(ops) > 2:
+            is_store, address = False, ops[1]
+            bits = int(ops[2], 0) * 8 if ops[2].isdigit() else 0
+        else:
+            continue
+        regs = set(_address_regs(address))
+        owners = [name for name, derived in reach.items() if regs & derived] or ["?"]
+        for owner in owners:
+            (stores if is_store else loads)[owner][bits] += 1
+    names = [n for n, _ in kernel.params if n in loads or n in stores] + (
+        ["?"] if "?" in loads or "?" in stores else []
+    )
+    return {
+        n: ParamAccess(sum(loads[n].values()), sum(stores[n].values()), dict(loads[n]), dict(stores[n])) for n in names
+    }
+
+
+# --- SASS -------------------------------------------------------------------------------------------------------
+
+_SASS_REG = re.compile(r"\bR(\d+)(\.64)?\b")
+
+
+def sass_regs(operands: str) -> list[str]:
+    regs = []
+    for m in _SASS_REG.finditer(operands):
+        n = int(m.group(1))
+        regs.append(f"R{n}")
+        if m.group(2):
+            regs.append(f"R{n + 1}")
+    return regs
+
+
+def sass_in_flight(instrs) -> InFlight:
+    """Same walk over SASS: (opcode, operands, width) triples from sass.py; LDG dests span width/32 registers."""
+    walk = _Walk()
+    for opcode, operands, bits in instrs:
+        walk.touch(sass_regs(operands))
+        root = opcode.split(".")[0]
+        if root == "LDG":
+            first = _SASS_REG.search(operands)
+            if first:
+                base = int(first.group(1))
+                walk.issue([f"R{base + i}" for i in range(max(1, bits // 32))], bits)
+        elif root == "LDGDEPBAR":
+            walk.commit()
+        elif root == "DEPBAR":
+            depth = re.search(r"SB0,\s*(0x[0-9a-f]+|\d+)", operands)
+            if depth:
+                walk.wait(int(depth.group(1), 0))
+    return walk.result()

@@ -1,0 +1,195 @@
+"""Theoretical occupancy: how many blocks of a kernel fit on one SM, and which resource binds.
+
+The rules re-implement NVIDIA's host-only calculator, `cuda_occupancy.h` (CUDA 13), for the archs mage-tune targets.
+That header is the reference and tests/test_occupancy.py checks this module against it case by case; each rule
+below says which of the header's limits it mirrors. Like `cudaOccupancyMaxActiveBlocksPerMultiprocessor` with no
+cache preference set, the calculation assumes the default shared-memory carveout, which is the largest one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mage_tune.errors import InputError
+
+__all__ = ["ARCHS", "LIMITERS", "UNLIMITED", "ArchLimits", "Occupancy", "arch_limits", "occupancy"]
+
+# The header reports a resource the kernel does not use (no registers, no barriers) as INT_MAX blocks.
+UNLIMITED = 2**31 - 1
+
+# Order in which a tie between equally binding limits is resolved.
+LIMITERS = ("warps", "blocks", "registers", "shared", "barriers")
+
+KB = 1024
+
+
+@dataclass(frozen=True)
+class ArchLimits:
+    """Per-SM and per-block limits of one compute capability, as the occupancy calculator uses them."""
+
+    name: str  # "sm_90"
+    regs_per_sm: int
+    regs_per_block: int
+    max_regs_per_thread: int  # 256 in the header for cc 7.x and later (ptxas itself stops at 255)
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    smem_per_sm: int  # largest carveout, bytes
+    smem_per_block_optin: int  # bytes, without the per-block reservation
+    reserved_smem_per_block: int  # the driver's per-block reservation, bytes
+    compute_major: int
+    compute_minor: int
+    carveout_steps: tuple[int, ...]  # shared-memory sizes (bytes) the SM can be configured to, ascending
+    barriers_per_sm: int | None  # named-barrier budget; None where the header models no barrier limit
+    smem_per_block: int = 48 * KB  # limit without opt-in
+    max_threads_per_block: int = 1024
+    warp_size: int = 32
+    reg_alloc_unit: int = 256  # registers are granted per warp in multiples of this
+    smem_alloc_unit: int = 128  # shared memory is granted per block in multiples of this, bytes
+    sub_partitions: int = 4  # SM sub-partitions (schedulers); each holds a quarter of the register file
+
+    @property
+    def max_threads_per_sm(self) -> int:
+        return self.max_warps_per_sm * self.warp_size
+
+
+_STEPS_GA100 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100, 132, 164))  # cc 8.0 (and 8.7)
+_STEPS_GA10X = tuple(s * KB for s in (0, 8, 16, 32, 64, 100))  # other cc 8.x
+_STEPS_GH100 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100, 132, 164, 196, 228))  # cc 9.0
+
+
+def _arch(name: str, major: int, minor: int, warps: int, blocks: int, smem_kb: int, steps: tuple[int, ...]):
+    return ArchLimits(
+        name=name,
+        regs_per_sm=64 * KB,
+        regs_per_block=64 * KB,
+        max_regs_per_thread=256,
+        max_warps_per_sm=warps,
+        max_blocks_per_sm=blocks,
+        smem_per_sm=smem_kb * KB,
+        # The opt-in maximum leaves room for the reservation: one block may take the whole carveout.
+        smem_per_block_optin=(smem_kb - 1) * KB,
+        reserved_smem_per_block=1 * KB,
+        compute_major=major,
+        compute_minor=minor,
+        carveout_steps=steps,
+        # Hopper has two barrier sets per block slot; the header only applies a barrier limit from cc 9.0 on.
+        barriers_per_sm=2 * blocks if major >= 9 else None,
+    )
+
+
+ARCHS: dict[str, ArchLimits] = {
+    a.name: a
+    for a in (
+        _arch("sm_80", 8, 0, warps=64, blocks=32, smem_kb=164, steps=_STEPS_GA100),
+        _arch("sm_86", 8, 6, warps=48, blocks=16, smem_kb=100, steps=_STEPS_GA10X),
+        _arch("sm_89", 8, 9, warps=48, blocks=24, smem_kb=100, steps=_STEPS_GA10X),
+        _arch("sm_90", 9, 0, warps=64, blocks=32, smem_kb=228, steps=_STEPS_GH100),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Blocks of one launch configuration resident on one SM."""
+
+    block: int  # threads per block
+    blocks_per_sm: int
+    warps_per_sm: int
+    fraction: float  # warps_per_sm / max_warps_per_sm
+    limiter: str  # one of LIMITERS, or "invalid" when a block cannot launch at all
+    limits: dict[str, int] = field(hash=False)  # blocks per SM each resource allows; UNLIMITED when unconstrained
+
+
+def arch_limits(arch: str) -> ArchLimits:
+    """The limits of `arch` ("sm_80", "sm_86", "sm_89" or "sm_90")."""
+    try:
+        return ARCHS[arch]
+    except (KeyError, TypeError):
+        raise InputError(f"unknown arch {arch!r}; supported: {', '.join(ARCHS)}") from None
+
+
+def _round_up(x: int, unit: int) -> int:
+    return -(-x // unit) * unit
+
+
+def _warps_limit(lim: ArchLimits, block: int) -> int:
+    # Warp slots are granted whole: a block of 100 threads holds 4 warp slots.
+    if block <= 0 or block > lim.max_threads_per_block:
+        return 0
+    return lim.max_warps_per_sm // -(-block // lim.warp_size)
+
+
+def _registers_limit(lim: ArchLimits, block: int, registers: int) -> int:
+    if block <= 0 or registers < 0:
+        return 0
+    warps = -(-block // lim.warp_size)
+    # Registers are granted per warp, rounded up to the allocation unit.
+    per_warp = _round_up(registers * lim.warp_size, lim.reg_alloc_unit)
+    # The hardware launch check assumes the block's warps are spread over all sub-partitions at once, so it rounds
+    # the warp count up to a multiple of the sub-partition count; the plain per-block total must fit as well.
+    assumed = per_warp * _round_up(warps, lim.sub_partitions)
+    if assumed > lim.regs_per_block or per_warp * warps > lim.regs_per_block or registers > lim.max_regs_per_thread:
+        return 0
+    if per_warp == 0:
+        return UNLIMITED
+    # Each sub-partition owns a quarter of the register file, and a warp's registers live in one sub-partition:
+    # count whole warps per sub-partition before pooling them into blocks.
+    warps_per_sm = (lim.regs_per_sm // lim.sub_partitions // per_warp) * lim.sub_partitions
+    return warps_per_sm // warps
+
+
+def _carveout(lim: ArchLimits, size: int) -> int | None:
+    """The smallest carveout step holding `size` bytes, or None when none does."""
+    return next((step for step in lim.carveout_steps if size <= step), None)
+
+
+def _shared_limit(lim: ArchLimits, shared_bytes: int, carveout_percent: int | None = None) -> int:
+    """Blocks per SM allowed by shared memory; `carveout_percent` None is the default (no preference) carveout."""
+    if shared_bytes < 0:
+        return 0
+    # The driver reserves shared memory for every block on top of what the kernel asks for, and grants the sum in
+    # allocation units.
+    per_block = _round_up(shared_bytes + lim.reserved_smem_per_block, lim.smem_alloc_unit)
+    # A block may use up to the opt-in maximum (the kernel is assumed to have opted in) plus the reservation.
+    if per_block > lim.smem_per_block_optin + lim.reserved_smem_per_block:
+        return 0
+    # No preference means the largest carveout; a preference is a percentage of it, rounded up to a carveout step.
+    preferred = lim.smem_per_sm if carveout_percent is None else carveout_percent * lim.smem_per_sm // 100
+    preferred = _carveout(lim, preferred)
+    # The preference yields to a block that does not fit it: the SM then takes the smallest step that holds one.
+    per_sm = preferred if preferred is not None and preferred >= per_block else _carveout(lim, per_block)
+    if per_sm is None:
+        return 0
+    return per_sm // per_block
+
+
+def _barriers_limit(lim: ArchLimits, barriers: int) -> int:
+    if barriers < 0:
+        return 0
+    if lim.barriers_per_sm is None or barriers == 0:
+        return UNLIMITED
+    return lim.barriers_per_sm // barriers
+
+
+def occupancy(arch: str, block: int, registers: int, shared_bytes: int, barriers: int = 1) -> Occupancy:
+    """Theoretical occupancy of a kernel launched with `block` threads per block on `arch`.
+
+    `registers` is registers per thread and `shared_bytes` the kernel's static plus dynamic shared memory per block as
+    ptxas reports it, without the driver's per-block reservation (added here). `barriers` is named barriers per block.
+    A configuration that cannot launch (no threads, more than 1024 threads, too many registers or too much shared
+    memory for one block, negative counts) gives 0 blocks and limiter "invalid" rather than an error.
+    """
+    lim = arch_limits(arch)
+    limits = {
+        "warps": _warps_limit(lim, block),
+        "blocks": lim.max_blocks_per_sm,
+        "registers": _registers_limit(lim, block, registers),
+        "shared": _shared_limit(lim, shared_bytes),
+        "barriers": _barriers_limit(lim, barriers),
+    }
+    blocks_per_sm = min(limits.values())
+    if blocks_per_sm == 0:
+        return Occupancy(block, 0, 0, 0.0, "invalid", limits)
+    limiter = next(name for name in LIMITERS if limits[name] == blocks_per_sm)
+    warps_per_sm = blocks_per_sm * -(-block // lim.warp_size)
+    return Occupancy(block, blocks_per_sm, warps_per_sm, warps_per_sm / lim.max_warps_per_sm, limiter, limits)

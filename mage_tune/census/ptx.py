@@ -1,0 +1,285 @@
+"""PTX text -> kernels -> instructions -> a census View.
+
+A hand-rolled reader, not a full PTX grammar: it splits each `.entry` body into `;`-terminated statements, drops
+labels, scope braces and directives, and keeps (line, guard, opcode, operands) for every instruction. It is strict
+where garbled input would otherwise be counted silently: an opcode must look like one, an entry must close.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from mage_tune.census import flight
+from mage_tune.census.model import View
+from mage_tune.errors import InputError
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_ENTRY = re.compile(r"\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)\s*\(", re.S)
+_PARAM = re.compile(r"\.param\s+\.(\w+)(?:\s+\.ptr)?(?:\s+\.\w+)*?(?:\s+\.align\s+\d+)?\s+([\w$]+)")
+_LABEL = re.compile(r"^[\w$.]+:(?!:)")
+_OPCODE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_:]+)*$")
+_GUARD = re.compile(r"^@!?%?[\w$]+\s+")
+_BOUNDS = re.compile(r"\.(reqntid|maxntid|minnctapersm|maxnreg)\s+([\d\s,]+)")
+_REG_DECL = re.compile(r"\.reg\s+\.(\w+)\s+%?[\w$]+<(\d+)>")
+_SHARED_DECL = re.compile(r"^(\.extern\s+)?\.shared\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$]+)((?:\[\d*\])*)")
+_TYPE_BITS = re.compile(r"^[bsuf](8|16|32|64|128)$|^(?:bf16|f16|e4m3|e5m2)(?:x2)?$")
+_SPACES = ("global", "shared", "local", "param", "const")
+
+
+@dataclass(frozen=True, slots=True)
+class Instr:
+    line: int
+    guard: str | None  # "%p1", "!%p1"; None when unguarded
+    opcode: str
+    operands: str
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    params: tuple[tuple[str, str], ...]  # (name, type) in order
+    instrs: tuple[Instr, ...]
+    launch_bounds: dict[str, int]
+    registers_declared: dict[str, int]
+    shared_declared: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Module:
+    version: str
+    target: str
+    kernels: tuple[Kernel, ...]
+
+
+def parse(text: str, label: str) -> Module:
+    """Read a PTX module; raise InputError naming `label` and the line for anything that is not PTX."""
+    if not text.strip():
+        raise InputError("empty file", file=label)
+    version = re.search(r"^\s*\.version\s+(\d+\.\d+)", text, re.M)
+    target = re.search(r"^\s*\.target\s+(\w+)", text, re.M)
+    if not version or not target:
+        raise InputError("not PTX: no .version/.target directive", file=label, line=1)
+    # Blank comments out but keep their newlines so line numbers stay true.
+    clean = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    module_shared = _shared_decls(clean)
+    kernels = []
+    for match in _ENTRY.finditer(clean):
+        if match.group(1) != "entry":
+            continue
+        kernels.append(_kernel(clean, match, label, module_shared))
+    if not kernels:
+        raise InputError("PTX holds no .entry kernel", file=label, line=_line_of(clean, len(clean)))
+    return Module(version.group(1), target.group(1), tuple(kernels))
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _shared_decls(text: str) -> dict[str, int]:
+    found = {}
+    for line in text.splitlines():
+        m = _SHARED_DECL.match(line.strip())
+        if m:
+            found[m.group(3)] = _decl_bytes(m)
+    return found
+
+
+def _decl_bytes(m: re.Match) -> int:
+    if m.group(1) or "[]" in m.group(4):
+        return -1  # extern / dynamic: the launch decides its size
+    bits = re.match(r"[bsuf](\d+)", m.group(2))
+    count = 1
+    for dim in re.findall(r"\[(\d+)\]", m.group(4)):
+        count *= int(dim)
+    return count * (int(bits.group(1)) // 8 if bits else 1)
+
+
+def _kernel(text: str, match: re.Match, label: str, module_shared: dict[str, int]) -> Kernel:
+    name = match.group(2)
+    close = text.find(")", match.end())
+    if close < 0:
+        raise InputError(f"kernel {name}: parameter list never closes", file=label, line=_line_of(text, match.start()))
+    params = tuple((m.group(2), m.group(1)) for m in _PARAM.finditer(text, match.end(), close))
+    open_brace = text.find("{", close)
+    if open_brace < 0:
+        raise InputError(f"kernel {name}: no body", file=label, line=_line_of(text, close))
+    header = text[close:open_brace]
+    bounds = {m.group(1): int(m.group(2).split(",")[0]) for m in _BOUNDS.finditer(header)}
+    end = _matching_brace(text, open_brace, name, label)
+    body = text[open_brace + 1 : end]
+    first_line = _line_of(text, open_brace)
+    regs: Counter[str] = Counter()
+    shared = dict(module_shared)
+    instrs = []
+    line = first_line
+    for chunk in body.split(";"):
+        line += chunk.count("\n")
+        stmt = chunk.strip()
+        while stmt:
+            if stmt[0] in "{}":
+                stmt = stmt[1:].lstrip()
+                continue
+            lab = _LABEL.match(stmt)
+            if lab:
+                stmt = stmt[lab.end() :].lstrip()
+                continue
+            if stmt.startswith((".loc", ".file")):  # line-terminated directives: no ';' of their own
+                newline = stmt.find("\n")
+                stmt = stmt[newline + 1 :].lstrip() if newline >= 0 else ""
+                continue
+            break
+        if not stmt:
+            continue
+        start_line = line - stmt.count("\n")
+        if stmt[0] == ".":
+            reg = _REG_DECL.match(stmt)
+            if reg:
+                regs[reg.group(1)] += int(reg.group(2))
+            decl = _SHARED_DECL.match(stmt)
+            if decl:
+                shared[decl.group(3)] = _decl_bytes(decl)
+            continue
+        instrs.append(_instr(stmt, start_line, label))
+    return Kernel(name, params, tuple(instrs), bounds, dict(regs), shared)
+
+
+def _matching_brace(text: str, open_brace: int, name: str, label: str) -> int:
+    depth = 0
+    for m in re.finditer(r"[{}]", text[open_brace:]):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth == 0:
+            return open_brace + m.start()
+    raise InputError(f"kernel {name}: body never closes (truncated PTX?)", file=label, line=_line_of(text, len(text)))
+
+
+def _instr(stmt: str, line: int, label: str) -> Instr:
+    guard = None
+    if stmt[0] == "@":
+        g = _GUARD.match(stmt)
+        if not g:
+            raise InputError(f"unreadable guard in {stmt[:40]!r}", file=label, line=line)
+        guard = g.group(0)[1:].strip()
+        stmt = stmt[g.end() :]
+    parts = stmt.split(None, 1)
+    opcode = parts[0]
+    if not _OPCODE.match(opcode):
+        raise InputError(f"not a PTX instruction: {stmt[:40]!r}", file=label, line=line)
+    return Instr(line, guard, opcode, parts[1].strip() if len(parts) > 1 else "")
+
+
+def access_bits(parts: list[str]) -> int:
+    """Width in bits of a load/store from its opcode parts: vector count times element type."""
+    vec = 1
+    bits = 0
+    for part in parts[1:]:
+        if part.startswith("v") and part[1:].isdigit():
+            vec = int(part[1:])
+        else:
+            t = _TYPE_BITS.match(part)
+            if t:
+                bits = int(t.group(1)) if t.group(1) else 16 * (2 if part.endswith("x2") else 1)
+    return vec * bits
+
+
+def space_of(parts: list[str]) -> str:
+    for part in parts[1:]:
+        base = part.split("::")[0]
+        if base in _SPACES:
+            return base
+    return "generic"
+
+
+_SPECIAL = ("rsqrt", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh", "div")
+_MATRIX = ("mma", "wgmma", "wmma")
+
+
+def view(kernel: Kernel) -> View:
+    """Count every census category in one kernel's PTX."""
+    c: dict[str, Counter] = {
+        k: Counter()
+        for k in [
+            "global_loads",
+            "global_stores",
+            "shared_loads",
+            "shared_stores",
+            "local_loads",
+            "local_stores",
+            "generic_loads",
+            "generic_stores",
+            "cp_async",
+            "special",
+            "matrix",
+            "predicated",
+        ]
+    }
+    commits = barriers = shuffles = atomics = bulk = 0
+    waits: list[int] = []
+    for ins in kernel.instrs:
+        parts = ins.opcode.split(".")
+        root = parts[0]
+        if root in ("ld", "ldu", "st"):
+            space = space_of(parts)
+            if space in ("param", "const"):
+                continue
+            key = f"{space}_{'stores' if root == 'st' else 'loads'}"
+            c[key][access_bits(parts)] += 1
+            if ins.guard:
+                c["predicated"][key] += 1
+        elif root == "cp" and len(parts) > 1 and parts[1] == "async":
+            if "bulk" in parts:
+                bulk += 1
+            elif "commit_group" in parts:
+                commits += 1
+            elif "wait_group" in parts:
+                waits.append(int(ins.operands.split(",")[0]))
+            elif "wait_all" in parts:
+                waits.append(0)
+            elif "shared" in ins.opcode and "global" in ins.opcode:
+                size = ins.operands.split(",")[2].strip()
+                c["cp_async"][int(size, 0) * 8 if size.isdigit() else 0] += 1
+                if ins.guard:
+                    c["predicated"]["cp_async"] += 1
+        elif root in ("bar", "barrier") and "warp" not in parts:
+            barriers += 1
+        elif root == "shfl":
+            shuffles += 1
+        elif root in ("atom", "red"):
+            atomics += 1
+        elif root in _SPECIAL:
+            if root == "div" and not any(p in ("f32", "f64") for p in parts):
+                continue  # integer division is arithmetic, not a special-function op
+            mode = next((p for p in parts[1:] if p in ("approx", "rn", "full", "rz", "rm", "rp")), "")
+            c["special"][f"{root}.{mode}" if mode else root] += 1
+        elif root in _MATRIX:
+            c["matrix"][".".join(parts[:2]) if root == "wgmma" else root] += 1
+    in_flight = flight.ptx_in_flight(kernel)
+    return View(
+        instructions=len(kernel.instrs),
+        global_loads=dict(c["global_loads"]),
+        global_stores=dict(c["global_stores"]),
+        shared_loads=dict(c["shared_loads"]),
+        shared_stores=dict(c["shared_stores"]),
+        local_loads=dict(c["local_loads"]),
+        local_stores=dict(c["local_stores"]),
+        generic_loads=dict(c["generic_loads"]),
+        generic_stores=dict(c["generic_stores"]),
+        cp_async=dict(c["cp_async"]),
+        cp_async_commits=commits,
+        cp_async_wait=tuple(waits),
+        bulk_copies=bulk,
+        predicated=dict(c["predicated"]),
+        barriers=barriers,
+        shuffles=shuffles,
+        atomics=atomics,
+        special=dict(c["special"]),
+        matrix=dict(c["matrix"]),
+        loads_in_flight=in_flight.loads,
+        bytes_in_flight=in_flight.bytes,
+        cp_async_groups_in_flight=in_flight.groups,
+        params=flight.param_access(kernel),
+        registers_declared=kernel.registers_declared,
+        shared_declared=kernel.shared_declared,
+    )

@@ -1,0 +1,157 @@
+"""SASS listing (cuobjdump -sass or nvdisasm text) -> per-function instructions -> a census View.
+
+Never-executed `@!PT` instructions are skipped, and so is the WARPSYNC.COLLECTIVE ... ENDCOLLECTIVE slow path
+that sm_90 adds beside shuffles, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from mage_tune.census import flight
+from mage_tune.census.model import View
+from mage_tune.errors import InputError
+
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)|^\s*\.section\s+\.text\.([\w$.]+)\s*,")
+_INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
+_GUARD = re.compile(r"^@(!?U?P(?:T|\d+))\s+")
+_ARCH = re.compile(r"code for (sm_\d+)|\.target\s+(sm_\d+)|EF_CUDA_SM(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class SassInstr:
+    guard: str | None
+    opcode: str
+    operands: str
+
+
+def looks_like_sass(text: str) -> bool:
+    return bool(_INSTR.search(text[:20000])) and bool(_FUNCTION.search(text) or "code for sm_" in text)
+
+
+def arch_of(text: str) -> str | None:
+    m = _ARCH.search(text)
+    if not m:
+        return None
+    return m.group(1) or m.group(2) or f"sm_{m.group(3)}"
+
+
+def parse(text: str, label: str) -> dict[str, list[SassInstr]]:
+    """Function name -> instructions, in listing order."""
+    functions: dict[str, list[SassInstr]] = {}
+    current: list[SassInstr] | None = None
+    for line in text.splitlines():
+        head = _FUNCTION.match(line)
+        if head:
+            current = functions.setdefault(head.group(1) or head.group(2), [])
+            continue
+        m = _INSTR.search(line)
+        if not m or current is None:
+            continue
+        body = m.group(1)
+        guard = None
+        g = _GUARD.match(body)
+        if g:
+            guard = g.group(1)
+            body = body[g.end() :]
+        parts = body.split(None, 1)
+        current.append(SassInstr(guard, parts[0], parts[1] if len(parts) > 1 else ""))
+    if not functions or not any(functions.values()):
+        raise InputError("no SASS functions found (expected cuobjdump -sass or nvdisasm output)", file=label)
+    return functions
+
+
+_WIDTHS = {"64": 64, "128": 128, "U8": 8, "S8": 8, "U16": 16, "S16": 16}
+
+
+def width(opcode: str) -> int:
+    bits = 32
+    for mod in opcode.split(".")[1:]:
+        bits = _WIDTHS.get(mod, bits)
+    return bits
+
+
+_MEMORY = {
+    "LDG": "global_loads",
+    "STG": "global_stores",
+    "LDS": "shared_loads",
+    "STS": "shared_stores",
+    "LDL": "local_loads",
+    "STL": "local_stores",
+    "LD": "generic_loads",
+    "ST": "generic_stores",
+    "LDGSTS": "cp_async",
+}
+_MATRIX = ("HMMA", "HGMMA", "IMMA", "DMMA", "QGMMA", "IGMMA")
+
+
+def view(instrs: list[SassInstr]) -> View:
+    c: dict[str, Counter] = {k: Counter() for k in [*_MEMORY.values(), "special", "matrix", "predicated"]}
+    commits = barriers = shuffles = atomics = bulk = 0
+    waits: list[int] = []
+    executed = []
+    collective = False
+    for ins in instrs:
+        if ins.guard == "!PT":
+            continue
+        root = ins.opcode.split(".")[0]
+        if root == "WARPSYNC" and "COLLECTIVE" in ins.opcode:
+            collective = True
+            continue
+        if root == "ENDCOLLECTIVE":
+            collective = False
+            continue
+        if collective:
+            continue
+        bits = width(ins.opcode)
+        executed.append((ins.opcode, ins.operands, bits))
+        if root in _MEMORY:
+            key = _MEMORY[root]
+            c[key][bits] += 1
+            if ins.guard and ins.guard != "PT":
+                c["predicated"][key] += 1
+        elif root == "LDGDEPBAR":
+            commits += 1
+        elif root == "DEPBAR":
+            depth = re.search(r"SB0,\s*(0x[0-9a-f]+|\d+)", ins.operands)
+            if depth:
+                waits.append(int(depth.group(1), 0))
+        elif root == "BAR" and "SYNCS" not in ins.opcode:
+            barriers += 1
+        elif root == "SHFL":
+            shuffles += 1
+        elif root in ("ATOM", "ATOMG", "RED", "REDG", "ATOMS"):
+            atomics += 1
+        elif root == "MUFU":
+            c["special"][ins.opcode] += 1
+        elif root in _MATRIX:
+            c["matrix"][root] += 1
+        elif root.startswith("UTMALDG") or root == "UBLKCP":
+            bulk += 1
+    in_flight = flight.sass_in_flight(executed)
+    return View(
+        instructions=len(executed),
+        global_loads=dict(c["global_loads"]),
+        global_stores=dict(c["global_stores"]),
+        shared_loads=dict(c["shared_loads"]),
+        shared_stores=dict(c["shared_stores"]),
+        local_loads=dict(c["local_loads"]),
+        local_stores=dict(c["local_stores"]),
+        generic_loads=dict(c["generic_loads"]),
+        generic_stores=dict(c["generic_stores"]),
+        cp_async=dict(c["cp_async"]),
+        cp_async_commits=commits,
+        cp_async_wait=tuple(waits),
+        bulk_copies=bulk,
+        predicated=dict(c["predicated"]),
+        barriers=barriers,
+        shuffles=shuffles,
+        atomics=atomics,
+        special=dict(c["special"]),
+        matrix=dict(c["matrix"]),
+        loads_in_flight=in_flight.loads,
+        bytes_in_flight=in_flight.bytes,
+        cp_async_groups_in_flight=in_flight.groups,
+    )

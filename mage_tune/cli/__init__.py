@@ -1,0 +1,83 @@
+"""The `mage-tune` command line. Each command lives in its own module and imports heavy code inside its body,
+so `--help` stays instant."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from mage_tune.errors import MageError
+
+COMMANDS = {
+    "census": ("mage_tune.cli.census_cmd", "census"),
+    "doctor": ("mage_tune.cli.doctor_cmd", "doctor"),
+    "space": ("mage_tune.cli.space_cmd", "space"),
+    "render": ("mage_tune.cli.space_cmd", "render"),
+    "compare": ("mage_tune.cli.compare_cmd", "compare"),
+    "bench": ("mage_tune.cli.bench_cmd", "bench"),
+    "search": ("mage_tune.cli.search_cmd", "search"),
+    "report": ("mage_tune.cli.report_cmd", "report"),
+    "explain": ("mage_tune.cli.report_cmd", "explain"),
+}
+
+SUMMARIES = {
+    "census": "Count what a kernel binary holds: loads, barriers, registers, occupancy, loads in flight.",
+    "doctor": "Show which CUDA tools were found, their versions, and how to get what is missing.",
+    "space": "Show a kernel family's knobs, domains, constraints and valid configs.",
+    "render": "Print the CUDA source of one config of a kernel family.",
+    "compare": "Census a variant side by side with Triton's reference kernel.",
+    "bench": "Check and time variants and baselines on the GPU.",
+    "search": "Search a family's space with Optuna, recording census and time per trial.",
+    "report": "Rebuild a run's tables and plots from its record.",
+    "explain": "Say what distinguishes a run's winner.",
+}
+
+
+class LazyGroup(click.Group):
+    """Imports a command's module only when that command runs."""
+
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        if ctx.resilient_parsing or "--help" in sys.argv[1:2]:
+            return click.Command(name, help=SUMMARIES[name], short_help=SUMMARIES[name])
+        import importlib
+
+        module, attr = COMMANDS[name]
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:
+                return None
+            raise
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, SUMMARIES[name]) for name in COMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="mage-tune")
+def cli():
+    """mage-tune: generate, census, compare, measure and search GPU kernel variants."""
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except MageError as exc:
+        click.echo(f"mage-tune: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

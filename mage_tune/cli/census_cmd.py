@@ -1,0 +1,56 @@
+"""`mage-tune census PATH | FAMILY`: the census of a file's kernels, or of one variant of a kernel family."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+ARCHS = ["sm_80", "sm_86", "sm_89", "sm_90"]
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.argument("target")
+@click.option("--arch", default=None, help="Target arch where the input does not fix it (default sm_90).")
+@click.option("--kernel", "kernel", default=None, help="Only this kernel (mangled or demangled name).")
+@click.option("--block", type=int, default=None, help="Threads per block for occupancy (default: .reqntid/.maxntid).")
+@click.option("--compare", "other", default=None, help="A second file: print both side by side, differences marked.")
+@click.option("--json", "as_json", is_flag=True, help="Print the versioned JSON records instead of a table.")
+@click.option("--d", type=int, default=None, help="Family variant: row width (layernorm).")
+@click.option("--m", type=int, default=None, help="Family variant: rows (layernorm) or M (matmul).")
+@click.option("--n", type=int, default=None, help="Family variant: N (matmul).")
+@click.option("--k", "k_", type=int, default=None, help="Family variant: K (matmul).")
+@click.option("--set", "settings", multiple=True, help="Family variant: knob=value (repeatable).")
+def census(target, arch, kernel, block, other, as_json, d, m, n, k_, settings):
+    """Census TARGET: a .cu, .ptx, .cubin or SASS listing, or a kernel family name with --set knobs.
+
+    Prints registers, shared memory, spills, loads and stores by space and width, cp.async and waits, barriers,
+    shuffles, special functions, occupancy and loads in flight, from PTX and from SASS.
+    """
+    from mage_tune.census import census_artifact, census_path
+    from mage_tune.census.table import render, rows
+
+    if target in _families():
+        from mage_tune.kernels import get_family
+
+        fam = get_family(target)
+        shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+        config = fam.parse_settings(settings, shape, arch or "sm_90")
+        variant = fam.build(config, shape, arch or "sm_90")
+        found = census_artifact(variant.artifact, block=variant.block, param_names=list(variant.param_names))
+    else:
+        found = census_path(target, arch=arch, kernel=kernel, block=block)
+    if other:
+        found = found + census_path(other, arch=arch, block=block)
+    if as_json:
+        records = [c.to_json() for c in found]
+        click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2))
+        return
+    columns = [(f"{c.demangled} ({c.source})" if other else c.demangled, rows(c)) for c in found]
+    click.echo(render(columns, mark_differences=other is not None))
+
+
+def _families() -> tuple[str, ...]:
+    from mage_tune.kernels import FAMILIES
+
+    return tuple(FAMILIES)
