@@ -34,6 +34,7 @@ class View:
     local_stores: Widths
     generic_loads: Widths  # no state space: code that kept a generic pointer
     generic_stores: Widths
+    global_load_hints: dict[str, int]  # cache qualifiers on global loads: "nc", "cs", "L1::evict_last" / "CONSTANT"
     cp_async: Widths
     cp_async_commits: int
     cp_async_wait: tuple[int, ...]  # depth of each wait, in program order; wait_all is 0

@@ -192,6 +192,7 @@ def space_of(parts: list[str]) -> str:
     return "generic"
 
 
+_LOAD_HINTS = ("nc", "ca", "cg", "cs", "lu", "cv")
 _SPECIAL = ("rsqrt", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh", "div")
 _MATRIX = ("mma", "wgmma", "wmma")
 
@@ -213,6 +214,7 @@ def view(kernel: Kernel) -> View:
             "special",
             "matrix",
             "predicated",
+            "hints",
         ]
     }
     commits = barriers = shuffles = atomics = bulk = 0
@@ -226,6 +228,10 @@ def view(kernel: Kernel) -> View:
                 continue
             key = f"{space}_{'stores' if root == 'st' else 'loads'}"
             c[key][access_bits(parts)] += 1
+            if key == "global_loads":
+                for hint in parts[2:]:
+                    if hint in _LOAD_HINTS or hint.startswith(("L1::", "L2::")):
+                        c["hints"][hint] += 1
             if ins.guard:
                 c["predicated"][key] += 1
         elif root == "cp" and len(parts) > 1 and parts[1] == "async":
@@ -266,6 +272,7 @@ def view(kernel: Kernel) -> View:
         local_stores=dict(c["local_stores"]),
         generic_loads=dict(c["generic_loads"]),
         generic_stores=dict(c["generic_stores"]),
+        global_load_hints=dict(c["hints"]),
         cp_async=dict(c["cp_async"]),
         cp_async_commits=commits,
         cp_async_wait=tuple(waits),

@@ -84,11 +84,12 @@ _MEMORY = {
     "ST": "generic_stores",
     "LDGSTS": "cp_async",
 }
+_LDG_HINTS = ("CONSTANT", "EF", "EL", "LU", "NA", "LTC64B", "LTC128B", "LTC256B")
 _MATRIX = ("HMMA", "HGMMA", "IMMA", "DMMA", "QGMMA", "IGMMA")
 
 
 def view(instrs: list[SassInstr]) -> View:
-    c: dict[str, Counter] = {k: Counter() for k in [*_MEMORY.values(), "special", "matrix", "predicated"]}
+    c: dict[str, Counter] = {k: Counter() for k in [*_MEMORY.values(), "special", "matrix", "predicated", "hints"]}
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []
     executed = []
@@ -110,6 +111,10 @@ def view(instrs: list[SassInstr]) -> View:
         if root in _MEMORY:
             key = _MEMORY[root]
             c[key][bits] += 1
+            if root == "LDG":
+                for hint in ins.opcode.split(".")[1:]:
+                    if hint in _LDG_HINTS:
+                        c["hints"][hint] += 1
             if ins.guard and ins.guard != "PT":
                 c["predicated"][key] += 1
         elif root == "LDGDEPBAR":
@@ -141,6 +146,7 @@ def view(instrs: list[SassInstr]) -> View:
         local_stores=dict(c["local_stores"]),
         generic_loads=dict(c["generic_loads"]),
         generic_stores=dict(c["generic_stores"]),
+        global_load_hints=dict(c["hints"]),
         cp_async=dict(c["cp_async"]),
         cp_async_commits=commits,
         cp_async_wait=tuple(waits),
