@@ -1,0 +1,85 @@
+"""`mage-tune space FAMILY` and `mage-tune render FAMILY`: a family's declared space, and one config's source."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+shape_options = [
+    click.option("--d", type=int, default=None, help="Row width (layernorm)."),
+    click.option("--m", type=int, default=None, help="Rows (layernorm) or M (matmul)."),
+    click.option("--n", type=int, default=None, help="N (matmul)."),
+    click.option("--k", "k_", type=int, default=None, help="K (matmul)."),
+    click.option("--arch", default="sm_90", show_default=True, help="Target arch (constraints depend on it)."),
+]
+
+
+def with_shape(func):
+    for option in reversed(shape_options):
+        func = option(func)
+    return func
+
+
+@click.command()
+@click.argument("family")
+@with_shape
+@click.option("--list", "as_list", is_flag=True, help="List every valid config.")
+@click.option("--json", "as_json", is_flag=True, help="Knobs, constraints and every valid config as JSON.")
+def space(family, d, m, n, k_, arch, as_list, as_json):
+    """Show FAMILY's knobs, their domains, the constraints, and how many configs are valid for this shape."""
+    from tabulate import tabulate
+
+    from mage_tune.compile import check_arch
+    from mage_tune.kernels import get_family
+
+    check_arch(arch)
+    fam = get_family(family)
+    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+    configs = list(fam.configs(shape, arch)) if (as_list or as_json) else None
+    count = len(configs) if configs is not None else sum(1 for _ in fam.configs(shape, arch))
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "family": fam.name,
+                    "shape": shape,
+                    "arch": arch,
+                    "knobs": [{"name": k.name, "domain": list(k.domain), "help": k.help} for k in fam.knobs],
+                    "constraints": fam.constraint_text(),
+                    "size": fam.space_size(),
+                    "valid": count,
+                    "configs": configs,
+                },
+                indent=2,
+            )
+        )
+        return
+    shape_text = ", ".join(f"{k}={v}" for k, v in shape.items())
+    click.echo(f"{fam.name} ({shape_text}, {arch})\n")
+    rows = [[k.name, ", ".join(map(str, k.domain)), k.help] for k in fam.knobs]
+    click.echo(tabulate(rows, headers=["knob", "domain", "meaning"], tablefmt="simple"))
+    click.echo("\nconstraints:")
+    for text in fam.constraint_text():
+        click.echo(f"  - {text}")
+    click.echo(f"\n{count} valid configs of {fam.space_size()} in the product of the domains")
+    if as_list:
+        names = [k.name for k in fam.knobs]
+        click.echo(tabulate([[c[n] for n in names] for c in configs], headers=names, tablefmt="simple"))
+
+
+@click.command()
+@click.argument("family")
+@with_shape
+@click.option(
+    "--set", "settings", multiple=True, help="knob=value (repeatable); unset knobs take the first valid value."
+)
+def render(family, d, m, n, k_, arch, settings):
+    """Print the CUDA source of one config of FAMILY."""
+    from mage_tune.kernels import get_family
+
+    fam = get_family(family)
+    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+    config = fam.parse_settings(settings, shape, arch)
+    click.echo(f"// {fam.name} {config} {shape} {arch}")
+    click.echo(fam.render(config, shape), nl=False)
