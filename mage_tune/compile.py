@@ -106,10 +106,11 @@ def nvrtc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ())
             log = b" " * size
             nvrtc.nvrtcGetProgramLog(prog, log)
             text = log.decode(errors="replace").strip().rstrip("\x00")
+            flat = " | ".join(part.strip() for part in text.splitlines() if part.strip())  # errors print as one line
             first = re.search(r"\((\d+)\): error: (.*)", text)
             if first:
-                raise CompileError(f"{first.group(2)} (NVRTC log: {text})", file=label, line=int(first.group(1)))
-            raise CompileError(f"NVRTC failed: {text}", file=label)
+                raise CompileError(f"{first.group(2)} (NVRTC log: {flat})", file=label, line=int(first.group(1)))
+            raise CompileError(f"NVRTC failed: {flat}", file=label)
         _, size = nvrtc.nvrtcGetPTXSize(prog)
         buf = b" " * size
         nvrtc.nvrtcGetPTX(prog, buf)
@@ -168,7 +169,8 @@ def disassemble(cubin: bytes, label: str) -> tuple[str, str, str]:
             run = subprocess.run([tool.path, flag, str(path)], capture_output=True, text=True, timeout=300)
             if run.returncode != 0:
                 why = (run.stderr or run.stdout).strip().splitlines()
-                raise InputError(f"not a readable cubin (cuobjdump: {why[-1] if why else 'failed'})", file=label)
+                last = why[-1].replace(str(path), label) if why else "failed"  # name the user's file, not our copy
+                raise InputError(f"not a readable cubin (cuobjdump: {last})", file=label)
             outs.append(run.stdout)
     return outs[0], outs[1], tool.version
 

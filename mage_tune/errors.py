@@ -43,3 +43,7 @@ class ConfigError(MageError):
 
 class NoDeviceError(MageError):
     """A GPU step was asked for where no GPU is present."""
+
+
+class MeasureError(MageError):
+    """A measurement session could not run at all (as opposed to one config failing, which is a result)."""

@@ -43,7 +43,8 @@ def _source_param_names(source: str | None, kernel: str) -> list[str]:
     """Parameter names from the CUDA source's signature of `kernel` (PTX keeps only `kernel_param_N`)."""
     if not source:
         return []
-    m = re.search(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s*)?void\s+" + re.escape(kernel) + r"\s*\(", source)
+    bounds = r"(?:__launch_bounds__\([^)]*\)\s*)?"  # allowed before or after `void`, as the guide writes it
+    m = re.search(r"__global__\s+" + bounds + r"void\s+" + bounds + re.escape(kernel) + r"\s*\(", source)
     if not m:
         return []
     depth, end = 1, m.end()
@@ -163,7 +164,10 @@ def load(path: str | Path, arch: str | None = None) -> Artifact:
     if not data.strip():
         raise InputError("empty file", file=label)
     if arch is not None:
-        check_arch(arch)
+        try:
+            check_arch(arch)
+        except InputError as exc:
+            raise InputError(exc.message, file=label) from None  # say which input the arch was meant for
     if data[:4] == b"\x7fELF":
         return build_from_cubin(data, label)
     try:

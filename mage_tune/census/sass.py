@@ -16,6 +16,7 @@ from mage_tune.errors import InputError
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)|^\s*\.section\s+\.text\.([\w$.]+)\s*,")
 _INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
+_FUNCTION_ANY_LINE = re.compile(_FUNCTION.pattern, re.M)
 _GUARD = re.compile(r"^@(!?U?P(?:T|\d+))\s+")
 _ARCH = re.compile(r"code for (sm_\d+)|\.target\s+(sm_\d+)|EF_CUDA_SM(\d+)")
 
@@ -28,7 +29,8 @@ class SassInstr:
 
 
 def looks_like_sass(text: str) -> bool:
-    return bool(_INSTR.search(text[:20000])) and bool(_FUNCTION.search(text) or "code for sm_" in text)
+    # nvdisasm prints pages of .nv.info before the first .text section, so look through the whole listing.
+    return bool(_INSTR.search(text)) and bool(_FUNCTION_ANY_LINE.search(text) or "code for sm_" in text)
 
 
 def arch_of(text: str) -> str | None:

@@ -95,6 +95,7 @@ class Family(ABC):
     kernel_name: str
     param_names: tuple[str, ...]
     baselines: tuple[str, ...]
+    tolerance: float = 1e-5  # largest accepted ||out - ref|| / ||ref|| against the float64 reference
 
     # --- the space ---------------------------------------------------------------------------------------------
     @abstractmethod

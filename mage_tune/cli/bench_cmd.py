@@ -1,0 +1,161 @@
+"""`mage-tune bench FAMILY`: check and time variants on the GPU with the baselines in the same run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import click
+
+from mage_tune.cli.space_cmd import with_shape
+
+
+@click.command()
+@click.argument("family")
+@with_shape
+@click.option("--set", "settings", multiple=True, help="knob=value for the variant (repeatable).")
+@click.option("--source", type=click.Path(exists=True, dir_okay=False), multiple=True,
+              help="A hand-written .cu with the family's kernel signature, launched like the --set config.")
+@click.option("--all", "all_configs", is_flag=True, help="Every valid config of the space (with --sample: a sample).")
+@click.option("--sample", type=int, default=None, help="With --all: this many configs, seeded, plus knob corners.")
+@click.option("--check-only", is_flag=True, help="Correctness only, no timing (space-wide checks).")
+@click.option("--regime", type=click.Choice(["cold", "hot", "both"]), default="cold", show_default=True)
+@click.option("--baselines", default="triton,torch", show_default=True, help="Comma list, or 'none'.")
+@click.option("--rounds", type=int, default=7, show_default=True, help="Graph replays per regime (median, min, max).")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per job.")
+@click.option("--seed", type=int, default=None, help="Input seed (default: fresh).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Also write the record here.")
+def bench(family, d, m, n, k_, arch, settings, source, all_configs, sample, check_only, regime, baselines, rounds,
+          timeout_s, seed, as_json, out_path):
+    """Check every variant against a float64 reference (outputs poisoned first), then time it by CUDA-graph replay.
+
+    Baselines (Triton's reference kernel at each config, torch) run in the same worker process, on the same inputs,
+    with the same timer. Without a GPU this exits with code 2.
+    """
+    from mage_tune.kernels import get_family
+    from mage_tune.measure import bench as run_bench
+    from mage_tune.measure import device
+
+    device.require_gpu()
+    if arch == "auto" or arch is None:
+        arch = device.arch_of_device()
+    fam = get_family(family)
+    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+    variants = _variants(fam, shape, arch, settings, source, all_configs, sample)
+    regimes = ("cold", "hot") if regime == "both" else (regime,)
+    names = () if baselines == "none" else tuple(b.strip() for b in baselines.split(",") if b.strip())
+    with click.progressbar(length=len(variants) + 1, label="measuring", file=click.get_text_stream("stderr")) as bar:
+        run = run_bench(fam.name, shape, variants, regimes=regimes, baselines=names, rounds=rounds, seed=seed,
+                        job_timeout_s=timeout_s, timed=not check_only, on_result=lambda _r: bar.update(1))
+    record = run_record(run, variants)
+    if out_path:
+        Path(out_path).write_text(json.dumps(record, indent=1))
+    if as_json:
+        click.echo(json.dumps(record, indent=1))
+    else:
+        click.echo(format_run(run, regimes))
+    failed = [r for r in run.results if not r.ok and r.kind == "variant"]
+    if check_only and failed:
+        raise click.exceptions.Exit(1)
+
+
+def _variants(fam, shape, arch, settings, sources, all_configs, sample):
+    from mage_tune.errors import MageError
+    from mage_tune.kernels.pool import build_many
+    from mage_tune.kernels.sample import sample_configs
+
+    if all_configs:
+        configs = list(fam.configs(shape, arch))
+        if sample:
+            configs = sample_configs(fam, shape, arch, sample, seed=0)
+        variants = []
+        for config, built in build_many(fam.name, shape, arch, configs):
+            if isinstance(built, MageError):
+                click.echo(f"compile failed: {built}", err=True)
+            else:
+                variants.append(built)
+        return variants
+    config = fam.parse_settings(settings, shape, arch)
+    if not sources:
+        return [fam.build(config, shape, arch)]
+    return [_from_source(fam, shape, arch, config, path) for path in sources]
+
+
+def _from_source(fam, shape, arch, config, path):
+    """A hand-written kernel with the family's signature, launched as the config would be."""
+    from mage_tune.compile import build_from_cu
+    from mage_tune.kernels.base import Variant
+
+    text = Path(path).read_text()
+    art = build_from_cu(text, arch, str(path))
+    launch = fam.launch(config, shape)
+    art = dataclasses.replace(art, dynamic_shared=launch.dynamic_shared)
+    return Variant(fam.name, {**config, "source": Path(path).name}, shape, arch, text, fam.kernel_name,
+                   fam.param_names, launch, art)
+
+
+def run_record(run, variants) -> dict:
+    from mage_tune.census import census_artifact
+    from mage_tune.measure.summary import rows
+
+    censuses = {}
+    for v in variants:
+        c = census_artifact(v.artifact, kernel=v.kernel_name, block=v.block, param_names=list(v.param_names))[0]
+        censuses[v.label] = c.to_json()
+    regimes = sorted({t.regime for r in run.results for t in r.timings})
+    return {
+        "schema": "mage-tune.bench/1",
+        "family": run.family,
+        "shape": run.shape,
+        "bytes_moved": run.bytes_moved,
+        "flops": run.flops,
+        "environment": run.environment,
+        "sessions": [dataclasses.asdict(s) for s in run.sessions],
+        "results": [r.to_json() for r in run.results],
+        "summary": {
+            regime: [
+                {"label": row.result.label, "kind": row.result.kind, "session": row.result.session,
+                 "time_us": row.time_us, "floor_us": row.floor_us, "pct_of_floor": row.pct_of_floor,
+                 "vs": row.vs}
+                for row in rows(run, regime)
+            ]
+            for regime in regimes
+        },
+        "census": censuses,
+    }
+
+
+def format_run(run, regimes) -> str:
+    from tabulate import tabulate
+
+    from mage_tune.measure.summary import rows
+
+    env = run.environment
+    lines = [
+        f"{run.family} {run.shape} on {env.get('gpu', '?')} (driver {env.get('driver', '?')}, "
+        f"torch {env.get('torch', '?')}, triton {env.get('triton', '?')})"
+    ]
+    for s in run.sessions:
+        lines.append(f"session {s.index}: copy ceiling {s.copy_gbs:.0f} GB/s (best of {', '.join(s.copy_kernels)}), "
+                     f"FP32 {s.fp32_tflops:.1f} TFLOP/s, control {s.control_us:.1f} µs")
+    for regime in regimes:
+        table = []
+        for row in rows(run, regime):
+            r = row.result
+            timing = next((t for t in r.timings if t.regime == regime), None)
+            table.append([
+                r.label, r.kind, r.session, "ok" if r.ok else f"FAILED: {r.error}",
+                f"{r.rel_err:.1e}" if r.rel_err is not None else "-",
+                f"{timing.median_us:.2f} [{timing.min_us:.2f}-{timing.max_us:.2f}]" if timing else "-",
+                f"{r.single_launch_us:.2f}" if r.single_launch_us else "-",
+                row.rate, f"{row.pct_of_floor:.0%}" if row.pct_of_floor else "-",
+                " ".join(f"{g} {x:.2f}x" for g, x in row.vs.items()) or "-",
+            ])
+        lines.append(f"\n{regime} regime (µs per launch from graph replay; floor {rows(run, regime)[0].floor_us:.2f} µs)"
+                     if run.results else "")
+        lines.append(tabulate(table, headers=["kernel", "kind", "sess", "check", "rel err", "µs median [min-max]",
+                                              "1 launch µs", "rate", "% floor", "time / best baseline"],
+                              tablefmt="simple", disable_numparse=True))
+    return "\n".join(lines)

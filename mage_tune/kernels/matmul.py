@@ -1,0 +1,154 @@
+"""FP32 matmul C = A·B (row-major M×K times K×N): block tiles, per-thread micro-tiles, a cp.async pipeline.
+
+The space spans the classic SIMT SGEMM choices: block tile (bm, bn, bk), micro-tile (tm, tn; the thread count is
+derived), pipeline depth (stages), copy widths of A and B (a_vec, b_vec, in bytes), whether A is transposed on its
+way into shared memory (a_trans), row padding against bank conflicts (pad) and float4 fragment reads (smem_vec).
+Every tile copy is a cp.async; M, N and K are runtime arguments, so any shape runs (edges zero-fill and are guarded).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mage_tune.kernels.base import SMEM_OPTIN, Config, Family, Knob, Launch, Shape
+
+FLOAT = 4  # bytes
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Matmul(Family):
+    name = "matmul"
+    template = "matmul.cu.j2"
+    # The first value of each domain is the default a partial --set completes with: a sound mid-sized kernel.
+    knobs = (
+        Knob("bm", (64, 32, 128), "block tile rows (of C and A)"),
+        Knob("bn", (64, 32, 128), "block tile columns (of C and B)"),
+        Knob("bk", (16, 8, 32), "k-tile depth: the K extent of one shared-memory tile"),
+        Knob("tm", (4, 2, 8), "micro-tile rows per thread"),
+        Knob("tn", (4, 2, 8), "micro-tile columns per thread (threads = bm*bn/(tm*tn))"),
+        Knob("stages", (2, 1, 3), "shared-memory buffers; stages-1 tile copies stay in flight while one computes"),
+        Knob("a_vec", (16, 4, 8), "bytes per cp.async of A"),
+        Knob("b_vec", (16, 4, 8), "bytes per cp.async of B"),
+        Knob("a_trans", (0, 1), "1: A transposed into shared memory as As[bk][bm] (4-byte copies)"),
+        Knob("pad", (4, 0), "floats of padding per shared row of A, against bank conflicts"),
+        Knob("smem_vec", (1, 0), "1: float4 fragment reads from shared memory (LDS.128)"),
+    )
+    dims = ("m", "n", "k")
+    default_dims = {"m": 1024, "n": 1024, "k": 1024}
+    kernel_name = "matmul"
+    param_names = ("A", "B", "C")
+    baselines = ("triton", "torch")
+
+    # --- the space ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def threads(config: Config) -> int:
+        return config["bm"] * config["bn"] // (config["tm"] * config["tn"])
+
+    @staticmethod
+    def shared_floats(config: Config) -> tuple[int, int]:
+        """Floats in one stage's A buffer and B buffer (padding included)."""
+        bm, bn, bk, pad = config["bm"], config["bn"], config["bk"], config["pad"]
+        a = bk * (bm + pad) if config["a_trans"] else bm * (bk + pad)
+        return a, bk * bn
+
+    def shared_bytes(self, config: Config) -> int:
+        return config["stages"] * sum(self.shared_floats(config)) * FLOAT
+
+    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+        c = config
+        out = []
+        threads = self.threads(c)
+        if not (32 <= threads <= 1024 and threads % 32 == 0):
+            out.append(f"threads = bm*bn/(tm*tn) = {threads} must be a multiple of 32 in 32..1024")
+        if c["tm"] * c["tn"] > 64:
+            out.append(f"tm*tn = {c['tm'] * c['tn']} accumulators exceed 64 per thread")
+        if c["a_trans"] and c["a_vec"] != 4:
+            out.append(f"a_trans=1 needs a_vec=4 (a transposing copy scatters single floats), got a_vec={c['a_vec']}")
+        if (shape["k"] * FLOAT) % c["a_vec"]:
+            out.append(f"a_vec={c['a_vec']} needs K*4 divisible by {c['a_vec']} (row starts of A), K={shape['k']}")
+        if (shape["n"] * FLOAT) % c["b_vec"]:
+            out.append(f"b_vec={c['b_vec']} needs N*4 divisible by {c['b_vec']} (row starts of B), N={shape['n']}")
+        if c["bk"] % (c["a_vec"] // FLOAT) or c["bn"] % (c["b_vec"] // FLOAT):
+            out.append("bk must be a multiple of a_vec/4 and bn of b_vec/4")
+        if c["smem_vec"] and c["tn"] % 4:
+            out.append(f"smem_vec=1 needs tn % 4 == 0 (float4 runs of B columns), got tn={c['tn']}")
+        if c["smem_vec"] and c["a_trans"] and c["tm"] % 4:
+            out.append(f"smem_vec=1 with a_trans=1 needs tm % 4 == 0 (float4 runs of A rows), got tm={c['tm']}")
+        limit = SMEM_OPTIN[arch]
+        if self.shared_bytes(c) > limit:
+            out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")
+        return out
+
+    def constraint_text(self) -> list[str]:
+        return [
+            "threads = bm*bn/(tm*tn) is derived and must be a multiple of 32 in 32..1024",
+            "tm*tn <= 64 accumulators per thread",
+            "a_trans=1 needs a_vec=4: the transposing copy scatters single floats",
+            "K*4 % a_vec == 0 and N*4 % b_vec == 0, so every row of A and B starts aligned to its copy width",
+            "bk % (a_vec/4) == 0 and bn % (b_vec/4) == 0 (always true in these domains)",
+            "smem_vec=1 needs tn % 4 == 0 (B fragments read as float4 runs of columns) and, when a_trans=1, "
+            "tm % 4 == 0 (A fragments as float4 runs of rows); with a_trans=0 A is read as float4 along k",
+            "shared memory stages * (A tile + pad, B tile) * 4 bytes <= the arch's opt-in limit (227 KB on sm_90)",
+            "copies that do not divide evenly among the threads are guarded, so they constrain nothing",
+        ]
+
+    def launch(self, config: Config, shape: Shape) -> Launch:
+        grid = (_cdiv(shape["n"], config["bn"]), _cdiv(shape["m"], config["bm"]), 1)
+        return Launch(grid, self.threads(config), self.shared_bytes(config))
+
+    def template_vars(self, config: Config, shape: Shape) -> dict:
+        c = config
+        a_floats, b_floats = self.shared_floats(c)
+        a_vec, b_vec = c["a_vec"] // FLOAT, c["b_vec"] // FLOAT
+        # Contiguous runs in the micro-tile: float4 reads need 4 adjacent rows (A transposed) or columns (B).
+        a_frag_vec = 4 if c["smem_vec"] and c["a_trans"] else 1
+        b_frag_vec = 4 if c["smem_vec"] else 1
+        return {
+            **c,
+            "label": ",".join(f"{k}={v}" for k, v in c.items()),
+            "threads": self.threads(c),
+            "lda": c["bm"] + c["pad"] if c["a_trans"] else c["bk"] + c["pad"],
+            "ldb": c["bn"],
+            "a_stage_floats": a_floats,
+            "b_stage_floats": b_floats,
+            "a_vec_floats": a_vec,
+            "b_vec_floats": b_vec,
+            "a_copies": c["bm"] * c["bk"] // a_vec,
+            "b_copies": c["bk"] * c["bn"] // b_vec,
+            "a_frag_vec": a_frag_vec,
+            "b_frag_vec": b_frag_vec,
+            # Untransposed A with smem_vec reads one float4 per row covering four k steps.
+            "k_step": 4 if c["smem_vec"] and not c["a_trans"] else 1,
+            # float4 stores of C need each run 16-byte aligned, hence rows of C a multiple of 4 floats.
+            "c_store_vec": b_frag_vec == 4 and shape["n"] % 4 == 0,
+        }
+
+    # --- correctness and cost ---------------------------------------------------------------------------------
+    def make_inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        return {
+            "A": rng.uniform(-1.0, 1.0, size=(m, k)).astype(np.float32),
+            "B": rng.uniform(-1.0, 1.0, size=(k, n)).astype(np.float32),
+        }
+
+    def reference(self, inputs: dict[str, np.ndarray], shape: Shape) -> np.ndarray:
+        return inputs["A"].astype(np.float64) @ inputs["B"].astype(np.float64)
+
+    def output_shape(self, shape: Shape) -> tuple[int, ...]:
+        return (shape["m"], shape["n"])
+
+    def scalar_args(self, shape: Shape) -> tuple:
+        return (np.int32(shape["m"]), np.int32(shape["n"]), np.int32(shape["k"]))
+
+    def bytes_moved(self, shape: Shape) -> int:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        return FLOAT * (m * k + k * n + m * n)
+
+    def flops(self, shape: Shape) -> int:
+        return 2 * shape["m"] * shape["n"] * shape["k"]
+
+
+FAMILY = Matmul()

@@ -1,0 +1,68 @@
+"""GPU measurement: correctness first, then CUDA-graph timing, baselines and ceilings in the same worker process.
+
+Nothing here imports torch or cupy at module level; the worker process does.
+"""
+
+from __future__ import annotations
+
+from mage_tune.kernels.base import Variant
+from mage_tune.measure.records import BenchRun, Job, Plan, Result
+
+
+def variant_job(variant: Variant) -> Job:
+    art = variant.artifact
+    return Job(
+        label=variant.label,
+        kind="variant",
+        config=dict(variant.config),
+        cubin=art.cubin,
+        cubin_sha256=art.cubin_sha256,
+        kernel_name=variant.kernel_name,
+        grid=variant.launch.grid,
+        block=variant.launch.block,
+        dynamic_shared=variant.launch.dynamic_shared,
+    )
+
+
+def baseline_jobs(family: str, shape: dict, names: tuple[str, ...]) -> list[Job]:
+    from mage_tune.measure import baselines
+
+    jobs: list[Job] = []
+    if "triton" in names:
+        jobs += baselines.triton_jobs(family, shape)
+    if "torch" in names:
+        jobs += baselines.torch_jobs(family)
+    return jobs
+
+
+def bench(
+    family: str,
+    shape: dict,
+    variants: list[Variant],
+    regimes: tuple[str, ...] = ("cold",),
+    baselines: tuple[str, ...] = ("triton", "torch"),
+    rounds: int = 7,
+    seed: int | None = None,
+    job_timeout_s: float = 60.0,
+    timed: bool = True,
+    on_result=None,
+) -> BenchRun:
+    import os
+
+    from mage_tune.measure import device, worker
+
+    device.require_gpu()
+    plan = Plan(
+        family=family,
+        shape=dict(shape),
+        jobs=tuple(baseline_jobs(family, shape, baselines) + [variant_job(v) for v in variants]),
+        regimes=regimes,
+        rounds=rounds,
+        seed=seed if seed is not None else int.from_bytes(os.urandom(4), "little"),
+        job_timeout_s=job_timeout_s,
+        timed=timed,
+    )
+    return worker.run_plan(plan, on_result=on_result)
+
+
+__all__ = ["BenchRun", "Job", "Plan", "Result", "bench", "variant_job"]

@@ -1,0 +1,82 @@
+"""Triton's reference kernels for each family, as `@triton.jit` functions.
+
+They live in their own file because Triton's `ASTSource` reads a kernel's source text back from its module file;
+`triton_ref.py` compiles them offline for any arch and hands the result to the census. Argument names are the
+census's parameter names: the layer norm's pointers read x, y, scale, bias; the matrix multiply's A, B, C.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def norm_kernel(x, y, scale, bias, stride, N, eps, BLOCK: tl.constexpr):
+    """Layer norm forward, one program per row: the whole row (BLOCK >= N) is loaded once and held in registers.
+
+    y[row] = (x[row] - mean) / sqrt(var + eps) * scale + bias, with var the biased variance.
+    """
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    v = tl.load(x + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(v, axis=0) / N
+    centered = tl.where(mask, v - mean, 0.0)
+    var = tl.sum(centered * centered, axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    w = tl.load(scale + cols, mask=mask)
+    b = tl.load(bias + cols, mask=mask)
+    tl.store(y + row * stride + cols, centered * rstd * w + b, mask=mask)
+
+
+@triton.jit
+def matmul_kernel(
+    A,
+    B,
+    C,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    """C = A @ B in FP32 with IEEE products (no TF32): one BLOCK_M x BLOCK_N tile of C per program.
+
+    Programs are numbered in groups of GROUP_M tile rows so that consecutive programs share B tiles in L2.
+    """
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    group = pid // per_group
+    first_m = group * GROUP_M
+    group_rows = min(tiles_m - first_m, GROUP_M)
+    tile_m = first_m + (pid % per_group) % group_rows
+    tile_n = (pid % per_group) // group_rows
+
+    rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    ks = tl.arange(0, BLOCK_K)
+    a_ptrs = A + rows[:, None] * stride_am + ks[None, :] * stride_ak
+    b_ptrs = B + ks[:, None] * stride_bk + cols[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for step in range(0, tl.cdiv(K, BLOCK_K)):
+        left = K - step * BLOCK_K
+        a = tl.load(a_ptrs, mask=ks[None, :] < left, other=0.0)
+        b = tl.load(b_ptrs, mask=ks[:, None] < left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="ieee")
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = C + out_rows[:, None] * stride_cm + out_cols[None, :] * stride_cn
+    tl.store(c_ptrs, acc, mask=(out_rows[:, None] < M) & (out_cols[None, :] < N))

@@ -1,0 +1,453 @@
+"""Triton kernels compiled offline for any arch and handed to the same census as our templates.
+
+`compile_reference(family, shape, arch, num_warps, config)` compiles Triton's reference kernel for a family
+(`triton_kernels.py`); `compile_user(spec, signature, constexprs, arch, num_warps)` compiles a user's own
+`@triton.jit` function from `path.py:kernel`. Both go through `triton.compiler.ASTSource` and
+`GPUTarget("cuda", cc, 32)`: no GPU, no launch. What the census reads:
+
+- PTX: Triton's own.
+- SASS and `-res-usage`: `cuobjdump` on Triton's own cubin (the binary that would run).
+- `ptxas -v`: Triton's bundled ptxas run again on Triton's PTX with the same arch (Triton drops its own report).
+- `metadata.shared` (shared memory Triton allocates at launch) -> `Artifact.dynamic_shared`; `num_warps` -> the
+  block (32 x num_warps threads); `metadata.name` -> the kernel name.
+
+Specialization. At launch Triton's JIT specializes on the arguments: 16-byte aligned pointers and integers
+divisible by 16 get `tt.divisibility=16`, and an integer equal to 1 becomes a constant. `ASTSource` sees none of
+that unless told. By default we compile without it (the plain offline compile); `specialize=True` adds what the
+JIT would add for the shape (pointers from an allocator are 16-byte aligned), which lets Triton vectorize masked
+loads. The two can differ a lot (the layer norm's 24 scalar loads become 6 quad loads), so every TritonKernel says
+which it is.
+
+Triton 3.5+ appends scratch pointers (global / profile scratch) after the kernel's own parameters; the census's
+parameter names map the jit arguments (constexprs removed) onto the first PTX parameters and call the extras
+`scratch_0`, `scratch_1`. Compiles are cached by Triton's own cache (~/.triton/cache, or TRITON_CACHE_DIR).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import inspect
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from mage_tune import toolchain
+from mage_tune.compile import Artifact, check_arch, disassemble, ptxas
+from mage_tune.errors import InputError, ToolchainError
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages): the shapes of the matmul tutorial's CUDA autotune
+# list, with BLOCK_K and stages cut so that the FP32 tiles fit the 99 KB of shared memory of sm_86/sm_89 (Triton
+# allocates num_stages - 1 buffers; the first config takes 64 KB, the largest 72 KB).
+MATMUL_CONFIGS: tuple[tuple[int, int, int, int, int, int], ...] = (
+    (128, 128, 32, 8, 8, 3),
+    (128, 64, 32, 8, 4, 4),
+    (64, 128, 32, 8, 4, 4),
+    (64, 64, 32, 8, 4, 4),
+    (128, 32, 32, 8, 4, 4),
+    (64, 32, 32, 8, 2, 5),
+    (32, 64, 32, 8, 2, 5),
+)
+MATMUL_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+
+NORM_SIGNATURE = {
+    "x": "*fp32",
+    "y": "*fp32",
+    "scale": "*fp32",
+    "bias": "*fp32",
+    "stride": "i32",
+    "N": "i32",
+    "eps": "fp32",
+    "BLOCK": "constexpr",
+}
+MATMUL_SIGNATURE = {
+    **dict.fromkeys(("A", "B", "C"), "*fp32"),
+    **dict.fromkeys(("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn"), "i32"),
+    **dict.fromkeys(("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"), "constexpr"),
+}
+_OPTION_KEYS = ("num_warps", "num_stages")
+
+
+@dataclass(frozen=True)
+class TritonKernel:
+    """One Triton kernel compiled for one arch, config and num_warps, ready for `census_artifact`."""
+
+    name: str
+    config: dict  # constexprs plus num_warps / num_stages
+    grid: tuple[int, int, int] | None  # None where the caller did not say (a user kernel without --grid)
+    block: int  # 32 * num_warps
+    artifact: Artifact
+    param_names: tuple[str, ...]
+    specialized: bool = False  # compiled with the JIT's launch-time divisibility / equal-to-1 specialization
+
+    @property
+    def num_warps(self) -> int:
+        return self.block // 32
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def norm_num_warps(block: int) -> int:
+    """The tutorial's choice for a one-row-per-program kernel: a warp per 256 elements, 1 to 8 warps."""
+    return min(max(block // 256, 1), 8)
+
+
+def matmul_config(index: int) -> dict:
+    if not 0 <= index < len(MATMUL_CONFIGS):
+        raise InputError(f"Triton matmul config {index} does not exist; 0..{len(MATMUL_CONFIGS) - 1}")
+    return dict(zip(MATMUL_KEYS, MATMUL_CONFIGS[index], strict=True))
+
+
+# --- the reference kernels ------------------------------------------------------------------------------------
+def compile_reference(
+    family: str,
+    shape: dict,
+    arch: str,
+    num_warps: int | None = None,
+    config: dict | None = None,
+    specialize: bool = False,
+) -> list[TritonKernel]:
+    """Triton's reference kernel of `family` for `shape` on `arch`, one TritonKernel per config.
+
+    layernorm: shape {"m", "d"}; config may set BLOCK (default next power of two >= d) and num_warps (default
+    `num_warps`, else the tutorial's block/256 rule). One kernel; grid (m,), block 32 * num_warps.
+    matmul: shape {"m", "n", "k"}; config is one of MATMUL_CONFIGS as a dict (MATMUL_KEYS); without it every
+    config in MATMUL_CONFIGS is compiled. `num_warps` overrides each config's. Grid cdiv(m, BM) * cdiv(n, BN).
+    """
+    check_arch(arch)
+    from mage_tune import triton_kernels as tk
+
+    if family == "layernorm":
+        m, d = int(shape["m"]), int(shape["d"])
+        config = dict(config or {})
+        block = int(config.get("BLOCK") or next_power_of_2(d))
+        if block < d:
+            raise InputError(f"Triton norm_kernel needs BLOCK >= d; BLOCK={block}, d={d}")
+        warps = int(config.get("num_warps") or num_warps or norm_num_warps(block))
+        values = {"x": None, "y": None, "scale": None, "bias": None, "stride": d, "N": d}
+        kernel = _compile(
+            tk.norm_kernel, dict(NORM_SIGNATURE), {"BLOCK": block}, arch, warps, None, "triton", values, specialize
+        )
+        return [dataclasses.replace(kernel, grid=(m, 1, 1))]
+    if family == "matmul":
+        m, n, k = int(shape["m"]), int(shape["n"]), int(shape["k"])
+        configs = [dict(config)] if config else [matmul_config(i) for i in range(len(MATMUL_CONFIGS))]
+        out = []
+        for cfg in configs:
+            missing = [key for key in MATMUL_KEYS if key not in cfg]
+            if missing:
+                raise InputError(f"Triton matmul config lacks {', '.join(missing)}")
+            constexprs = {key: int(cfg[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+            warps = int(num_warps or cfg["num_warps"])
+            values = {"A": None, "B": None, "C": None, "M": m, "N": n, "K": k}
+            values.update(stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1, stride_cm=n, stride_cn=1)
+            kernel = _compile(
+                tk.matmul_kernel,
+                dict(MATMUL_SIGNATURE),
+                constexprs,
+                arch,
+                warps,
+                int(cfg["num_stages"]),
+                "triton",
+                values,
+                specialize,
+            )
+            grid = (cdiv(m, constexprs["BLOCK_M"]) * cdiv(n, constexprs["BLOCK_N"]), 1, 1)
+            out.append(dataclasses.replace(kernel, grid=grid))
+        return out
+    raise InputError(f"no Triton reference for family {family!r}; known: layernorm, matmul")
+
+
+# --- a user's kernel ------------------------------------------------------------------------------------------
+def compile_user(
+    spec: str,
+    signature: str | None,
+    constexprs: list[str] | tuple[str, ...],
+    arch: str,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    grid: tuple[int, int, int] | None = None,
+) -> TritonKernel:
+    """Compile `path.py:kernel` with `signature` ("name:type,...") and `constexprs` ("NAME=value", ...).
+
+    Every argument of the kernel needs a type in `signature`, in the function's order; an argument given a value
+    with `constexprs` may be left out of `signature` (it is a constexpr). Errors name the file (and line where
+    Python or Triton says).
+    """
+    check_arch(arch)
+    path, name = _split_spec(spec)
+    fn = _load_kernel(path, name)
+    values = _parse_constexprs(constexprs, path)
+    sig = _parse_signature(signature, fn, values, path)
+    warps = num_warps or 4
+    kernel = _compile(fn, sig, values, arch, warps, num_stages, "user", None, False, file=path)
+    return dataclasses.replace(kernel, grid=grid)
+
+
+def _split_spec(spec: str) -> tuple[str, str]:
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path or not name:
+        raise InputError(f"expected path.py:kernel, got {spec!r}")
+    if not Path(path).is_file():
+        raise InputError("no such file", file=path)
+    if not name.isidentifier():
+        raise InputError(f"{name!r} is not a Python function name", file=path)
+    return path, name
+
+
+def _load_kernel(path: str, name: str):
+    """Import the user's file under a module name of its own and return its @triton.jit function `name`."""
+    text = Path(path).read_text(errors="replace")
+    try:
+        compile(text, path, "exec")
+    except SyntaxError as exc:
+        raise InputError(f"Python syntax error: {exc.msg}", file=path, line=exc.lineno) from None
+    module_name = "mage_tune_user_" + hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's module raised while importing: say what and where, no traceback
+        sys.modules.pop(module_name, None)
+        raise InputError(f"importing it failed: {type(exc).__name__}: {exc}", file=path, line=_user_line(exc, path))
+    fn = getattr(module, name, None)
+    from triton.runtime.jit import JITFunction
+
+    kernels = sorted(k for k, v in vars(module).items() if isinstance(v, JITFunction))
+    if fn is None:
+        known = ", ".join(kernels) or "none"
+        raise InputError(f"no kernel named {name!r}; @triton.jit kernels here: {known}", file=path)
+    if not isinstance(fn, JITFunction):
+        line = _def_line(fn)
+        raise InputError(f"{name!r} is not a @triton.jit kernel", file=path, line=line)
+    return fn
+
+
+def _user_line(exc: BaseException, path: str) -> int | None:
+    tb = exc.__traceback__
+    line = None
+    real = str(Path(path).resolve())
+    while tb is not None:
+        if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == real:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _def_line(fn) -> int | None:
+    """Line of `def` in the file (decorators skipped)."""
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    for i, text in enumerate(lines):
+        if text.lstrip().startswith("def "):
+            return start + i
+    return start
+
+
+def _parse_value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text in ("True", "False", "true", "false"):
+        return text.lower() == "true"
+    return text
+
+
+def _parse_constexprs(items, path: str) -> dict:
+    values = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip() or not text.strip():
+            raise InputError(f"--constexpr expects NAME=value, got {item!r}", file=path)
+        values[key.strip()] = _parse_value(text.strip())
+    return values
+
+
+def _check_type(ty: str) -> bool:
+    """Whether Triton's own type parser accepts `ty` (constexpr aside)."""
+    if ty == "constexpr":
+        return True
+    from triton import language as tl
+
+    try:
+        params = inspect.signature(tl.str_to_ty).parameters
+        tl.str_to_ty(ty, None) if len(params) > 1 else tl.str_to_ty(ty)
+    except (KeyError, ValueError, IndexError, AttributeError, TypeError):
+        return False
+    return True
+
+
+def _parse_signature(text: str | None, fn, values: dict, path: str) -> dict:
+    args = list(fn.arg_names)
+    typed: dict[str, str] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        arg, sep, ty = (s.strip() for s in item.partition(":"))
+        if not sep or not arg or not ty:
+            raise InputError(f"--signature expects name:type,..., got {item.strip()!r}", file=path)
+        if arg in typed:
+            raise InputError(f"--signature names {arg!r} twice", file=path)
+        typed[arg] = ty
+    line = _def_line(fn)
+    unknown = [a for a in [*typed, *values] if a not in args]
+    if unknown:
+        raise InputError(
+            f"{', '.join(dict.fromkeys(unknown))} not an argument of {fn.__name__}({', '.join(args)})",
+            file=path,
+            line=line,
+        )
+    given = [a for a in args if a in typed]
+    if given != [a for a in typed]:
+        raise InputError(f"--signature must follow the kernel's order: {', '.join(args)}", file=path, line=line)
+    sig = {}
+    for i, arg in enumerate(args):
+        is_constexpr = bool(getattr(fn.params[i], "is_constexpr", False)) if hasattr(fn, "params") else False
+        ty = typed.get(arg) or ("constexpr" if arg in values else None)
+        if ty is None:
+            raise InputError(
+                f"--signature gives no type for {arg!r} (kernel arguments: {', '.join(args)})", file=path, line=line
+            )
+        if not _check_type(ty):
+            raise InputError(
+                f"type {ty!r} of {arg!r} is not a Triton type (e.g. *fp32, *fp16, i32, i64, fp32, constexpr)",
+                file=path,
+                line=line,
+            )
+        if ty == "constexpr" and arg not in values:
+            raise InputError(f"{arg} is constexpr and needs a value: --constexpr {arg}=...", file=path, line=line)
+        if is_constexpr and ty != "constexpr":
+            raise InputError(f"{arg} is declared tl.constexpr; give it with --constexpr {arg}=...", file=path)
+        sig[arg] = ty
+    return sig
+
+
+# --- the compile ----------------------------------------------------------------------------------------------
+def _triton_version() -> str:
+    import triton
+
+    return triton.__version__
+
+
+@cache
+def triton_ptxas() -> toolchain.Tool:
+    """The ptxas bundled with Triton: the assembler Triton itself runs on its PTX."""
+    folder = toolchain.triton_bin_dir()
+    exe = folder / "ptxas" if folder else None
+    if exe is None or not exe.is_file():
+        raise ToolchainError("Triton's bundled ptxas not found (backends/nvidia/bin); pip install triton")
+    try:
+        out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    found = re.search(r"V(\d+\.\d+\.\d+)", out)
+    return toolchain.Tool("ptxas", str(exe), found.group(1) if found else "", "triton")
+
+
+def _attrs(fn, sig: dict, values: dict | None, backend) -> tuple[dict, dict, dict]:
+    """What the JIT would specialize at launch: (signature, extra constexprs, attrs)."""
+    divisible = backend.parse_attr("D") if hasattr(backend, "parse_attr") else [["tt.divisibility", 16]]
+    sig = dict(sig)
+    constexprs, attrs = {}, {}
+    for i, arg in enumerate(fn.arg_names):
+        ty = sig.get(arg)
+        if ty is None or ty == "constexpr":
+            continue
+        if ty.startswith("*"):
+            attrs[(i,)] = divisible
+        elif ty[0] in "iu" and values and values.get(arg) is not None:
+            if values[arg] == 1:
+                sig[arg], constexprs[arg] = "constexpr", 1
+            elif values[arg] % 16 == 0:
+                attrs[(i,)] = divisible
+    return sig, constexprs, attrs
+
+
+def _compile(
+    fn,
+    signature: dict,
+    constexprs: dict,
+    arch: str,
+    num_warps: int,
+    num_stages: int | None,
+    origin: str,
+    values: dict | None,
+    specialize: bool,
+    file: str | None = None,
+) -> TritonKernel:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.compiler import compile as triton_compile
+    from triton.compiler.errors import CompilationError
+
+    if num_warps < 1 or num_warps & (num_warps - 1):
+        raise InputError(f"num_warps must be a power of two, got {num_warps}", file=file)
+    target = GPUTarget("cuda", int(arch[3:]), 32)
+    attrs = {}
+    constexprs = dict(constexprs)
+    if specialize:
+        signature, extra, attrs = _attrs(fn, signature, values, make_backend(target))
+        constexprs.update(extra)
+    options = {"num_warps": num_warps, "enable_fp_fusion": True}  # Triton's default, said aloud (3.9 warns if not)
+    if num_stages is not None:
+        options["num_stages"] = num_stages
+    label = f"{origin}:{fn.__name__}[{','.join(f'{k}={v}' for k, v in {**constexprs, **options}.items())}]"
+    try:
+        compiled = triton_compile(ASTSource(fn, signature, constexprs=constexprs, attrs=attrs), target, options)
+    except CompilationError as exc:
+        def_line = _def_line(fn.fn)
+        node_line = getattr(getattr(exc, "node", None), "lineno", None)
+        line = def_line + node_line - 1 if def_line and node_line else def_line
+        why = (exc.error_message or str(exc).strip().splitlines()[-1]) if hasattr(exc, "error_message") else str(exc)
+        raise InputError(f"Triton could not compile {fn.__name__}: {why}", file=file or label, line=line) from None
+    except Exception as exc:  # Triton's type checks raise KeyError, AssertionError, ValueError...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+        raise InputError(
+            f"Triton could not compile {fn.__name__}: {type(exc).__name__}: {first}", file=file or label
+        ) from None
+    meta = compiled.metadata
+    ptx = compiled.asm["ptx"]
+    cubin = compiled.asm["cubin"]
+    target_line = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
+    tool = triton_ptxas()
+    _, report, ptxas_version = ptxas(ptx, target_line.group(1) if target_line else arch, label, ptxas_tools=(tool,))
+    sass, res_usage, cuobjdump_version = disassemble(cubin, label)
+    tools = {"triton": _triton_version(), "ptxas": ptxas_version, "cuobjdump": cuobjdump_version}
+    art = Artifact(
+        label,
+        arch,
+        ptx=ptx,
+        cubin=cubin,
+        ptxas_log=report,
+        sass=sass,
+        res_usage=res_usage,
+        dynamic_shared=int(getattr(meta, "shared", 0) or 0),
+        tools=tools,
+    )
+    jit_args = [a for a in fn.arg_names if signature.get(a) != "constexpr"]
+    n_params = len(_ptx_params(ptx, meta.name))
+    names = jit_args + [f"scratch_{i}" for i in range(max(0, n_params - len(jit_args)))]
+    config = {**constexprs, "num_warps": int(meta.num_warps)}
+    if num_stages is not None:
+        config["num_stages"] = int(meta.num_stages)
+    return TritonKernel(meta.name, config, None, 32 * int(meta.num_warps), art, tuple(names), specialize)
+
+
+def _ptx_params(ptx: str, name: str) -> list[str]:
+    entry = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\((.*?)\)", ptx, re.S)
+    return re.findall(r"\.param\s+[^,\n]*?(\w+)\s*(?:,|$)", entry.group(1), re.M) if entry else []
