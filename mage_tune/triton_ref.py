@@ -7,7 +7,8 @@
 
 - PTX: Triton's own.
 - SASS and `-res-usage`: `cuobjdump` on Triton's own cubin (the binary that would run).
-- `ptxas -v`: Triton's bundled ptxas run again on Triton's PTX with the same arch (Triton drops its own report).
+- `ptxas -v`: the ptxas Triton runs for that arch (its bundled one) run again on Triton's PTX, same arch; Triton
+  drops its own report. Where the registers it reports differ from the binary's, the report is dropped.
 - `metadata.shared` (shared memory Triton allocates at launch) -> `Artifact.dynamic_shared`; `num_warps` -> the
   block (32 x num_warps threads); `metadata.name` -> the kernel name.
 
@@ -345,18 +346,34 @@ def _triton_version() -> str:
 
 
 @cache
-def triton_ptxas() -> toolchain.Tool:
-    """The ptxas bundled with Triton: the assembler Triton itself runs on its PTX."""
-    folder = toolchain.triton_bin_dir()
-    exe = folder / "ptxas" if folder else None
-    if exe is None or not exe.is_file():
-        raise ToolchainError("Triton's bundled ptxas not found (backends/nvidia/bin); pip install triton")
+def triton_ptxas(cc: int) -> toolchain.Tool:
+    """The ptxas Triton itself runs for compute capability `cc` (3.9 takes its newer `ptxas-blackwell` for sm_90
+    and up), else the `ptxas` bundled in Triton's backends/nvidia/bin."""
+    path = None
     try:
-        out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=20).stdout
+        from triton.backends.nvidia import compiler as nv
+
+        get = getattr(nv, "get_ptxas", None)
+        if get is not None:
+            try:
+                found = get(cc)
+            except TypeError:  # older Triton: get_ptxas() without the arch
+                found = get()
+            path = getattr(found, "path", None)
+    except Exception:  # any Triton-internal change: fall back to the bundled binary
+        path = None
+    if not path:
+        folder = toolchain.triton_bin_dir()
+        exe = folder / "ptxas" if folder else None
+        if exe is None or not exe.is_file():
+            raise ToolchainError("Triton's bundled ptxas not found (backends/nvidia/bin); pip install triton")
+        path = str(exe)
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         out = ""
     found = re.search(r"V(\d+\.\d+\.\d+)", out)
-    return toolchain.Tool("ptxas", str(exe), found.group(1) if found else "", "triton")
+    return toolchain.Tool("ptxas", path, found.group(1) if found else "", "triton")
 
 
 def _attrs(fn, sig: dict, values: dict | None, backend) -> tuple[dict, dict, dict]:
@@ -424,9 +441,12 @@ def _compile(
     ptx = compiled.asm["ptx"]
     cubin = compiled.asm["cubin"]
     target_line = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
-    tool = triton_ptxas()
+    tool = triton_ptxas(target.arch)
     _, report, ptxas_version = ptxas(ptx, target_line.group(1) if target_line else arch, label, ptxas_tools=(tool,))
     sass, res_usage, cuobjdump_version = disassemble(cubin, label)
+    said, counted = re.search(r"Used (\d+) registers", report), re.search(r"REG:(\d+)", res_usage)
+    if said and counted and said.group(1) != counted.group(1):
+        report = None  # our assembly is not Triton's binary: let the census read the binary's own -res-usage
     tools = {"triton": _triton_version(), "ptxas": ptxas_version, "cuobjdump": cuobjdump_version}
     art = Artifact(
         label,

@@ -13,10 +13,14 @@ from mage_tune.cli.space_cmd import with_shape
 
 @click.command()
 @click.argument("family")
-@with_shape
+@with_shape(arch_default="auto")
 @click.option("--set", "settings", multiple=True, help="knob=value for the variant (repeatable).")
-@click.option("--source", type=click.Path(exists=True, dir_okay=False), multiple=True,
-              help="A hand-written .cu with the family's kernel signature, launched like the --set config.")
+@click.option(
+    "--source",
+    type=click.Path(exists=True, dir_okay=False),
+    multiple=True,
+    help="A hand-written .cu with the family's kernel signature, launched like the --set config.",
+)
 @click.option("--all", "all_configs", is_flag=True, help="Every valid config of the space (with --sample: a sample).")
 @click.option("--sample", type=int, default=None, help="With --all: this many configs, seeded, plus knob corners.")
 @click.option("--check-only", is_flag=True, help="Correctness only, no timing (space-wide checks).")
@@ -27,8 +31,26 @@ from mage_tune.cli.space_cmd import with_shape
 @click.option("--seed", type=int, default=None, help="Input seed (default: fresh).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Also write the record here.")
-def bench(family, d, m, n, k_, arch, settings, source, all_configs, sample, check_only, regime, baselines, rounds,
-          timeout_s, seed, as_json, out_path):
+def bench(
+    family,
+    d,
+    m,
+    n,
+    k_,
+    arch,
+    settings,
+    source,
+    all_configs,
+    sample,
+    check_only,
+    regime,
+    baselines,
+    rounds,
+    timeout_s,
+    seed,
+    as_json,
+    out_path,
+):
     """Check every variant against a float64 reference (outputs poisoned first), then time it by CUDA-graph replay.
 
     Baselines (Triton's reference kernel at each config, torch) run in the same worker process, on the same inputs,
@@ -47,8 +69,18 @@ def bench(family, d, m, n, k_, arch, settings, source, all_configs, sample, chec
     regimes = ("cold", "hot") if regime == "both" else (regime,)
     names = () if baselines == "none" else tuple(b.strip() for b in baselines.split(",") if b.strip())
     with click.progressbar(length=len(variants) + 1, label="measuring", file=click.get_text_stream("stderr")) as bar:
-        run = run_bench(fam.name, shape, variants, regimes=regimes, baselines=names, rounds=rounds, seed=seed,
-                        job_timeout_s=timeout_s, timed=not check_only, on_result=lambda _r: bar.update(1))
+        run = run_bench(
+            fam.name,
+            shape,
+            variants,
+            regimes=regimes,
+            baselines=names,
+            rounds=rounds,
+            seed=seed,
+            job_timeout_s=timeout_s,
+            timed=not check_only,
+            on_result=lambda _r: bar.update(1),
+        )
     record = run_record(run, variants)
     if out_path:
         Path(out_path).write_text(json.dumps(record, indent=1))
@@ -71,7 +103,7 @@ def _variants(fam, shape, arch, settings, sources, all_configs, sample):
         if sample:
             configs = sample_configs(fam, shape, arch, sample, seed=0)
         variants = []
-        for config, built in build_many(fam.name, shape, arch, configs):
+        for _config, built in build_many(fam.name, shape, arch, configs):
             if isinstance(built, MageError):
                 click.echo(f"compile failed: {built}", err=True)
             else:
@@ -92,8 +124,17 @@ def _from_source(fam, shape, arch, config, path):
     art = build_from_cu(text, arch, str(path))
     launch = fam.launch(config, shape)
     art = dataclasses.replace(art, dynamic_shared=launch.dynamic_shared)
-    return Variant(fam.name, {**config, "source": Path(path).name}, shape, arch, text, fam.kernel_name,
-                   fam.param_names, launch, art)
+    return Variant(
+        fam.name,
+        {**config, "source": Path(path).name},
+        shape,
+        arch,
+        text,
+        fam.kernel_name,
+        fam.param_names,
+        launch,
+        art,
+    )
 
 
 def run_record(run, variants) -> dict:
@@ -116,9 +157,15 @@ def run_record(run, variants) -> dict:
         "results": [r.to_json() for r in run.results],
         "summary": {
             regime: [
-                {"label": row.result.label, "kind": row.result.kind, "session": row.result.session,
-                 "time_us": row.time_us, "floor_us": row.floor_us, "pct_of_floor": row.pct_of_floor,
-                 "vs": row.vs}
+                {
+                    "label": row.result.label,
+                    "kind": row.result.kind,
+                    "session": row.result.session,
+                    "time_us": row.time_us,
+                    "floor_us": row.floor_us,
+                    "pct_of_floor": row.pct_of_floor,
+                    "vs": row.vs,
+                }
                 for row in rows(run, regime)
             ]
             for regime in regimes
@@ -138,24 +185,48 @@ def format_run(run, regimes) -> str:
         f"torch {env.get('torch', '?')}, triton {env.get('triton', '?')})"
     ]
     for s in run.sessions:
-        lines.append(f"session {s.index}: copy ceiling {s.copy_gbs:.0f} GB/s (best of {', '.join(s.copy_kernels)}), "
-                     f"FP32 {s.fp32_tflops:.1f} TFLOP/s, control {s.control_us:.1f} µs")
+        lines.append(
+            f"session {s.index}: copy ceiling {s.copy_gbs:.0f} GB/s (best of {', '.join(s.copy_kernels)}), "
+            f"FP32 {s.fp32_tflops:.1f} TFLOP/s, control {s.control_us:.1f} µs"
+        )
     for regime in regimes:
         table = []
         for row in rows(run, regime):
             r = row.result
             timing = next((t for t in r.timings if t.regime == regime), None)
-            table.append([
-                r.label, r.kind, r.session, "ok" if r.ok else f"FAILED: {r.error}",
-                f"{r.rel_err:.1e}" if r.rel_err is not None else "-",
-                f"{timing.median_us:.2f} [{timing.min_us:.2f}-{timing.max_us:.2f}]" if timing else "-",
-                f"{r.single_launch_us:.2f}" if r.single_launch_us else "-",
-                row.rate, f"{row.pct_of_floor:.0%}" if row.pct_of_floor else "-",
-                " ".join(f"{g} {x:.2f}x" for g, x in row.vs.items()) or "-",
-            ])
-        lines.append(f"\n{regime} regime (µs per launch from graph replay; floor {rows(run, regime)[0].floor_us:.2f} µs)"
-                     if run.results else "")
-        lines.append(tabulate(table, headers=["kernel", "kind", "sess", "check", "rel err", "µs median [min-max]",
-                                              "1 launch µs", "rate", "% floor", "time / best baseline"],
-                              tablefmt="simple", disable_numparse=True))
+            table.append(
+                [
+                    r.label,
+                    r.kind,
+                    r.session,
+                    "ok" if r.ok else f"FAILED: {r.error}",
+                    f"{r.rel_err:.1e}" if r.rel_err is not None else "-",
+                    f"{timing.median_us:.2f} [{timing.min_us:.2f}-{timing.max_us:.2f}]" if timing else "-",
+                    f"{r.single_launch_us:.2f}" if r.single_launch_us else "-",
+                    row.rate,
+                    f"{row.pct_of_floor:.0%}" if row.pct_of_floor else "-",
+                    " ".join(f"{g} {x:.2f}x" for g, x in row.vs.items()) or "-",
+                ]
+            )
+        floor = rows(run, regime)[0].floor_us if run.results else 0.0
+        lines.append(f"\n{regime} regime (µs per launch from graph replay; floor {floor:.2f} µs)")
+        lines.append(
+            tabulate(
+                table,
+                headers=[
+                    "kernel",
+                    "kind",
+                    "sess",
+                    "check",
+                    "rel err",
+                    "µs median [min-max]",
+                    "1 launch µs",
+                    "rate",
+                    "% floor",
+                    "time / best baseline",
+                ],
+                tablefmt="simple",
+                disable_numparse=True,
+            )
+        )
     return "\n".join(lines)

@@ -6,19 +6,28 @@ import json
 
 import click
 
-shape_options = [
-    click.option("--d", type=int, default=None, help="Row width (layernorm)."),
-    click.option("--m", type=int, default=None, help="Rows (layernorm) or M (matmul)."),
-    click.option("--n", type=int, default=None, help="N (matmul)."),
-    click.option("--k", "k_", type=int, default=None, help="K (matmul)."),
-    click.option("--arch", default="sm_90", show_default=True, help="Target arch (constraints depend on it)."),
-]
 
+def with_shape(func=None, *, arch_default: str = "sm_90"):
+    """The problem-shape options every family command takes (--d --m --n --k --arch)."""
 
-def with_shape(func):
-    for option in reversed(shape_options):
-        func = option(func)
-    return func
+    def decorate(f):
+        options = [
+            click.option("--d", type=int, default=None, help="Row width (layernorm)."),
+            click.option("--m", type=int, default=None, help="Rows (layernorm) or M (matmul)."),
+            click.option("--n", type=int, default=None, help="N (matmul)."),
+            click.option("--k", "k_", type=int, default=None, help="K (matmul)."),
+            click.option(
+                "--arch",
+                default=arch_default,
+                show_default=True,
+                help="sm_80, sm_86, sm_89, sm_90" + (" or auto (the GPU's)" if arch_default == "auto" else ""),
+            ),
+        ]
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate(func) if func is not None else decorate
 
 
 @click.command()

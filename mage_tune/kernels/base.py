@@ -77,8 +77,11 @@ def config_label(family: str, config: Config) -> str:
 def _environment():
     import jinja2
 
+    from importlib.resources import files
+
+    # kernels/templates/ ships as the package mage_tune.templates (pyproject's package-dir), checkout or wheel.
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("mage_tune", "templates"),
+        loader=jinja2.FileSystemLoader(str(files("mage_tune.templates"))),
         undefined=jinja2.StrictUndefined,  # a missing variable is an error, never an empty string
         trim_blocks=True,
         lstrip_blocks=True,

@@ -15,8 +15,11 @@ def triton_jobs(family: str, shape: dict) -> list[Job]:
     """Triton's reference kernel at each of its configs."""
     if family == "layernorm":
         block = 1 << max(0, (shape["d"] - 1).bit_length())
-        return [Job(f"triton[num_warps={w}]", "triton", {"num_warps": w, "BLOCK": block}) for w in (1, 2, 4, 8, 16)
-                if 32 * w <= max(32, block)]
+        return [
+            Job(f"triton[num_warps={w}]", "triton", {"num_warps": w, "BLOCK": block})
+            for w in (1, 2, 4, 8, 16)
+            if 32 * w <= max(32, block)
+        ]
     from mage_tune.triton_ref import MATMUL_CONFIGS
 
     return [Job(f"triton[{_cfg_label(c)}]", "triton", dict(c)) for c in MATMUL_CONFIGS]
@@ -66,8 +69,17 @@ def _triton_launcher(family: str, shape: dict, config: dict):
         m, d = shape["m"], shape["d"]
 
         def launch(bufs):
-            triton_kernels.norm_kernel[(m,)](bufs["x"], bufs["__out__"], bufs["scale"], bufs["bias"], d, d, 1e-5,
-                                              BLOCK=config["BLOCK"], num_warps=config["num_warps"])
+            triton_kernels.norm_kernel[(m,)](
+                bufs["x"],
+                bufs["__out__"],
+                bufs["scale"],
+                bufs["bias"],
+                d,
+                d,
+                1e-5,
+                BLOCK=config["BLOCK"],
+                num_warps=config["num_warps"],
+            )
 
         return launch
     m, n, k = shape["m"], shape["n"], shape["k"]
@@ -75,7 +87,22 @@ def _triton_launcher(family: str, shape: dict, config: dict):
     grid = (triton.cdiv(m, consts["BLOCK_M"]) * triton.cdiv(n, consts["BLOCK_N"]),)
 
     def launch_mm(bufs):
-        triton_kernels.matmul_kernel[grid](bufs["A"], bufs["B"], bufs["__out__"], m, n, k, k, 1, n, 1, n, 1, **consts,
-                                           num_warps=config["num_warps"], num_stages=config["num_stages"])
+        triton_kernels.matmul_kernel[grid](
+            bufs["A"],
+            bufs["B"],
+            bufs["__out__"],
+            m,
+            n,
+            k,
+            k,
+            1,
+            n,
+            1,
+            n,
+            1,
+            **consts,
+            num_warps=config["num_warps"],
+            num_stages=config["num_stages"],
+        )
 
     return launch_mm

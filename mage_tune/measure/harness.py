@@ -78,8 +78,10 @@ class VariantLauncher:
             self.fn.max_dynamic_shared_size_bytes = job.dynamic_shared
 
     def __call__(self, bufs: dict) -> None:
-        args = [np.uint64(bufs[name].data_ptr()) if name in bufs else np.uint64(bufs["__out__"].data_ptr())
-                for name in self.family.param_names]
+        args = [
+            np.uint64(bufs[name].data_ptr()) if name in bufs else np.uint64(bufs["__out__"].data_ptr())
+            for name in self.family.param_names
+        ]
         with _stream_ctx():
             self.fn(self.job.grid, (self.job.block, 1, 1), (*args, *self.scalars), shared_mem=self.job.dynamic_shared)
 
@@ -177,8 +179,13 @@ class Runner:
         self.reference = self.family.reference(self.bufs.host, plan.shape)
 
     def run(self, job: Job) -> Result:
-        base = {"label": job.label, "kind": job.kind, "session": self.session_index, "config": job.config,
-                "cubin_sha256": job.cubin_sha256}
+        base = {
+            "label": job.label,
+            "kind": job.kind,
+            "session": self.session_index,
+            "config": job.config,
+            "cubin_sha256": job.cubin_sha256,
+        }
         launch = make_launcher(job, self.family, self.plan.shape)
         ok, rel, max_abs, why = check(launch, self.family, self.plan.shape, self.bufs, self.reference)
         if not ok:
@@ -191,10 +198,20 @@ class Runner:
         for regime in self.plan.regimes:
             sets = self.bufs.sets if regime == "cold" else self.bufs.sets[:1]
             samples = time_graph(launch, sets, launches, self.plan.rounds)
-            timings.append(Timing(regime, statistics.median(samples), min(samples), max(samples), launches,
-                                  len(sets), self.plan.rounds))
-        return Result(ok=True, rel_err=rel, max_abs_err=max_abs, timings=tuple(timings), single_launch_us=single,
-                      **base)
+            timings.append(
+                Timing(
+                    regime,
+                    statistics.median(samples),
+                    min(samples),
+                    max(samples),
+                    launches,
+                    len(sets),
+                    self.plan.rounds,
+                )
+            )
+        return Result(
+            ok=True, rel_err=rel, max_abs_err=max_abs, timings=tuple(timings), single_launch_us=single, **base
+        )
 
 
 def measure_session(index: int, environment: dict) -> Session:
@@ -216,6 +233,7 @@ def measure_session(index: int, environment: dict) -> Session:
     results = {}
     control_us = 0.0
     for name, (fn, grid, block) in kernels.items():
+
         def launch(_bufs, fn=fn, grid=grid, block=block):
             with _stream_ctx():
                 fn(grid, (block, 1, 1), (np.uint64(src.data_ptr()), np.uint64(dst.data_ptr()), np.int64(n4)))

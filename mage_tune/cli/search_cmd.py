@@ -1,0 +1,89 @@
+"""`mage-tune search FAMILY`: Optuna over the family's space; resumable, shareable between workers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from mage_tune.cli.space_cmd import with_shape
+
+
+@click.command()
+@click.argument("family")
+@with_shape(arch_default="auto")
+@click.option("--trials", type=int, default=100, show_default=True, help="Trials that count (see --help text).")
+@click.option("--sampler", type=click.Choice(["tpe", "random", "grid", "cmaes"]), default="tpe", show_default=True)
+@click.option("--storage", default=None, help="Optuna storage URL (sqlite:///…, postgresql://…) or journal:PATH.")
+@click.option("--study", "study_name", default=None, help="Study name (default: from family, shape, arch, mode).")
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None, help="Default: runs/search-<study>.")
+@click.option("--workers", type=int, default=2, show_default=True, help="Compile processes running ahead.")
+@click.option("--static", is_flag=True, help="No GPU: score with the census model (docs/static-model.md).")
+@click.option("--seed", type=int, default=None, help="Sampler seed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the best trial as JSON.")
+def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_dir, workers, static, seed, as_json):
+    """Search FAMILY's space: suggest, compile (cached, ahead in a pool), census (prune what cannot win), check and
+    time on the GPU — or, with --static or where no GPU is present, score with the census model — and record
+    every trial. Re-running the same command resumes; several processes on one --storage/--study share the work.
+
+    A trial counts toward --trials when it ends measured, modelled, duplicate (same SASS as a measured one),
+    pruned (constraints or census), compile_error or failed (wrong result, crash, timeout).
+    """
+    import json
+
+    from tqdm import tqdm
+
+    from mage_tune.compile import check_arch
+    from mage_tune.kernels import get_family
+    from mage_tune.search import record, report
+    from mage_tune.search.runner import Search, SearchSpec, spec_json, write_summary
+
+    fam = get_family(family)
+    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+    if not static:
+        from mage_tune.measure.device import arch_of_device, has_gpu
+
+        if not has_gpu():
+            click.secho(
+                "NOTICE: no CUDA device here: running the STATIC census model, not measurements "
+                "(pass --static to silence this).",
+                fg="yellow",
+                err=True,
+            )
+            static = True
+        elif arch in (None, "auto"):
+            arch = arch_of_device()
+    arch = check_arch("sm_90" if arch in (None, "auto") else arch)
+    mode = "static" if static else "measured"
+    shape_text = "-".join(f"{k}{v}" for k, v in shape.items())
+    study_name = study_name or f"{fam.name}-{shape_text}-{arch}-{mode}"
+    run_path = Path(run_dir or Path("runs") / f"search-{study_name}")
+    spec = SearchSpec(fam.name, shape, arch, trials, sampler, storage, study_name, run_path, workers, static, seed)
+    runner = Search(spec, fam, click.echo)
+    (run_path / "search.json").write_text(spec_json(spec))
+    from mage_tune.measure.device import environment
+
+    record.add_environment(run_path, environment())
+    bar = tqdm(total=trials, desc=f"search {study_name}", unit="trial", file=sys.stderr)
+
+    def progress(done: int, best: float) -> None:
+        bar.n = done
+        bar.set_postfix_str(f"best {best:.2f} µs" if best < float("inf") else "best -")
+        bar.refresh()
+
+    try:
+        runner.run(progress)
+    except KeyboardInterrupt:
+        bar.close()
+        click.echo(f"interrupted; finished trials are kept in {run_path}: re-run the same command to resume", err=True)
+        sys.exit(130)
+    bar.close()
+    best = write_summary(spec, fam)
+    if as_json:
+        click.echo(json.dumps(best, indent=1, default=str))
+        return
+    click.echo(f"\nrun directory: {run_path}\n")
+    click.echo(report.top_table(run_path))
+    if report.baselines(run_path):
+        click.echo("\n" + report.baseline_table(run_path, best.get("value")))

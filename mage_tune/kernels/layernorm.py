@@ -1,0 +1,164 @@
+"""FP32 layer norm, y = (x - mean) * rstd * scale + bias over rows of x (M×d, row-major), rstd = 1/sqrt(var + eps)
+with var the biased variance. d is compiled in; M is a runtime argument. One kernel:
+`layernorm(x, scale, bias, y, int M, float eps)`.
+
+A thread covers its row in *chunks*: chunk c of thread t holds floats [c·threads·v + t·v, +v), v = vec/4, so every
+access of a warp is contiguous. chunks = ceil(d / (threads·v)); only the last chunk can be ragged and is masked.
+Every loop over chunks has a compile-time trip count and is fully unrolled, so the census of x's loads is exact:
+passes × chunks (regs 1, welford 2, twopass 3).
+
+Knobs (each domain lists its default first, the seed: one 128-thread block per row, 16-byte accesses, one pass):
+  threads  threads per row: 128, 256, 512, 1024, 64, 32 (32: a warp per row, no block barrier at all)
+  rows     rows per block: 1, 2, 4, 8 (block = threads·rows ≤ 1024); grid = ceil(M / rows)
+  vec      bytes per global access of x, scale, bias and y: 16 (float4), 8 (float2), 4 (float)
+  passes   regs: x read once and held in registers (chunks ≤ 16); welford: one read for (count, mean, M2) merged
+           by Chan's formula, a second for the output; twopass: reads for the mean, the variance, the output
+  reduce   shfl: warp shuffles, then one shared exchange of per-warp partials behind one barrier per reduction
+           (none when threads = 32); smem: a shared-memory tree, a block barrier per level that crosses warps
+  rsqrt    approx: rsqrtf (MUFU.RSQ); precise: sqrt.approx then div.full, Triton's form (MUFU.SQRT, MUFU.RCP)
+  hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs);
+           scale and bias always take the read-only path
+
+regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
+cancels); welford reduces once, a triple.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mage_tune.kernels.base import Config, Family, Knob, Launch, Shape, config_label
+
+FLOAT = 4  # bytes
+EPS = 1e-5
+MAX_BLOCK = 1024
+MAX_REG_CHUNKS = 16  # regs mode: at most 16 accesses (64 floats at vec=16) of x live per thread
+MAX_STATIC_SHARED = 48 * 1024
+HINTS = {"none": "", "nc": ".nc", "cs": ".cs"}
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class LayerNorm(Family):
+    name = "layernorm"
+    template = "layernorm.cu.j2"
+    knobs = (
+        Knob("threads", (128, 256, 512, 1024, 64, 32), "threads per row"),
+        Knob("rows", (1, 2, 4, 8), "rows per block (threads·rows ≤ 1024); with threads=32, a warp per row"),
+        Knob("vec", (16, 8, 4), "bytes per global access: float4, float2 or float"),
+        Knob("passes", ("regs", "welford", "twopass"), "reads of x: 1 (row in registers), 2 (Welford), 3"),
+        Knob("reduce", ("shfl", "smem"), "warp shuffles + one shared exchange, or a shared-memory tree"),
+        Knob("rsqrt", ("approx", "precise"), "rsqrtf (MUFU.RSQ), or sqrt.approx + div.full"),
+        Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
+    )
+    dims = ("m", "d")
+    default_dims = {"m": 4096}
+    kernel_name = "layernorm"
+    param_names = ("x", "scale", "bias", "y")
+    baselines = ("triton", "torch")
+
+    # --- derived sizes -------------------------------------------------------------------------------------------
+    @staticmethod
+    def chunks(config: Config, shape: Shape) -> int:
+        """Accesses of x per thread per pass."""
+        return _cdiv(shape["d"], config["threads"] * config["vec"] // FLOAT)
+
+    @staticmethod
+    def shared_bytes(config: Config) -> int:
+        """Static shared memory of the reductions (the template declares exactly this)."""
+        threads, rows = config["threads"], config["rows"]
+        welford = config["passes"] == "welford"
+        if config["reduce"] == "shfl":
+            if threads == 32:
+                return 0  # the warp is the row: shuffles only
+            # welford: one float4 triple per warp; otherwise one float per warp for each of two reductions
+            return rows * (threads // 32) * (4 if welford else 2) * FLOAT
+        return rows * threads * (3 if welford else 2) * FLOAT
+
+    # --- the space -----------------------------------------------------------------------------------------------
+    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+        problems = []
+        threads, rows, vec, d = config["threads"], config["rows"], config["vec"], shape["d"]
+        if threads * rows > MAX_BLOCK:
+            problems.append(
+                f"threads={threads} × rows={rows} is {threads * rows} threads per block, over {MAX_BLOCK}; "
+                "lower threads or rows"
+            )
+        if (d * FLOAT) % vec:
+            problems.append(
+                f"vec={vec} needs every row to start {vec}-byte aligned, but a row of d={d} floats is "
+                f"{d * FLOAT} bytes; use a narrower vec"
+            )
+        elif config["passes"] == "regs" and self.chunks(config, shape) > MAX_REG_CHUNKS:
+            problems.append(
+                f"passes=regs holds the row in registers, but d={d} with threads={threads} and vec={vec} is "
+                f"{self.chunks(config, shape)} chunks per thread, over {MAX_REG_CHUNKS}; use more threads, a wider "
+                "vec, or passes=welford or twopass"
+            )
+        if self.shared_bytes(config) > MAX_STATIC_SHARED:
+            problems.append(
+                f"reduce={config['reduce']} with threads={threads}, rows={rows} needs {self.shared_bytes(config)} "
+                f"bytes of shared memory, over {MAX_STATIC_SHARED}"
+            )
+        return problems
+
+    def constraint_text(self) -> list[str]:
+        return [
+            f"threads × rows ≤ {MAX_BLOCK} (one block holds rows × threads threads).",
+            "4·d must be a multiple of vec, so every row starts aligned to the access width.",
+            f"passes=regs needs ceil(d / (threads·vec/4)) ≤ {MAX_REG_CHUNKS} chunks per thread (the row in registers).",
+            f"The reduction's shared memory must fit in {MAX_STATIC_SHARED // 1024} KB "
+            "(smem: rows·threads slots per reduction; shfl: one per warp).",
+        ]
+
+    def launch(self, config: Config, shape: Shape) -> Launch:
+        return Launch((_cdiv(shape["m"], config["rows"]), 1, 1), config["threads"] * config["rows"])
+
+    def template_vars(self, config: Config, shape: Shape) -> dict:
+        threads, rows, d = config["threads"], config["rows"], shape["d"]
+        v = config["vec"] // FLOAT
+        return {
+            **config,
+            "label": config_label(self.name, config),
+            "d": d,
+            "block": threads * rows,
+            "vec_floats": v,
+            "warps": threads // 32,
+            "chunks": self.chunks(config, shape),
+            "full_chunks": d // (threads * v),
+            "ptx_hint": HINTS[config["hint"]],
+            # Without a block barrier shared across rows, a block's surplus rows may simply leave.
+            "early_exit": rows == 1 or threads == 32,
+        }
+
+    # --- correctness and cost -----------------------------------------------------------------------------------
+    def make_inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        m, d = shape["m"], shape["d"]
+        return {
+            # A mean far from zero: a variance taken as E[x²] - mean² loses digits and fails the check.
+            "x": (3.0 + rng.standard_normal((m, d))).astype(np.float32),
+            "scale": (1.0 + 0.5 * rng.standard_normal(d)).astype(np.float32),
+            "bias": rng.standard_normal(d).astype(np.float32),
+        }
+
+    def reference(self, inputs: dict[str, np.ndarray], shape: Shape) -> np.ndarray:
+        x = inputs["x"].astype(np.float64)
+        mean = x.mean(axis=1, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+        y = (x - mean) / np.sqrt(var + EPS)
+        return y * inputs["scale"].astype(np.float64) + inputs["bias"].astype(np.float64)
+
+    def output_shape(self, shape: Shape) -> tuple[int, ...]:
+        return (shape["m"], shape["d"])
+
+    def scalar_args(self, shape: Shape) -> tuple:
+        return (np.int32(shape["m"]), np.float32(EPS))
+
+    def bytes_moved(self, shape: Shape) -> int:
+        m, d = shape["m"], shape["d"]
+        return FLOAT * (2 * m * d + 2 * d)
+
+
+FAMILY = LayerNorm()

@@ -1,0 +1,220 @@
+"""Tables, plots and explanations rebuilt from a run directory alone (see record.py for its files)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+from mage_tune.search import record
+
+CENSUS_COLUMNS = (
+    "registers",
+    "shared_bytes",
+    "occupancy",
+    "limiter",
+    "global_load_bits",
+    "loads_in_flight",
+    "cp_async_groups_in_flight",
+    "barriers",
+)
+
+
+def _search_meta(run_dir: Path) -> dict:
+    path = run_dir / "search.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def scored(run_dir: Path) -> list[dict]:
+    return sorted(
+        (t for t in record.trials(run_dir) if t.get("outcome") in ("measured", "modelled")), key=lambda t: t["value"]
+    )
+
+
+def baselines(run_dir: Path) -> list[dict]:
+    return record.read_jsonl(run_dir / "baselines.jsonl")
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def top_table(run_dir: Path, n: int = 10) -> str:
+    rows = []
+    for t in scored(run_dir)[:n]:
+        census = t.get("census", {})
+        rows.append([t["number"], f"{t['value']:.2f}", t["label"], *(_fmt(census.get(c)) for c in CENSUS_COLUMNS)])
+    unit = "µs (model)" if (scored(run_dir)[:1] or [{}])[0].get("outcome") == "modelled" else "µs (cold)"
+    return tabulate(rows, headers=["trial", unit, "config", *CENSUS_COLUMNS], tablefmt="github", disable_numparse=True)
+
+
+def baseline_table(run_dir: Path, best_us: float | None) -> str:
+    rows = []
+    for b in baselines(run_dir):
+        r, s = b["result"], b["session"]
+        t = next((x["median_us"] for x in r["timings"] if x["regime"] == "cold"), None)
+        ratio = f"{best_us / t:.2f}" if (t and best_us) else "-"
+        rows.append(
+            [
+                r["label"],
+                r["session"],
+                "ok" if r["ok"] else r["error"],
+                _fmt(t),
+                ratio,
+                f"{s['copy_gbs']:.0f}",
+                f"{s['control_us']:.2f}",
+            ]
+        )
+    return tabulate(
+        rows,
+        headers=["baseline", "session", "check", "cold µs", "best / baseline", "copy GB/s", "control µs"],
+        tablefmt="github",
+        disable_numparse=True,
+    )
+
+
+def outcome_counts(run_dir: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in record.trials(run_dir):
+        counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
+    return counts
+
+
+def markdown(run_dir: Path) -> str:
+    meta = _search_meta(run_dir)
+    best = scored(run_dir)[:1]
+    lines = [f"# Search {meta.get('family', '?')} {meta.get('shape', '')} on {meta.get('arch', '?')}", ""]
+    lines.append(
+        f"Objective: {(best[0].get('objective') if best else '?')}. Trials by outcome: "
+        f"{', '.join(f'{k} {v}' for k, v in sorted(outcome_counts(run_dir).items()))}."
+    )
+    lines += ["", "## Top configs", "", top_table(run_dir), ""]
+    if baselines(run_dir):
+        lines += [
+            "## Baselines measured in the same run",
+            "",
+            baseline_table(run_dir, best[0]["value"] if best else None),
+            "",
+        ]
+    lines += ["## Why the winner wins", "", "```", explain_text(run_dir, with_triton=False), "```", ""]
+    return "\n".join(lines)
+
+
+def _rank(values: np.ndarray) -> np.ndarray:
+    order = values.argsort(kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values))
+    for v in np.unique(values):  # average ranks over ties
+        tie = values == v
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def spearman(x: list[float], y: list[float]) -> float | None:
+    a, b = np.asarray(x, float), np.asarray(y, float)
+    if len(a) < 3 or np.all(a == a[0]) or np.all(b == b[0]):
+        return None
+    ra, rb = _rank(a), _rank(b)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def correlations(run_dir: Path) -> list[tuple[str, float, int]]:
+    trials = scored(run_dir)
+    keys = sorted({k for t in trials for k, v in t.get("census", {}).items() if isinstance(v, int | float)})
+    out = []
+    for key in keys:
+        pairs = [
+            (t["census"][key], t["value"]) for t in trials if isinstance(t.get("census", {}).get(key), int | float)
+        ]
+        rho = spearman([p[0] for p in pairs], [p[1] for p in pairs])
+        if rho is not None:
+            out.append((key, rho, len(pairs)))
+    return sorted(out, key=lambda item: -abs(item[1]))
+
+
+def _diff(a: dict, b: dict) -> list[str]:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            out.append(f"{key}: {_fmt(a.get(key))} vs {_fmt(b.get(key))}")
+    return out
+
+
+def explain_text(run_dir: Path, with_triton: bool = True) -> str:
+    trials = scored(run_dir)
+    if not trials:
+        return "no scored trial in this run"
+    best = trials[0]
+    lines = [f"winner: trial {best['number']} {best['label']} at {best['value']:.2f} µs"]
+    for other in trials[1:4]:
+        diff = _diff(best.get("config", {}), other.get("config", {}))
+        cdiff = _diff(best.get("census", {}), other.get("census", {}))
+        lines.append(
+            f"vs trial {other['number']} ({other['value']:.2f} µs, +{other['value'] / best['value'] - 1:.1%}):"
+            f" knobs {'; '.join(diff) or 'same'}; census {'; '.join(cdiff[:8]) or 'same'}"
+        )
+    corr = correlations(run_dir)
+    if corr:
+        lines.append("census features that track time across trials (Spearman rho; + means more is slower):")
+        lines += [f"  {key:28s} {rho:+.2f}  (n={n})" for key, rho, n in corr[:10]]
+    if with_triton:
+        lines += _triton_lines(run_dir, best)
+    return "\n".join(lines)
+
+
+def _triton_lines(run_dir: Path, best: dict) -> list[str]:
+    meta = _search_meta(run_dir)
+    try:
+        from mage_tune.census import census_artifact
+        from mage_tune.search.features import features
+        from mage_tune.triton_ref import compile_reference
+
+        kernels = compile_reference(meta["family"], meta["shape"], meta["arch"], None, None)
+        ref = kernels[0]
+        c = census_artifact(ref.artifact, kernel=ref.name, block=ref.block, param_names=list(ref.param_names))[0]
+        diff = _diff(best.get("census", {}), features(c))
+        return [f"vs Triton's {ref.name} {ref.config} (census, offline): " + ("; ".join(diff) or "same census")]
+    except Exception as exc:  # explain must still print what it has when Triton cannot compile here
+        return [f"(Triton comparison unavailable: {type(exc).__name__}: {exc})"]
+
+
+def plots(run_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    trials = [t for t in record.trials(run_dir) if t.get("outcome") in ("measured", "modelled")]
+    if not trials:
+        return []
+    trials.sort(key=lambda t: t["number"])
+    written = []
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for ax, key in zip(axes, ("registers", "occupancy", "loads_in_flight"), strict=True):
+        xs = [t.get("census", {}).get(key) for t in trials]
+        pts = [(x, t["value"]) for x, t in zip(xs, trials, strict=True) if isinstance(x, int | float)]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=12)
+        ax.set_xlabel(key)
+        ax.set_ylabel("µs")
+    fig.tight_layout()
+    path = run_dir / "time_vs_census.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    written.append(path)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    best = np.minimum.accumulate([t["value"] for t in trials])
+    ax.plot([t["number"] for t in trials], best, drawstyle="steps-post")
+    ax.set_xlabel("trial")
+    ax.set_ylabel("best µs so far")
+    fig.tight_layout()
+    path = run_dir / "best_so_far.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    written.append(path)
+    return written

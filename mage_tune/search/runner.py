@@ -1,0 +1,363 @@
+"""The search loop: Optuna suggests, a process pool compiles ahead, the census prunes, the GPU (or the static
+model) scores, and every trial lands in Optuna's storage and in the run directory's trials.jsonl.
+
+Counting: a trial counts toward --trials once it carries a `outcome` user attr (measured, modelled, duplicate,
+pruned, compile_error, failed). A trial of a killed process never gets one; the heartbeat fails it and a re-run of
+the same command takes its place, so no finished trial is lost and none runs twice. Several workers on one study
+share the count: a worker whose freshly asked trial would exceed it marks that trial `surplus` and stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import threading
+import time
+import warnings
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from mage_tune.errors import InputError, MageError
+from mage_tune.kernels.base import Config, Family, Variant, config_label
+from mage_tune.search import record
+from mage_tune.search.storage import HEARTBEAT_S, open_storage
+
+COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
+STATIC_OBJECTIVE = "static-model-us/1"
+MEASURED_OBJECTIVE = "measured-cold-median-us/1"
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    family: str
+    shape: dict
+    arch: str
+    trials: int
+    sampler: str
+    storage: str | None
+    study: str
+    run_dir: Path
+    workers: int
+    static: bool
+    seed: int | None
+
+
+def make_sampler(name: str, family: Family, seed: int | None):
+    import optuna
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True, n_startup_trials=10)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        return optuna.samplers.GridSampler({k.name: list(k.domain) for k in family.knobs}, seed=seed)
+    if name == "cmaes":
+        # CMA-ES needs numbers; categorical knobs fall back to the independent sampler (Optuna warns once).
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+    raise InputError(f"unknown sampler {name!r}; choose tpe, random, grid or cmaes")
+
+
+def _counted(study) -> tuple[int, int]:
+    """(trials that count, trials running now in live workers)."""
+    import optuna
+
+    counted = running = 0
+    cutoff = datetime.now() - timedelta(minutes=30)
+    for t in study.get_trials(deepcopy=False):
+        if t.user_attrs.get("outcome") in COUNTED:
+            counted += 1
+        elif t.state == optuna.trial.TrialState.RUNNING and (t.datetime_start or cutoff) > cutoff:
+            running += 1
+    return counted, running
+
+
+def _earlier_live(study, number: int) -> int:
+    import optuna
+
+    n = 0
+    for t in study.get_trials(deepcopy=False):
+        if t.number >= number:
+            continue
+        if t.user_attrs.get("outcome") in COUNTED or t.state == optuna.trial.TrialState.RUNNING:
+            n += 1
+    return n
+
+
+class Heartbeat:
+    """Ask/tell trials get no heartbeat from Optuna (only Study.optimize starts one), so beat for them here:
+    a trial whose process is killed stops beating and `fail_stale_trials` fails it after the grace period."""
+
+    def __init__(self, storage):
+        self.storage = storage
+        self.live: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = None
+        if hasattr(storage, "record_heartbeat") and getattr(storage, "is_heartbeat_enabled", lambda: False)():
+            self._thread = threading.Thread(target=self._beat, daemon=True)
+            self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            for trial_id in list(self.live):
+                with contextlib.suppress(Exception):
+                    self.storage.record_heartbeat(trial_id)
+
+    def add(self, trial) -> None:
+        self.live.add(trial._trial_id)
+        if self._thread is not None:
+            with contextlib.suppress(Exception):
+                self.storage.record_heartbeat(trial._trial_id)
+
+    def discard(self, trial) -> None:
+        self.live.discard(trial._trial_id)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+class Search:
+    def __init__(self, spec: SearchSpec, family: Family, echo):
+        import optuna
+
+        self.spec, self.family, self.echo = spec, family, echo
+        spec.run_dir.mkdir(parents=True, exist_ok=True)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.storage = open_storage(spec.storage, spec.run_dir)
+        self.objective = STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE
+        self.study = optuna.create_study(
+            study_name=spec.study,
+            storage=self.storage,
+            direction="minimize",
+            sampler=make_sampler(spec.sampler, family, spec.seed),
+            load_if_exists=True,
+        )
+        self._check_study_identity()
+        self.measurer = None
+        self.best_value = math.inf
+        self.heartbeat = Heartbeat(self.storage)
+
+    def _check_study_identity(self) -> None:
+        identity = {
+            "objective": self.objective,
+            "family": self.spec.family,
+            "shape": self.spec.shape,
+            "arch": self.spec.arch,
+        }
+        attrs = self.study.user_attrs
+        for key, value in identity.items():
+            if key in attrs and attrs[key] != value:
+                raise InputError(
+                    f"study {self.spec.study!r} was made with {key} = {attrs[key]!r}, not {value!r}: modelled and "
+                    f"measured values (or different problems) never share a study; use another --study or --run-dir"
+                )
+        for key, value in identity.items():
+            if key not in attrs:
+                self.study.set_user_attr(key, value)
+
+    # --- one trial ------------------------------------------------------------------------------------------------
+    def _suggest(self, trial) -> Config:
+        return {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
+
+    def _finish(self, trial, outcome: str, value: float | None, attrs: dict) -> None:
+        import optuna
+
+        for key, val in {**attrs, "outcome": outcome}.items():
+            trial.set_user_attr(key, val)
+        self.heartbeat.discard(trial)
+        if outcome in ("measured", "modelled", "duplicate"):
+            self.study.tell(trial, value)
+            self.best_value = min(self.best_value, value)
+        elif outcome == "pruned":
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        record.append_trial(
+            self.spec.run_dir,
+            {
+                "number": trial.number,
+                "outcome": outcome,
+                "value": value,
+                "objective": self.objective,
+                **attrs,
+                "time": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        )
+
+    def _duplicate_of(self, key: str, value_attr: str) -> tuple[int, float] | None:
+        for t in self.study.get_trials(deepcopy=False):
+            if t.user_attrs.get(value_attr) == key and t.user_attrs.get("outcome") in ("measured", "modelled"):
+                return t.number, t.value
+        return None
+
+    def _score(self, trial, config: Config, built: Variant | MageError) -> None:
+        from mage_tune.census import census_artifact
+        from mage_tune.search.features import features
+
+        attrs: dict = {"config": config, "label": config_label(self.family.name, config)}
+        if isinstance(built, MageError):
+            self._finish(trial, "compile_error", None, {**attrs, "error": str(built)})
+            return
+        census = census_artifact(
+            built.artifact, kernel=built.kernel_name, block=built.block, param_names=list(built.param_names)
+        )[0]
+        attrs |= {
+            "census": features(census),
+            "cubin_sha256": built.artifact.cubin_sha256,
+            "sass_sha256": record.sha256(built.artifact.sass or ""),
+            "grid": list(built.launch.grid),
+            "block": built.block,
+        }
+        why = self._census_veto(census)
+        if why:
+            self._finish(trial, "pruned", None, {**attrs, "reason": why})
+            return
+        same = self._duplicate_of(attrs["sass_sha256"], "sass_sha256")
+        if same:
+            self._finish(trial, "duplicate", same[1], {**attrs, "duplicate_of": same[0]})
+            return
+        if self.spec.static:
+            from mage_tune.search.model import estimate_us
+
+            value, parts = estimate_us(
+                census, built.launch.grid, self.family.bytes_moved(self.spec.shape), self.family.flops(self.spec.shape)
+            )
+            self._finish(trial, "modelled", value, {**attrs, "model": parts})
+            return
+        from mage_tune.measure import variant_job
+
+        result = self.measurer.measure(variant_job(built))
+        attrs |= {"measurement": result.to_json(), "session": result.session}
+        if not result.ok:
+            self._finish(trial, "failed", None, {**attrs, "error": result.error})
+            return
+        self._finish(trial, "measured", result.time("cold"), attrs)
+
+    def _census_veto(self, census) -> str:
+        """Decided before any GPU time: what the binary shows cannot be fast or cannot run."""
+        r = census.resources
+        spills = (r.spill_store_bytes or 0) + (r.spill_load_bytes or 0)
+        if spills:
+            return f"spills {spills} bytes to local memory"
+        if census.occupancy is None:
+            return "no launch shape to compute occupancy"
+        if census.occupancy.blocks_per_sm == 0:
+            return f"cannot launch: {census.occupancy.limiter} (registers {r.registers}, shared {r.shared_bytes})"
+        return ""
+
+    # --- the loop -------------------------------------------------------------------------------------------------
+    def run(self, progress) -> None:
+        from mage_tune.kernels.pool import build_one
+
+        if not self.spec.static:
+            self._start_measurer()
+        pool = ProcessPoolExecutor(max(1, self.spec.workers))
+        try:
+            while True:
+                counted, running = _counted(self.study)
+                progress(counted, self.best_value)
+                if counted >= self.spec.trials:
+                    return
+                if counted + running >= self.spec.trials:
+                    self._fail_stale()
+                    time.sleep(2)
+                    continue
+                batch = []
+                for _ in range(min(self.spec.workers, self.spec.trials - counted - running)):
+                    with warnings.catch_warnings():  # Optuna warns that ask() skips its heartbeat: ours beats
+                        warnings.simplefilter("ignore", UserWarning)
+                        trial = self.study.ask()
+                    self.heartbeat.add(trial)
+                    if _earlier_live(self.study, trial.number) >= self.spec.trials:
+                        self._mark(trial, "surplus")
+                        break
+                    config = self._suggest(trial)
+                    problems = self.family.violations(config, self.spec.shape, self.spec.arch)
+                    if problems:
+                        self._finish(
+                            trial,
+                            "pruned",
+                            None,
+                            {
+                                "config": config,
+                                "reason": "; ".join(problems),
+                                "label": config_label(self.family.name, config),
+                            },
+                        )
+                        continue
+                    batch.append(
+                        (
+                            trial,
+                            config,
+                            pool.submit(build_one, self.family.name, config, self.spec.shape, self.spec.arch),
+                        )
+                    )
+                for trial, config, future in batch:
+                    self._score(trial, config, _result(future))
+        finally:
+            pool.shutdown(cancel_futures=True)
+            self.heartbeat.close()
+            if self.measurer is not None:
+                self.measurer.close()
+
+    def _mark(self, trial, outcome: str) -> None:
+        import optuna
+
+        trial.set_user_attr("outcome", outcome)
+        self.heartbeat.discard(trial)
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def _fail_stale(self) -> None:
+        import optuna
+
+        with contextlib.suppress(Exception):  # storages without heartbeats (journal files) have nothing to fail
+            optuna.storages.fail_stale_trials(self.study)
+
+    def _start_measurer(self) -> None:
+        from mage_tune.measure import baseline_jobs, device
+        from mage_tune.measure.records import Plan
+        from mage_tune.measure.worker import Measurer
+
+        device.require_gpu()
+        plan = Plan(
+            family=self.family.name, shape=dict(self.spec.shape), jobs=(), regimes=("cold",), seed=self.spec.seed or 0
+        )
+        self.measurer = Measurer(
+            plan,
+            baseline_jobs(self.family.name, self.spec.shape, self.family.baselines),
+            on_result=lambda r: (
+                r.kind != "variant" and record.append_baseline(self.spec.run_dir, r, self.measurer.sessions[-1])
+            ),
+        )
+        self.measurer._start()
+
+
+def _result(future: Future):
+    try:
+        return future.result()
+    except Exception as exc:  # a crashed compile process: a failed trial, not a crashed search
+        return MageError(f"compile worker failed: {type(exc).__name__}: {exc}")
+
+
+def write_summary(spec: SearchSpec, family: Family) -> dict:
+    """Best kernel's files and report.md in the run directory, from the study."""
+    from mage_tune.census import census_artifact
+    from mage_tune.search import report
+
+    best = record.best_trial(spec.run_dir)
+    if best is None:
+        return {}
+    variant = family.build(best["config"], spec.shape, spec.arch)
+    census = census_artifact(
+        variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
+    )[0]
+    record.write_best(spec.run_dir, variant, census, best)
+    (spec.run_dir / "report.md").write_text(report.markdown(spec.run_dir))
+    return best
+
+
+def spec_json(spec: SearchSpec) -> str:
+    data = {**spec.__dict__, "run_dir": str(spec.run_dir)}
+    return json.dumps(data, indent=1)

@@ -1,0 +1,270 @@
+"""The matmul family on real compiles (no GPU): the space renders and compiles, the census sees what every knob
+does to the binary, and configs outside the space are refused with a message that says why."""
+
+from __future__ import annotations
+
+import os
+import random
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+
+from mage_tune.census import census_artifact
+from mage_tune.compile import nvrtc_ptx, ptxas
+from mage_tune.errors import ConfigError, MageError
+from mage_tune.kernels import get_family
+from mage_tune.kernels.base import config_label
+from mage_tune.kernels.matmul import FAMILY
+
+ARCH = "sm_90"
+CUBE = {"m": 1024, "n": 1024, "k": 1024}
+# The seed's kernel: 64×64 tiles, bk=32, 4×4 micro-tiles (256 threads), A transposed by 4-byte copies, B by 16.
+SEED = {"bm": 64, "bn": 64, "bk": 32, "tm": 4, "tn": 4, "stages": 2, "a_vec": 4, "b_vec": 16, "a_trans": 1}
+SEED = {**SEED, "pad": 4, "smem_vec": 0}
+# The base every one-knob change is measured against; a_trans needs a_vec=4, hence a second base for it.
+BASE = {"bm": 64, "bn": 64, "bk": 16, "tm": 4, "tn": 4, "stages": 2, "a_vec": 16, "b_vec": 16, "a_trans": 0}
+BASE = {**BASE, "pad": 4, "smem_vec": 1}
+BASE_A4 = {**BASE, "a_vec": 4}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compile_cache(tmp_path_factory):
+    """A fresh compile cache, so this session compiles for real; pool workers inherit the variable."""
+    before = os.environ.get("MAGE_TUNE_CACHE")
+    os.environ["MAGE_TUNE_CACHE"] = str(tmp_path_factory.mktemp("matmul-cache"))
+    yield
+    if before is None:
+        os.environ.pop("MAGE_TUNE_CACHE", None)
+    else:
+        os.environ["MAGE_TUNE_CACHE"] = before
+
+
+# --- workers (module level, so the process pool can pickle them) ------------------------------------------------
+
+
+def _compile(job: tuple[dict, dict]) -> str | None:
+    """Render and compile to a cubin (NVRTC, ptxas); None when it compiles, else the error, which names the label.
+
+    The disassembly the census adds (cuobjdump, about 2/3 of a build's time) is left to the census tests below.
+    """
+    config, shape = job
+    label = config_label(FAMILY.name, config) + f" at {shape}"
+    try:
+        ptxas(nvrtc_ptx(FAMILY.render(config, shape), ARCH, label), ARCH, label)
+    except MageError as exc:
+        return str(exc) if label in str(exc) else f"{label}: {exc}"
+    return None
+
+
+def _census(config: dict):
+    variant = FAMILY.build(config, CUBE, ARCH)
+    (census,) = census_artifact(variant.artifact, block=variant.block, param_names=list(variant.param_names))
+    return variant, census
+
+
+def _compile_all(jobs: list[tuple[dict, dict]]) -> None:
+    with ProcessPoolExecutor(2) as pool:
+        errors = [e for e in pool.map(_compile, jobs) if e]
+    assert not errors, f"{len(errors)} of {len(jobs)} configs failed to compile:\n" + "\n".join(errors[:5])
+
+
+def _sample(shape: dict, count: int, seed: int, cover: bool) -> list[dict]:
+    """`count` valid configs drawn with a fixed seed, plus (with `cover`) one for each knob value not yet drawn."""
+    valid = list(FAMILY.configs(shape, ARCH))
+    rng = random.Random(seed)
+    picked = rng.sample(valid, min(count, len(valid)))
+    if cover:
+        rng.shuffle(valid)
+        for knob in FAMILY.knobs:
+            for value in knob.domain:
+                if not any(c[knob.name] == value for c in picked):
+                    picked.append(next(c for c in valid if c[knob.name] == value))
+    return picked
+
+
+# --- 1. the space compiles -----------------------------------------------------------------------------------
+
+
+def test_space_size_and_seed_configs_are_valid():
+    assert FAMILY is get_family("matmul")
+    assert FAMILY.space_size() == 3**9 * 2**3
+    assert sum(1 for _ in FAMILY.configs(CUBE, ARCH)) == 26514
+    for stages in (1, 2):
+        assert FAMILY.violations({**SEED, "stages": stages}, CUBE, ARCH) == []
+    assert FAMILY.launch(SEED, CUBE).block == 256
+
+
+def test_sample_of_the_cube_space_compiles():
+    configs = _sample(CUBE, 300, seed=1, cover=True)
+    for knob in FAMILY.knobs:
+        assert {c[knob.name] for c in configs} == set(knob.domain), knob.name
+    _compile_all([(c, CUBE) for c in configs])
+
+
+@pytest.mark.parametrize("dims", [(1000, 1000, 1000), (513, 257, 129)])
+def test_sample_of_odd_shapes_compiles(dims):
+    shape = dict(zip("mnk", dims, strict=True))
+    configs = _sample(shape, 20, seed=2, cover=False)
+    if dims == (513, 257, 129):  # rows of 129 and 257 floats start 4-byte aligned only
+        assert {(c["a_vec"], c["b_vec"]) for c in configs} == {(4, 4)}
+    _compile_all([(c, shape) for c in configs])
+
+
+def test_compile_error_names_the_config(monkeypatch):
+    monkeypatch.setattr(FAMILY, "render", lambda config, shape: "this is not CUDA;")
+    error = _compile((BASE, CUBE))
+    assert error is not None and config_label("matmul", BASE) in error
+
+
+# --- 2. the census sees every knob ---------------------------------------------------------------------------
+
+
+def _one_knob_pairs() -> list[tuple[str, dict, dict]]:
+    """(knob, base, changed) for every other value of every knob, where a base admits the change."""
+    pairs = []
+    for knob in FAMILY.knobs:
+        for value in knob.domain:
+            for base in (BASE, BASE_A4):
+                changed = {**base, knob.name: value}
+                if value != base[knob.name] and not FAMILY.violations(changed, CUBE, ARCH):
+                    pairs.append((knob.name, base, changed))
+                    break
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def censuses():
+    """label -> (Variant, Census) for the bases, every one-knob change, and the seed's kernels."""
+    configs = [BASE, BASE_A4, SEED, {**SEED, "stages": 1}, {**SEED, "stages": 3}]
+    configs += [changed for _, _, changed in _one_knob_pairs()]
+    unique = list({config_label("matmul", c): c for c in configs}.values())
+    with ProcessPoolExecutor(2) as pool:
+        built = list(pool.map(_census, unique))
+    return {variant.label: (variant, census) for variant, census in built}
+
+
+def _get(censuses, config: dict):
+    return censuses[config_label("matmul", config)]
+
+
+def test_every_knob_value_changes_the_cubin(censuses):
+    pairs = _one_knob_pairs()
+    assert {knob for knob, _, _ in pairs} == {k.name for k in FAMILY.knobs}
+    assert len(pairs) == sum(len(k.domain) - 1 for k in FAMILY.knobs)
+    for knob, base, changed in pairs:
+        before, after = _get(censuses, base)[0], _get(censuses, changed)[0]
+        assert before.artifact.cubin_sha256 != after.artifact.cubin_sha256, f"{knob}={changed[knob]}"
+
+
+def test_copy_width_follows_b_vec_and_a_vec(censuses):
+    for b_vec in (4, 8, 16):
+        _, c = _get(censuses, {**BASE, "b_vec": b_vec})
+        bits = b_vec * 8
+        assert set(c.ptx.params["B"].load_bits) == {bits}
+        assert bits in c.ptx.cp_async and bits in c.sass.cp_async  # LDGSTS.128 for 16 bytes, plain LDGSTS for 4
+    for a_vec in (4, 8, 16):
+        _, c = _get(censuses, {**BASE, "a_vec": a_vec})
+        assert set(c.ptx.params["A"].load_bits) == {a_vec * 8}
+
+
+def test_stages_set_wait_depth_and_groups_in_flight(censuses):
+    depth1 = _get(censuses, {**SEED, "stages": 1})[1]
+    assert depth1.ptx.cp_async_wait == (0,) and depth1.sass.cp_async_wait == (0,)
+    for stages in (2, 3):
+        c = _get(censuses, {**SEED, "stages": stages})[1]
+        for view, first in ((c.ptx, depth1.ptx), (c.sass, depth1.sass)):
+            assert stages - 1 in view.cp_async_wait
+            assert view.cp_async_groups_in_flight == first.cp_async_groups_in_flight + stages - 1
+
+
+def test_smem_vec_sets_shared_load_width(censuses):
+    for base in (BASE, SEED):  # A read along k (a_trans=0) and along m (a_trans=1)
+        wide = _get(censuses, {**base, "smem_vec": 1})[1].sass.shared_loads
+        narrow = _get(censuses, {**base, "smem_vec": 0})[1].sass.shared_loads
+        assert wide.get(128, 0) > 0
+        assert set(narrow) == {32}
+
+
+def test_pad_and_stages_set_dynamic_shared_memory(censuses):
+    # All shared memory is dynamic (extern __shared__), so the census reports it as dynamic_shared_bytes.
+    seed = _get(censuses, SEED)[1].resources
+    assert seed.dynamic_shared_bytes == 2 * (32 * (64 + 4) + 32 * 64) * 4 == 33792
+    assert _get(censuses, {**SEED, "stages": 1})[1].resources.dynamic_shared_bytes == 33792 // 2
+    unpadded = _get(censuses, {**BASE, "pad": 0})[1].resources.dynamic_shared_bytes
+    assert unpadded < _get(censuses, BASE)[1].resources.dynamic_shared_bytes
+    assert seed.spill_store_bytes == 0
+
+
+def test_tiles_set_the_launch(censuses):
+    base = _get(censuses, BASE)[0].launch
+    assert (base.grid, base.block) == ((16, 16, 1), 256)
+    assert _get(censuses, {**BASE, "bm": 128})[0].launch.grid == (16, 8, 1)
+    assert _get(censuses, {**BASE, "bn": 32})[0].launch.grid == (32, 16, 1)
+    assert _get(censuses, {**BASE, "tm": 8})[0].launch.block == 128
+    assert _get(censuses, {**BASE, "tn": 8})[0].launch.block == 128
+    assert _get(censuses, {**BASE, "tm": 2})[0].launch.block == 512
+
+
+def test_traffic_is_attributed_to_parameters(censuses):
+    for config in (BASE, SEED):
+        params = _get(censuses, config)[1].ptx.params
+        assert "?" not in params
+        assert params["A"].loads > 0 and params["B"].loads > 0 and params["C"].stores > 0
+        assert params["A"].stores == params["B"].stores == params["C"].loads == 0
+    # float4 stores of C with smem_vec=1, one float per store without
+    assert set(_get(censuses, BASE)[1].ptx.params["C"].store_bits) == {128}
+    assert set(_get(censuses, SEED)[1].ptx.params["C"].store_bits) == {32}
+
+
+# --- 3. configs outside the space are refused ------------------------------------------------------------------
+
+
+def test_unknown_knob():
+    with pytest.raises(ConfigError, match=r"unknown knob 'bq'.*knobs: bm, bn, bk"):
+        FAMILY.parse_settings(["bq=64"], CUBE, ARCH)
+
+
+def test_value_outside_domain():
+    with pytest.raises(ConfigError, match=r"knob bm: '48' is not allowed; allowed: 64, 32, 128"):
+        FAMILY.parse_settings(["bm=48"], CUBE, ARCH)
+
+
+@pytest.mark.parametrize(
+    ("settings", "shape", "message"),
+    [
+        (["a_trans=1", "a_vec=16"], CUBE, r"a_trans=1 needs a_vec=4"),
+        (["smem_vec=1", "tn=2"], CUBE, r"smem_vec=1 needs tn % 4 == 0"),
+        (["smem_vec=1", "a_trans=1", "tm=2"], CUBE, r"smem_vec=1 with a_trans=1 needs tm % 4 == 0"),
+        (["bm=32", "bn=32", "tm=8", "tn=8"], CUBE, r"threads = bm\*bn/\(tm\*tn\) = 16"),
+        (["b_vec=16"], {"m": 513, "n": 257, "k": 129}, r"b_vec=16 needs N\*4 divisible by 16"),
+    ],
+)
+def test_forbidden_combination(settings, shape, message):
+    with pytest.raises(ConfigError, match=message):
+        FAMILY.parse_settings(settings, shape, ARCH)
+
+
+def test_shared_memory_limit_depends_on_arch():
+    big = {**BASE, "bm": 128, "bn": 128, "bk": 32, "tm": 8, "tn": 8, "stages": 3}
+    assert FAMILY.violations(big, CUBE, "sm_90") == []
+    (problem,) = FAMILY.violations(big, CUBE, "sm_86")
+    assert "104448 B exceeds" in problem
+
+
+# --- the launcher's side ---------------------------------------------------------------------------------------
+
+
+def test_launch_inputs_and_reference():
+    shape = {"m": 513, "n": 257, "k": 129}
+    launch = FAMILY.launch({**BASE, "bm": 128, "bn": 32}, shape)
+    assert launch.grid == (9, 5, 1) and launch.dynamic_shared == FAMILY.shared_bytes({**BASE, "bm": 128, "bn": 32})
+    inputs = FAMILY.make_inputs(shape, np.random.default_rng(0))
+    assert inputs["A"].shape == (513, 129) and inputs["B"].shape == (129, 257)
+    assert inputs["A"].dtype == np.float32 and np.abs(inputs["A"]).max() <= 1
+    ref = FAMILY.reference(inputs, shape)
+    assert ref.dtype == np.float64 and ref.shape == FAMILY.output_shape(shape) == (513, 257)
+    assert FAMILY.scalar_args(shape) == (513, 257, 129)
+    assert all(isinstance(x, np.int32) for x in FAMILY.scalar_args(shape))
+    assert FAMILY.bytes_moved(shape) == 4 * (513 * 129 + 129 * 257 + 513 * 257)
+    assert FAMILY.flops(shape) == 2 * 513 * 257 * 129
