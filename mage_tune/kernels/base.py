@@ -75,9 +75,9 @@ def config_label(family: str, config: Config) -> str:
 
 @cache
 def _environment():
-    import jinja2
-
     from importlib.resources import files
+
+    import jinja2
 
     # kernels/templates/ ships as the package mage_tune.templates (pyproject's package-dir), checkout or wheel.
     return jinja2.Environment(
