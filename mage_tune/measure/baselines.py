@@ -20,9 +20,10 @@ def triton_jobs(family: str, shape: dict) -> list[Job]:
             for w in (1, 2, 4, 8, 16)
             if 32 * w <= max(32, block)
         ]
-    from mage_tune.triton_ref import MATMUL_CONFIGS
+    from mage_tune.triton_ref import MATMUL_CONFIGS, MATMUL_KEYS
 
-    return [Job(f"triton[{_cfg_label(c)}]", "triton", dict(c)) for c in MATMUL_CONFIGS]
+    configs = [dict(zip(MATMUL_KEYS, c, strict=True)) for c in MATMUL_CONFIGS]
+    return [Job(f"triton[{_cfg_label(c)}]", "triton", c) for c in configs]
 
 
 def _cfg_label(config: dict) -> str:
