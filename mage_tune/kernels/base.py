@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 
@@ -73,15 +74,23 @@ def config_label(family: str, config: Config) -> str:
     return family + "[" + ",".join(f"{k}={v}" for k, v in config.items()) + "]"
 
 
-@cache
-def _environment():
+def template_dir() -> Path:
+    """kernels/templates/: installed as the package mage_tune.templates (pyproject's package-dir), or, when the
+    checkout is merely on PYTHONPATH, found beside the package."""
     from importlib.resources import files
 
+    try:
+        return Path(str(files("mage_tune.templates")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "kernels" / "templates"
+
+
+@cache
+def _environment():
     import jinja2
 
-    # kernels/templates/ ships as the package mage_tune.templates (pyproject's package-dir), checkout or wheel.
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(files("mage_tune.templates"))),
+        loader=jinja2.FileSystemLoader(str(template_dir())),
         undefined=jinja2.StrictUndefined,  # a missing variable is an error, never an empty string
         trim_blocks=True,
         lstrip_blocks=True,

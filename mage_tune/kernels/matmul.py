@@ -8,6 +8,8 @@ Every tile copy is a cp.async; M, N and K are runtime arguments, so any shape ru
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from mage_tune.kernels.base import SMEM_OPTIN, Config, Family, Knob, Launch, Shape
@@ -37,7 +39,7 @@ class Matmul(Family):
         Knob("smem_vec", (1, 0), "1: float4 fragment reads from shared memory (LDS.128)"),
     )
     dims = ("m", "n", "k")
-    default_dims = {"m": 1024, "n": 1024, "k": 1024}
+    default_dims: ClassVar[dict[str, int]] = {"m": 1024, "n": 1024, "k": 1024}
     kernel_name = "matmul"
     param_names = ("A", "B", "C")
     baselines = ("triton", "torch")
