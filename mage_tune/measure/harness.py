@@ -73,7 +73,7 @@ class VariantLauncher:
             f.write(job.cubin)
             f.flush()
             self.module = cupy.RawModule(path=f.name)
-        self.fn = self.module.get_function(job.kernel_name)
+            self.fn = self.module.get_function(job.kernel_name)  # loads the file now, while it exists
         if job.dynamic_shared > 48 * 1024:
             self.fn.max_dynamic_shared_size_bytes = job.dynamic_shared
 
