@@ -309,21 +309,18 @@ def _parse_signature(text: str | None, fn, values: dict, path: str) -> dict:
         if arg in typed:
             raise InputError(f"--signature names {arg!r} twice", file=path)
         typed[arg] = ty
-    line = _def_line(fn)
-    unknown = [a for a in [*typed, *values] if a not in args]
+    line = _def_line(getattr(fn, "fn", fn))
+    unknown = list(dict.fromkeys(a for a in [*typed, *values] if a not in args))
     if unknown:
-        raise InputError(
-            f"{', '.join(dict.fromkeys(unknown))} not an argument of {fn.__name__}({', '.join(args)})",
-            file=path,
-            line=line,
-        )
+        verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
+        raise InputError(f"{', '.join(unknown)} {verb} of {fn.__name__}({', '.join(args)})", file=path, line=line)
     given = [a for a in args if a in typed]
-    if given != [a for a in typed]:
+    if given != list(typed):
         raise InputError(f"--signature must follow the kernel's order: {', '.join(args)}", file=path, line=line)
     sig = {}
     for i, arg in enumerate(args):
-        is_constexpr = bool(getattr(fn.params[i], "is_constexpr", False)) if hasattr(fn, "params") else False
-        ty = typed.get(arg) or ("constexpr" if arg in values else None)
+        declared = bool(getattr(fn.params[i], "is_constexpr", False)) if hasattr(fn, "params") else False
+        ty = typed.get(arg) or ("constexpr" if arg in values or declared else None)
         if ty is None:
             raise InputError(
                 f"--signature gives no type for {arg!r} (kernel arguments: {', '.join(args)})", file=path, line=line
@@ -335,9 +332,10 @@ def _parse_signature(text: str | None, fn, values: dict, path: str) -> dict:
                 line=line,
             )
         if ty == "constexpr" and arg not in values:
-            raise InputError(f"{arg} is constexpr and needs a value: --constexpr {arg}=...", file=path, line=line)
-        if is_constexpr and ty != "constexpr":
-            raise InputError(f"{arg} is declared tl.constexpr; give it with --constexpr {arg}=...", file=path)
+            raise InputError(f"{arg} is a constexpr and needs a value: --constexpr {arg}=...", file=path, line=line)
+        if ty != "constexpr" and (declared or arg in values):
+            why = "is declared tl.constexpr" if declared else "has a --constexpr value"
+            raise InputError(f"{arg} {why} but --signature types it {ty!r}; make it constexpr", file=path, line=line)
         sig[arg] = ty
     return sig
 

@@ -110,9 +110,8 @@ def _variants(fam, shape, arch, settings, sources, all_configs, sample):
                 variants.append(built)
         return variants
     config = fam.parse_settings(settings, shape, arch)
-    if not sources:
-        return [fam.build(config, shape, arch)]
-    return [_from_source(fam, shape, arch, config, path) for path in sources]
+    # Hand-written sources first, then the template variant itself: a broken source must not stop the next one.
+    return [_from_source(fam, shape, arch, config, path) for path in sources] + [fam.build(config, shape, arch)]
 
 
 def _from_source(fam, shape, arch, config, path):
