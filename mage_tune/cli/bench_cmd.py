@@ -103,7 +103,7 @@ def _variants(fam, shape, arch, settings, sources, all_configs, sample):
         if sample:
             configs = sample_configs(fam, shape, arch, sample, seed=0)
         variants = []
-        for _config, built in build_many(fam.name, shape, arch, configs):
+        for _config, built in build_many(fam, shape, arch, configs):
             if isinstance(built, MageError):
                 click.echo(f"compile failed: {built}", err=True)
             else:

@@ -7,15 +7,13 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from mage_tune.errors import MageError
-from mage_tune.kernels.base import Config, Shape, Variant
+from mage_tune.kernels.base import Config, Family, Shape, Variant
 
 
-def build_one(family: str, config: Config, shape: Shape, arch: str) -> Variant | MageError:
+def build_one(family: Family, config: Config, shape: Shape, arch: str) -> Variant | MageError:
     """Never raises for a bad config: the error is the result, so one broken variant cannot stop a batch."""
-    from mage_tune.kernels import get_family
-
     try:
-        return get_family(family).build(config, shape, arch)
+        return family.build(config, shape, arch)
     except MageError as exc:
         return exc
 
@@ -25,7 +23,7 @@ def default_workers() -> int:
 
 
 def build_many(
-    family: str, shape: Shape, arch: str, configs: Iterable[Config], workers: int | None = None
+    family: Family, shape: Shape, arch: str, configs: Iterable[Config], workers: int | None = None
 ) -> Iterator[tuple[Config, Variant | MageError]]:
     """(config, Variant or error) in the order given; compiles run `workers` at a time."""
     configs = list(configs)

@@ -291,7 +291,7 @@ class Search:
                         (
                             trial,
                             config,
-                            pool.submit(build_one, self.family.name, config, self.spec.shape, self.spec.arch),
+                            pool.submit(build_one, self.family, config, self.spec.shape, self.spec.arch),
                         )
                     )
                 for trial, config, future in batch:
