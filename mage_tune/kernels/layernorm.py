@@ -25,6 +25,8 @@ cancels); welford reduces once, a triple.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from mage_tune.kernels.base import Config, Family, Knob, Launch, Shape, config_label
@@ -54,7 +56,7 @@ class LayerNorm(Family):
         Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
     )
     dims = ("m", "d")
-    default_dims = {"m": 4096}
+    default_dims: ClassVar[dict[str, int]] = {"m": 4096}
     kernel_name = "layernorm"
     param_names = ("x", "scale", "bias", "y")
     baselines = ("triton", "torch")

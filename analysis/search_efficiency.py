@@ -1,0 +1,90 @@
+"""How fast does the search find a good config? Replays samplers against an exhaustive measured table.
+
+Input: a `mage-tune bench FAMILY --all --out FILE` record in which every valid config of the space was checked
+and timed (cold) in one run. Each replayed trial looks its config's time up in that table, so the samplers are
+compared on exactly the same numbers, with no GPU: a config outside the space's constraints is a pruned trial
+(it costs a trial, as in a real search). For each sampler and seed we report after how many trials the best found
+is within 3% of the exhaustive best.
+
+    python analysis/search_efficiency.py runs/<exhaustive>.json --seeds 10 --budget 200 [--out runs/<name>.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import optuna
+from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mage_tune.kernels import get_family  # noqa: E402
+from mage_tune.search.runner import make_sampler  # noqa: E402
+
+
+def load_table(path: Path) -> tuple[dict, dict[tuple, float]]:
+    record = json.loads(path.read_text())
+    table = {}
+    for r in record["results"]:
+        if r["kind"] != "variant" or not r["ok"]:
+            continue
+        cold = next((t["median_us"] for t in r["timings"] if t["regime"] == "cold"), None)
+        if cold is not None:
+            table[tuple(sorted(r["config"].items()))] = cold
+    return record, table
+
+
+def replay(family, table: dict[tuple, float], sampler: str, seed: int, budget: int, target: float) -> int | None:
+    """Trials until the best found is within `target` (absolute µs); None if the budget runs out first."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(direction="minimize", sampler=make_sampler(sampler, family, seed))
+    best = float("inf")
+    for n in range(1, budget + 1):
+        trial = study.ask()
+        config = {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in family.knobs}
+        value = table.get(tuple(sorted(config.items())))
+        if value is None:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
+        study.tell(trial, value)
+        best = min(best, value)
+        if best <= target:
+            return n
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("record", type=Path)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--budget", type=int, default=200)
+    parser.add_argument("--within", type=float, default=0.03)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    record, table = load_table(args.record)
+    family = get_family(record["family"])
+    best = min(table.values())
+    target = best * (1 + args.within)
+    within = sum(1 for v in table.values() if v <= target)
+    results = {}
+    rows = []
+    for sampler in ("tpe", "random"):
+        hits = [replay(family, table, sampler, seed, args.budget, target) for seed in range(args.seeds)]
+        found = [h for h in hits if h is not None]
+        results[sampler] = hits
+        rows.append([sampler, f"{len(found)}/{len(hits)}", statistics.median(found) if found else "-",
+                     min(found) if found else "-", max(found) if found else "-"])
+    print(f"{record['family']} {record['shape']}: {len(table)} configs measured, best {best:.2f} µs; "
+          f"{within} configs within {args.within:.0%} of it")
+    print(tabulate(rows, headers=["sampler", "reached", "median trials", "min", "max"], tablefmt="github"))
+    if args.out:
+        args.out.write_text(json.dumps({"source": str(args.record), "configs": len(table), "best_us": best,
+                                        "within": args.within, "configs_within": within, "budget": args.budget,
+                                        "trials_to_within": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,376 @@
+"""The layer-norm family on real compiles: the whole d=768 space renders and compiles, odd widths do too, the census
+sees what every knob does to the binary, and configs outside the space are refused with a message that says why.
+One test (marked gpu) runs variants against the float64 reference where a GPU is present."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+
+from mage_tune.census import census_artifact
+from mage_tune.compile import nvrtc_ptx, ptxas
+from mage_tune.errors import ConfigError, MageError
+from mage_tune.kernels import get_family
+from mage_tune.kernels.base import config_label
+from mage_tune.kernels.layernorm import EPS, FAMILY
+
+ARCH = "sm_90"
+D768 = {"m": 4096, "d": 768}
+# The seed: one 128-thread block per row, float4 accesses (at d=768 one full quad and one masked quad per thread),
+# the row held in registers, four warps meeting once in shared memory per reduction.
+SEED = {"threads": 128, "rows": 1, "vec": 16, "passes": "regs", "reduce": "shfl", "rsqrt": "approx", "hint": "none"}
+READS = {"regs": 1, "welford": 2, "twopass": 3}  # passes over x
+WALK_LIMIT = 2500  # walk the whole space up to this many valid configs, else a covering sample
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compile_cache(tmp_path_factory):
+    """A fresh compile cache, so this session compiles for real; pool workers inherit the variable."""
+    before = os.environ.get("MAGE_TUNE_CACHE")
+    os.environ["MAGE_TUNE_CACHE"] = str(tmp_path_factory.mktemp("layernorm-cache"))
+    yield
+    if before is None:
+        os.environ.pop("MAGE_TUNE_CACHE", None)
+    else:
+        os.environ["MAGE_TUNE_CACHE"] = before
+
+
+# --- workers (module level, so the process pool can pickle them) ------------------------------------------------
+
+
+def _compile(job: tuple[dict, dict]) -> str | None:
+    """Render and compile to a cubin (NVRTC, ptxas); None when it compiles, else the error, which names the label.
+
+    The disassembly the census adds (cuobjdump, most of a build's time) is left to the census tests below.
+    """
+    config, shape = job
+    label = config_label(FAMILY.name, config) + f" at {shape}"
+    try:
+        ptxas(nvrtc_ptx(FAMILY.render(config, shape), ARCH, label), ARCH, label)
+    except MageError as exc:
+        return str(exc) if label in str(exc) else f"{label}: {exc}"
+    return None
+
+
+def _census(job: tuple[dict, dict]):
+    config, shape = job
+    variant = FAMILY.build(config, shape, ARCH)
+    (census,) = census_artifact(variant.artifact, block=variant.block, param_names=list(variant.param_names))
+    return variant, census
+
+
+def _compile_all(jobs: list[tuple[dict, dict]]) -> None:
+    with ProcessPoolExecutor(2) as pool:
+        errors = [e for e in pool.map(_compile, jobs, chunksize=16) if e]
+    assert not errors, f"{len(errors)} of {len(jobs)} configs failed to compile:\n" + "\n".join(errors[:5])
+
+
+def _sample(shape: dict, count: int, seed: int) -> list[dict]:
+    """`count` valid configs drawn with a fixed seed, plus one for each knob value no draw took (where one is valid)."""
+    valid = list(FAMILY.configs(shape, ARCH))
+    rng = random.Random(seed)
+    picked = rng.sample(valid, min(count, len(valid)))
+    rng.shuffle(valid)
+    for knob in FAMILY.knobs:
+        for value in knob.domain:
+            if not any(c[knob.name] == value for c in picked):
+                picked += [c for c in valid if c[knob.name] == value][:1]
+    return picked
+
+
+# --- 1. the space compiles -----------------------------------------------------------------------------------
+
+
+def test_seed_is_valid_and_the_default():
+    assert FAMILY is get_family("layernorm")
+    assert FAMILY.violations(SEED, D768, ARCH) == []
+    assert FAMILY.parse_settings([], D768, ARCH) == SEED  # each domain lists the seed's value first
+    assert FAMILY.launch(SEED, D768).grid == (4096, 1, 1) and FAMILY.launch(SEED, D768).block == 128
+    source = FAMILY.render(SEED, D768)
+    assert 'extern "C" __global__' in source and "void layernorm(" in source
+    assert "constexpr int CHUNKS = 2;" in source and "constexpr int FULL = 1;" in source  # one quad, one masked
+
+
+def test_space_size_at_768():
+    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 2 * 2 * 3
+    # Only threads·rows > 1024 and, for passes=regs at threads=32 with vec=4, 24 chunks > 16 are excluded.
+    assert sum(1 for _ in FAMILY.configs(D768, ARCH)) == 1896
+
+
+def test_whole_d768_space_compiles():
+    valid = list(FAMILY.configs(D768, ARCH))
+    configs = valid if len(valid) <= WALK_LIMIT else _sample(D768, 600, seed=0)
+    _compile_all([(c, D768) for c in configs])
+
+
+def test_compile_error_names_the_config(monkeypatch):
+    monkeypatch.setattr(FAMILY, "render", lambda config, shape: "this is not CUDA;")
+    error = _compile((SEED, D768))
+    assert error is not None and config_label("layernorm", SEED) in error
+
+
+# --- 2. odd widths ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [1, 700, 769, 1000, 4100])
+def test_odd_widths_have_valid_configs_that_compile(d):
+    shape = {"m": 4096, "d": d}
+    configs = _sample(shape, 8, seed=d)
+    assert configs
+    if d * 4 % 8:  # rows start only 4-byte aligned
+        assert {c["vec"] for c in configs} == {4}
+    _compile_all([(c, shape) for c in configs])
+
+
+@pytest.mark.parametrize("d", [*range(1, 65), 767, 769, 4097, 65537, 1 << 20])
+def test_every_width_has_a_valid_config(d):
+    shape = {"m": 1, "d": d}
+    assert FAMILY.default_config(shape, ARCH)
+    for passes in ("welford", "twopass"):  # no cap on chunks without the row in registers
+        assert FAMILY.violations({**SEED, "vec": 4, "passes": passes}, shape, ARCH) == []
+
+
+# --- 3. the census sees every knob ---------------------------------------------------------------------------
+
+
+def _one_knob_pairs() -> list[tuple[str, dict]]:
+    """(knob, the seed with only that knob changed) for every other value of every knob."""
+    return [(k.name, {**SEED, k.name: v}) for k in FAMILY.knobs for v in k.domain if v != SEED[k.name]]
+
+
+# Beyond the one-knob changes: warp-wide rows re-reading x with no block barrier, the tree with Welford triples,
+# surplus rows in the last block (M=4096 is a multiple of every rows value, so M=4093 for those), a ragged d.
+EXTRAS = [
+    ({**SEED, "threads": 32, "passes": "twopass"}, D768),
+    ({**SEED, "threads": 32, "passes": "welford"}, D768),
+    ({**SEED, "threads": 32, "reduce": "smem", "passes": "twopass"}, D768),
+    ({**SEED, "reduce": "smem", "passes": "welford"}, D768),
+    ({**SEED, "threads": 64, "reduce": "smem"}, D768),
+    ({**SEED, "passes": "welford", "rows": 4}, {"m": 4093, "d": 768}),
+    ({**SEED, "threads": 32, "rows": 8, "vec": 4, "passes": "twopass"}, D768),
+    ({**SEED, "vec": 4}, {"m": 4096, "d": 769}),
+]
+
+
+@pytest.fixture(scope="module")
+def censuses():
+    """(label, shape) -> (Variant, Census) for the seed, every one-knob change and the extras."""
+    jobs = [(SEED, D768)] + [(changed, D768) for _, changed in _one_knob_pairs()] + EXTRAS
+    with ProcessPoolExecutor(2) as pool:
+        built = list(pool.map(_census, jobs))
+    return {(variant.label, str(variant.shape)): (variant, census) for variant, census in built}
+
+
+def _get(censuses, config: dict, shape: dict = D768):
+    return censuses[config_label("layernorm", config), str(shape)]
+
+
+def test_every_knob_value_changes_the_cubin(censuses):
+    pairs = _one_knob_pairs()
+    assert len(pairs) == sum(len(k.domain) - 1 for k in FAMILY.knobs)
+    seed = _get(censuses, SEED)[0].artifact.cubin_sha256
+    for knob, changed in pairs:
+        assert _get(censuses, changed)[0].artifact.cubin_sha256 != seed, f"{knob}={changed[knob]}"
+
+
+def test_vec_sets_the_width_of_every_global_access(censuses):
+    for vec in (4, 8, 16):
+        config = {**SEED, "vec": vec}
+        _, c = _get(censuses, config)
+        bits, chunks = vec * 8, FAMILY.chunks(config, D768)
+        assert c.ptx.params["x"].load_bits == {bits: chunks}
+        assert c.ptx.params["y"].store_bits == {bits: chunks}
+        for view in (c.ptx, c.sass):  # scale and bias follow vec too
+            assert set(view.global_loads) == {bits} and set(view.global_stores) == {bits}
+
+
+def test_passes_set_the_reads_of_x(censuses):
+    jobs = [({**SEED, "passes": p}, D768) for p in READS] + EXTRAS
+    for config, shape in jobs:
+        _, c = _get(censuses, config, shape)
+        chunks = FAMILY.chunks(config, shape)
+        params = c.ptx.params
+        assert "?" not in params
+        assert params["x"].loads == READS[config["passes"]] * chunks, config_label("layernorm", config)
+        assert params["scale"].loads == params["bias"].loads == params["y"].stores == chunks
+        assert params["x"].stores == params["y"].loads == 0
+        # ptxas merged no re-read into an earlier pass's load, with or without a barrier between them
+        assert sum(c.sass.global_loads.values()) == sum(c.ptx.global_loads.values())
+    assert FAMILY.chunks(EXTRAS[-1][0], EXTRAS[-1][1]) == 7  # d=769 by 128 threads: six full chunks and a ragged one
+
+
+def test_rsqrt_approx_uses_mufu_rsq_and_precise_does_not(censuses):
+    approx = _get(censuses, SEED)[1]
+    assert approx.ptx.special == {"rsqrt.approx": 1} and approx.sass.special == {"MUFU.RSQ": 1}
+    precise = _get(censuses, {**SEED, "rsqrt": "precise"})[1]
+    assert precise.ptx.special == {"sqrt.approx": 1, "div.full": 1}
+    assert "MUFU.RSQ" not in precise.sass.special and precise.sass.special["MUFU.SQRT"] == 1
+
+
+def test_threads_set_the_block_and_occupancy(censuses):
+    for threads in FAMILY.knob("threads").domain:
+        variant, c = _get(censuses, {**SEED, "threads": threads})
+        assert variant.launch.block == c.occupancy.block == c.launch_bounds["maxntid"] == threads
+
+
+def test_rows_set_the_launch(censuses):
+    for rows in FAMILY.knob("rows").domain:
+        variant, c = _get(censuses, {**SEED, "rows": rows})
+        assert variant.launch.grid == (4096 // rows, 1, 1)
+        assert variant.launch.block == c.occupancy.block == 128 * rows
+    config, shape = EXTRAS[5]
+    assert _get(censuses, config, shape)[0].launch.grid == (math.ceil(4093 / 4), 1, 1)
+
+
+def test_hint_sets_the_cache_qualifier_of_x(censuses):
+    for hint in FAMILY.knob("hint").domain:
+        _, c = _get(censuses, {**SEED, "hint": hint})
+        x = c.ptx.params["x"].loads
+        read_only = c.ptx.params["scale"].loads + c.ptx.params["bias"].loads  # always __ldg
+        expected = {"none": {"nc": read_only}, "nc": {"nc": x + read_only}, "cs": {"nc": read_only, "cs": x}}
+        assert c.ptx.global_load_hints == expected[hint], hint
+        sass = {
+            "none": {"CONSTANT": read_only},
+            "nc": {"CONSTANT": x + read_only},
+            "cs": {"CONSTANT": read_only, "EF": x},
+        }
+        assert c.sass.global_load_hints == sass[hint], hint
+
+
+def _tree_barriers(threads: int) -> int:
+    """Block barriers of one shared-memory tree: after the stores, after each level read by another warp, at the end."""
+    return 2 + max(0, int(math.log2(threads)) - 6) if threads > 32 else 0
+
+
+def test_reduce_sets_barriers_and_shuffles(censuses):
+    for threads in FAMILY.knob("threads").domain:  # shfl: one barrier per reduction, none for a warp-wide row
+        _, c = _get(censuses, {**SEED, "threads": threads})
+        expected = 2 if threads > 32 else 0
+        assert c.ptx.barriers == c.sass.barriers == expected and c.ptx.shuffles == 10, threads
+    welford = _get(censuses, {**SEED, "passes": "welford"})[1]
+    assert welford.ptx.barriers == welford.sass.barriers == 1  # one reduction, of (count, mean, M2)
+    for threads in (64, 128):
+        _, c = _get(censuses, {**SEED, "threads": threads, "reduce": "smem"})
+        assert c.ptx.barriers == c.sass.barriers == 2 * _tree_barriers(threads), threads
+        assert c.ptx.shuffles == 0 and c.sass.shared_stores
+    tree_welford = _get(censuses, {**SEED, "reduce": "smem", "passes": "welford"})[1]
+    assert tree_welford.ptx.barriers == _tree_barriers(128)
+    warp_tree = _get(censuses, {**SEED, "threads": 32, "reduce": "smem", "passes": "twopass"})[1]
+    assert warp_tree.ptx.barriers == warp_tree.sass.barriers == 0  # warp barriers only
+
+
+def test_shared_memory_is_what_the_constraint_counts(censuses):
+    for variant, c in censuses.values():
+        assert c.resources.shared_bytes == FAMILY.shared_bytes(variant.config), variant.label
+        assert c.resources.spill_store_bytes == 0 and not c.ptx.local_loads, variant.label
+
+
+# --- 4. configs outside the space are refused ------------------------------------------------------------------
+
+
+def test_unknown_knob():
+    with pytest.raises(ConfigError, match=r"unknown knob 'warps'.*knobs: threads, rows, vec, passes, reduce"):
+        FAMILY.parse_settings(["warps=4"], D768, ARCH)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("threads=48", r"knob threads: '48' is not allowed; allowed: 128, 256, 512, 1024, 64, 32"),
+        ("passes=onepass", r"knob passes: 'onepass' is not allowed; allowed: regs, welford, twopass"),
+        ("vec=2", r"knob vec: '2' is not allowed; allowed: 16, 8, 4"),
+    ],
+)
+def test_value_outside_domain(setting, message):
+    with pytest.raises(ConfigError, match=message):
+        FAMILY.parse_settings([setting], D768, ARCH)
+
+
+@pytest.mark.parametrize(
+    ("settings", "d", "message"),
+    [
+        (["threads=1024", "rows=2"], 768, r"threads=1024 × rows=2 is 2048 threads per block, over 1024"),
+        (["vec=16"], 770, r"vec=16 needs every row to start 16-byte aligned, but a row of d=770 floats is 3080 bytes"),
+        (["threads=32", "vec=4", "passes=regs"], 768, r"passes=regs holds the row in registers.* 24 chunks per thread"),
+    ],
+)
+def test_forbidden_combination(settings, d, message):
+    with pytest.raises(ConfigError, match=message):
+        FAMILY.parse_settings(settings, {"m": 4096, "d": d}, ARCH)
+
+
+def test_constraints_are_stated():
+    text = " ".join(FAMILY.constraint_text())
+    for word in ("threads × rows", "vec", "passes=regs", "shared memory"):
+        assert word in text
+    # Three floats per thread for a Welford tree at 1024 threads: far inside 48 KB, so the limit never bites.
+    assert max(FAMILY.shared_bytes(c) for c in FAMILY.configs(D768, ARCH)) == 12 * 1024
+
+
+# --- 5. the launcher's side ---------------------------------------------------------------------------------
+
+
+def test_inputs_reference_and_scalars():
+    shape = {"m": 37, "d": 769}
+    inputs = FAMILY.make_inputs(shape, np.random.default_rng(0))
+    assert set(inputs) == {"x", "scale", "bias"}
+    assert inputs["x"].shape == (37, 769) and inputs["scale"].shape == inputs["bias"].shape == (769,)
+    assert all(a.dtype == np.float32 for a in inputs.values())
+    assert abs(inputs["x"].mean() - 3) < 0.1  # far from zero, so E[x²] - mean² would lose digits
+    ref = FAMILY.reference(inputs, shape)
+    assert ref.dtype == np.float64 and ref.shape == FAMILY.output_shape(shape) == (37, 769)
+    normed = (ref - inputs["bias"]) / inputs["scale"]
+    assert np.allclose(normed.mean(axis=1), 0, atol=1e-9)
+    x = inputs["x"].astype(np.float64)
+    assert np.allclose(normed.var(axis=1), x.var(axis=1) / (x.var(axis=1) + EPS))  # the biased variance
+    m, eps = FAMILY.scalar_args(shape)
+    assert isinstance(m, np.int32) and m == 37 and isinstance(eps, np.float32) and eps == np.float32(1e-5)
+    assert FAMILY.bytes_moved(shape) == 4 * (2 * 37 * 769 + 2 * 769)
+    assert FAMILY.param_names == ("x", "scale", "bias", "y") and FAMILY.kernel_name == "layernorm"
+
+
+# --- 6. on a GPU: every knob value against the float64 reference --------------------------------------------
+
+
+@pytest.mark.gpu
+def test_variants_match_the_reference_on_a_gpu():
+    """A covering sample at several widths, with M not a multiple of rows; rows past M must stay untouched."""
+    import cupy
+
+    jobs = []
+    for d in (1, 64, 700, 768, 769, 1000, 4100):
+        shape = {"m": 37, "d": d}
+        jobs += [(c, shape) for c in _sample(shape, 12, seed=d)]
+    jobs += [(SEED, {"m": 37, "d": 768}), ({**SEED, "passes": "welford", "rows": 8}, {"m": 37, "d": 768})]
+    with ProcessPoolExecutor(os.cpu_count()) as pool:
+        variants = [v for v, _ in pool.map(_census, jobs)]
+    failures = []
+    for variant in variants:
+        shape = variant.shape
+        inputs = FAMILY.make_inputs(shape, np.random.default_rng(shape["d"]))
+        ref = FAMILY.reference(inputs, shape)
+        y = cupy.full((shape["m"] + 8, shape["d"]), np.nan, dtype=np.float32)  # 8 spare rows must stay NaN
+        args = [cupy.asarray(inputs[name]) for name in ("x", "scale", "bias")] + [y]
+        kernel = _load_cubin(cupy, variant.artifact.cubin).get_function("layernorm")
+        kernel(variant.launch.grid, (variant.launch.block, 1, 1), (*args, *FAMILY.scalar_args(shape)))
+        got = cupy.asnumpy(y)
+        rel = np.linalg.norm(got[: shape["m"]] - ref) / np.linalg.norm(ref)
+        if not rel < FAMILY.tolerance or not np.isnan(got[shape["m"] :]).all():
+            failures.append(f"{variant.label} d={shape['d']}: relative error {rel:.3g}")
+    assert not failures, "\n".join(failures)
+
+
+def _load_cubin(cupy, cubin: bytes):
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        module = cupy.RawModule(path=f.name)
+        module.get_function("layernorm")  # loads the module while the file exists
+    return module
