@@ -21,8 +21,8 @@ import optuna
 from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mage_tune.kernels import get_family  # noqa: E402
-from mage_tune.search.runner import make_sampler  # noqa: E402
+from mage_tune.kernels import get_family
+from mage_tune.search.runner import make_sampler
 
 
 def load_table(path: Path) -> tuple[dict, dict[tuple, float]]:
