@@ -9,7 +9,7 @@ any point. The walk follows the listing, not the control flow: a loop body is wa
 counts its prologue's groups plus one iteration's, which is what separates a kernel that waits on one copy at a
 time (1) from one that keeps the next tile's copy outstanding (2 or more).
 
-Parameter attribution: a def-use graph (networkx) whose edges carry pointers (mov, cvta, add/sub, the addend of
+Parameter attribution: a def-use graph (adjacency sets) whose edges carry pointers (mov, cvta, add/sub, the addend of
 mad, selp) from each 64-bit kernel parameter to the registers derived from it; a global access is attributed to
 every parameter that reaches a register in its address. Multiplications and shifts carry no pointer, so an index
 computed from a size parameter does not claim the access.
@@ -21,8 +21,6 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import networkx as nx
 
 if TYPE_CHECKING:
     from mage_tune.census.model import ParamAccess
@@ -78,31 +76,39 @@ class _Walk:
         return InFlight(self.max_loads, self.max_bytes, self.max_groups)
 
 
+_OPERAND_MARKS = re.compile(r"[{}\[\]()]|,")
+
+
 def _split_operands(operands: str) -> list[str]:
     """Split on commas outside braces and brackets."""
+    if "{" not in operands and "[" not in operands and "(" not in operands:
+        return [o.strip() for o in operands.split(",")]
     out, depth, start = [], 0, 0
-    for i, ch in enumerate(operands):
-        if ch in "{[(":
+    for mark in _OPERAND_MARKS.finditer(operands):
+        ch = mark.group()
+        if ch == ",":
+            if depth == 0:
+                out.append(operands[start : mark.start()])
+                start = mark.end()
+        elif ch in "{[(":
             depth += 1
-        elif ch in "}])":
+        else:
             depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(operands[start:i])
-            start = i + 1
     out.append(operands[start:])
     return [o.strip() for o in out]
 
 
 def ptx_in_flight(kernel: Kernel) -> InFlight:
-    from mage_tune.census.ptx import access_bits, space_of
+    from mage_tune.census.ptx import access_bits, opcode_parts, space_of
 
     walk = _Walk()
     for ins in kernel.instrs:
-        regs = _PTX_REG.findall(ins.operands)
-        if ins.guard:
-            regs.append(ins.guard.lstrip("!"))
-        walk.touch(regs)
-        parts = ins.opcode.split(".")
+        if walk.bits:  # with no load in flight there is nothing an operand could consume
+            regs = _PTX_REG.findall(ins.operands)
+            if ins.guard:
+                regs.append(ins.guard.lstrip("!"))
+            walk.touch(regs)
+        parts = opcode_parts(ins.opcode)
         if parts[0] in ("ld", "ldu") and space_of(parts) == "global":
             walk.issue(_PTX_REG.findall(_split_operands(ins.operands)[0]), access_bits(parts))
         elif parts[0] == "cp" and "async" in parts:
@@ -115,20 +121,30 @@ def ptx_in_flight(kernel: Kernel) -> InFlight:
     return walk.result()
 
 
-def _def_use_graph(kernel: Kernel) -> nx.DiGraph:
-    graph = nx.DiGraph()
+def _def_use_graph(kernel: Kernel) -> dict[str, set[str]]:
+    """Register (or `param:NAME`) -> the registers an instruction derives from it, as pointers flow."""
+    from mage_tune.census.ptx import opcode_parts
+
+    graph: dict[str, set[str]] = {}
     for ins in kernel.instrs:
-        parts = ins.opcode.split(".")
+        parts = opcode_parts(ins.opcode)
         root = parts[0]
-        if root not in _POINTER_OPS:
+        if root not in _POINTER_OPS or (root == "ld" and "param" not in parts):
+            continue
+        ops_text = ins.operands
+        if root not in ("ld", "mad", "selp") and "{" not in ops_text and "[" not in ops_text and "(" not in ops_text:
+            # The common case (mov, cvta, add, sub on plain registers): destination, then every source.
+            dest, comma, rest = ops_text.partition(",")
+            if comma:
+                dests = _PTX_REG.findall(dest)
+                for src in _PTX_REG.findall(rest):
+                    graph.setdefault(src, set()).update(dests)
             continue
         ops = _split_operands(ins.operands)
         if len(ops) < 2:
             continue
         dests = _PTX_REG.findall(ops[0])
         if root == "ld":
-            if "param" not in parts:
-                continue
             src = re.match(r"\[\s*([\w$]+)", ops[1])
             sources = [f"param:{src.group(1)}"] if src else []
         elif root == "mad":
@@ -137,10 +153,22 @@ def _def_use_graph(kernel: Kernel) -> nx.DiGraph:
             sources = _PTX_REG.findall(",".join(ops[1:3]))
         else:
             sources = _PTX_REG.findall(",".join(ops[1:]))
-        for dest in dests:
-            for src in sources:
-                graph.add_edge(src, dest)
+        for src in sources:
+            graph.setdefault(src, set()).update(dests)
     return graph
+
+
+def _descendants(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every node reachable from `start` by one or more edges, `start` itself excluded."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for node in graph.get(stack.pop(), ()):
+            if node not in seen:
+                seen.add(node)
+                stack.append(node)
+    seen.discard(start)
+    return seen
 
 
 def _address_regs(operand: str) -> list[str]:
@@ -151,27 +179,30 @@ def _address_regs(operand: str) -> list[str]:
 def param_access(kernel: Kernel) -> dict[str, ParamAccess]:
     """Global loads (cp.async copies included) and stores per 64-bit kernel parameter; "?" for the rest."""
     from mage_tune.census.model import ParamAccess
-    from mage_tune.census.ptx import access_bits, space_of
+    from mage_tune.census.ptx import access_bits, opcode_parts, space_of
 
     graph = _def_use_graph(kernel)
     reach: dict[str, set[str]] = {}
     for name, ptype in kernel.params:
         node = f"param:{name}"
-        if ptype in ("u64", "b64", "s64") and node in graph:
-            reach[name] = nx.descendants(graph, node)
+        if ptype in ("u64", "b64", "s64") and node in graph:  # parameter nodes only ever start edges
+            reach[name] = _descendants(graph, node)
     loads: dict[str, Counter] = defaultdict(Counter)
     stores: dict[str, Counter] = defaultdict(Counter)
     for ins in kernel.instrs:
-        parts = ins.opcode.split(".")
+        parts = opcode_parts(ins.opcode)
         root = parts[0]
-        ops = _split_operands(ins.operands)
         if root in ("ld", "ldu", "st") and space_of(parts) == "global":
+            ops = _split_operands(ins.operands)
             is_store = root == "st"
             address = ops[0] if is_store else (ops[1] if len(ops) > 1 else "")
             bits = access_bits(parts)
-        elif root == "cp" and "async" in parts and "global" in parts and len(ops) > 2:
+        elif root == "cp" and "async" in parts and "global" in parts:
+            ops = _split_operands(ins.operands)
+            if len(ops) <= 2:
+                continue
             is_store, address = False, ops[1]
-            bits = int(ops[2], 0) * 8 if ops[2].isdigit() else 0
+            bits = copy_bits(ops[2])
         else:
             continue
         regs = set(_address_regs(address))

@@ -7,9 +7,11 @@ where garbled input would otherwise be counted silently: an opcode must look lik
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from mage_tune.census import flight
 from mage_tune.census.model import View
@@ -28,8 +30,7 @@ _TYPE_BITS = re.compile(r"^[bsuf](8|16|32|64|128)$|^(?:bf16|f16|e4m3|e5m2)(?:x2)
 _SPACES = ("global", "shared", "local", "param", "const")
 
 
-@dataclass(frozen=True, slots=True)
-class Instr:
+class Instr(NamedTuple):  # a named tuple: a module holds a hundred thousand of these, built fastest this way
     line: int
     guard: str | None  # "%p1", "!%p1"; None when unguarded
     opcode: str
@@ -65,10 +66,11 @@ def parse(text: str, label: str) -> Module:
     clean = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     module_shared = _shared_decls(clean)
     kernels = []
+    lines = _LineCounter(clean)
     for match in _ENTRY.finditer(clean):
         if match.group(1) != "entry":
             continue
-        kernels.append(_kernel(clean, match, label, module_shared))
+        kernels.append(_kernel(clean, match, label, module_shared, lines))
     if not kernels:
         raise InputError("PTX holds no .entry kernel", file=label, line=_line_of(clean, len(clean)))
     return Module(version.group(1), target.group(1), tuple(kernels))
@@ -78,12 +80,31 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
+class _LineCounter:
+    """Line numbers for positions met in increasing order, counting each newline once (not from the top each time)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos, self.line = text, 0, 1
+
+    def __call__(self, pos: int) -> int:
+        if pos < self.pos:
+            return _line_of(self.text, pos)
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
+
+
 def _shared_decls(text: str) -> dict[str, int]:
     found = {}
-    for line in text.splitlines():
-        m = _SHARED_DECL.match(line.strip())
+    pos = text.find(".shared")
+    while pos >= 0:  # only lines that mention .shared can declare it
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        m = _SHARED_DECL.match(text[start:end].strip())
         if m:
             found[m.group(3)] = _decl_bytes(m)
+        pos = text.find(".shared", end)
     return found
 
 
@@ -97,20 +118,23 @@ def _decl_bytes(m: re.Match) -> int:
     return count * (int(bits.group(1)) // 8 if bits else 1)
 
 
-def _kernel(text: str, match: re.Match, label: str, module_shared: dict[str, int]) -> Kernel:
+def _kernel(
+    text: str, match: re.Match, label: str, module_shared: dict[str, int], line_of: _LineCounter | None = None
+) -> Kernel:
+    line_of = line_of or _LineCounter(text)
     name = match.group(2)
     close = text.find(")", match.end())
     if close < 0:
-        raise InputError(f"kernel {name}: parameter list never closes", file=label, line=_line_of(text, match.start()))
+        raise InputError(f"kernel {name}: parameter list never closes", file=label, line=line_of(match.start()))
     params = tuple((m.group(2), m.group(1)) for m in _PARAM.finditer(text, match.end(), close))
     open_brace = text.find("{", close)
     if open_brace < 0:
-        raise InputError(f"kernel {name}: no body", file=label, line=_line_of(text, close))
+        raise InputError(f"kernel {name}: no body", file=label, line=line_of(close))
     header = text[close:open_brace]
     bounds = {m.group(1): int(m.group(2).split(",")[0]) for m in _BOUNDS.finditer(header)}
     end = _matching_brace(text, open_brace, name, label)
     body = text[open_brace + 1 : end]
-    first_line = _line_of(text, open_brace)
+    first_line = line_of(open_brace)
     regs: Counter[str] = Counter()
     shared = dict(module_shared)
     instrs = []
@@ -118,11 +142,12 @@ def _kernel(text: str, match: re.Match, label: str, module_shared: dict[str, int
     for chunk in body.split(";"):
         line += chunk.count("\n")
         stmt = chunk.strip()
-        while stmt:
+        # Braces, labels and directives need a closer look; a plain instruction starts with a letter or '@'.
+        while stmt and (stmt[0] in "{}." or ":" in stmt):
             if stmt[0] in "{}":
                 stmt = stmt[1:].lstrip()
                 continue
-            lab = _LABEL.match(stmt)
+            lab = _LABEL.match(stmt) if ":" in stmt else None
             if lab:
                 stmt = stmt[lab.end() :].lstrip()
                 continue
@@ -146,12 +171,15 @@ def _kernel(text: str, match: re.Match, label: str, module_shared: dict[str, int
     return Kernel(name, params, tuple(instrs), bounds, dict(regs), shared)
 
 
+_BRACE = re.compile(r"[{}]")
+
+
 def _matching_brace(text: str, open_brace: int, name: str, label: str) -> int:
     depth = 0
-    for m in re.finditer(r"[{}]", text[open_brace:]):
+    for m in _BRACE.finditer(text, open_brace):
         depth += 1 if m.group(0) == "{" else -1
         if depth == 0:
-            return open_brace + m.start()
+            return m.start()
     raise InputError(f"kernel {name}: body never closes (truncated PTX?)", file=label, line=_line_of(text, len(text)))
 
 
@@ -165,12 +193,24 @@ def _instr(stmt: str, line: int, label: str) -> Instr:
         stmt = stmt[g.end() :]
     parts = stmt.split(None, 1)
     opcode = parts[0]
-    if not _OPCODE.match(opcode):
+    if not _valid_opcode(opcode):
         raise InputError(f"not a PTX instruction: {stmt[:40]!r}", file=label, line=line)
     return Instr(line, guard, opcode, parts[1].strip() if len(parts) > 1 else "")
 
 
-def access_bits(parts: list[str]) -> int:
+# A module repeats a few hundred distinct opcodes: check and split each once.
+@functools.lru_cache(maxsize=8192)
+def _valid_opcode(opcode: str) -> bool:
+    return _OPCODE.match(opcode) is not None
+
+
+@functools.lru_cache(maxsize=8192)
+def opcode_parts(opcode: str) -> tuple[str, ...]:
+    """`ld.global.nc.v4.f32` -> ("ld", "global", "nc", "v4", "f32")."""
+    return tuple(opcode.split("."))
+
+
+def access_bits(parts: tuple[str, ...] | list[str]) -> int:
     """Width in bits of a load/store from its opcode parts: vector count times element type."""
     vec = 1
     bits = 0
@@ -184,7 +224,15 @@ def access_bits(parts: list[str]) -> int:
     return vec * bits
 
 
-def space_of(parts: list[str]) -> str:
+def copy_bits(size: str) -> int:
+    """Bits one cp.async copies, from its size operand (`16` from nvcc, `0x10` from Triton); 0 if not a literal."""
+    try:
+        return int(size.strip(), 0) * 8
+    except ValueError:
+        return 0
+
+
+def space_of(parts: tuple[str, ...] | list[str]) -> str:
     for part in parts[1:]:
         base = part.split("::")[0]
         if base in _SPACES:
@@ -220,7 +268,7 @@ def view(kernel: Kernel) -> View:
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []
     for ins in kernel.instrs:
-        parts = ins.opcode.split(".")
+        parts = opcode_parts(ins.opcode)
         root = parts[0]
         if root in ("ld", "ldu", "st"):
             space = space_of(parts)
@@ -245,7 +293,7 @@ def view(kernel: Kernel) -> View:
                 waits.append(0)
             elif "shared" in ins.opcode and "global" in ins.opcode:
                 size = ins.operands.split(",")[2].strip()
-                c["cp_async"][int(size, 0) * 8 if size.isdigit() else 0] += 1
+                c["cp_async"][copy_bits(size)] += 1
                 if ins.guard:
                     c["predicated"]["cp_async"] += 1
         elif root in ("bar", "barrier") and "warp" not in parts:

@@ -90,8 +90,9 @@ def compare(
     reference (mage_tune/triton_kernels.py: the one-program-per-row layer norm; the FP32 matmul with GROUP_M
     swizzle and IEEE products), or with --against path.py:kernel your own kernel:
 
-      mage-tune compare layernorm --d 768 --against my.py:k --signature "x:*fp32,N:i32,BLOCK:constexpr"
-      --constexpr BLOCK=1024 --num-warps 4
+    \b
+      mage-tune compare layernorm --d 768 --against my.py:k \\
+          --signature "x:*fp32,N:i32,BLOCK:constexpr" --constexpr BLOCK=1024 --num-warps 4
     """
     from mage_tune.census import census_artifact
     from mage_tune.errors import InputError

@@ -26,6 +26,8 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
     """Search FAMILY's space: suggest, compile (cached, ahead in a pool), census (prune what cannot win), check and
     time on the GPU — or, with --static or where no GPU is present, score with the census model — and record
     every trial. Re-running the same command resumes; several processes on one --storage/--study share the work.
+    A trial left running by a killed process is given up once its heartbeat has been silent for
+    $MAGE_TUNE_HEARTBEAT_GRACE seconds (default 30); the resumed run waits that long for its place.
 
     A trial counts toward --trials when it ends measured, modelled, duplicate (same SASS as a measured one),
     pruned (constraints or census), compile_error or failed (wrong result, crash, timeout).

@@ -24,14 +24,15 @@ def _cdiv(a: int, b: int) -> int:
 class Matmul(Family):
     name = "matmul"
     template = "matmul.cu.j2"
-    # The first value of each domain is the default a partial --set completes with: a sound mid-sized kernel.
+    # The first value of each domain is the default a partial --set completes with; together they are the fastest
+    # config of 164 sampled and timed on an H200 at 4096³ (41.6 TFLOP/s, cuBLAS FP32 51.3). The rest ascend.
     knobs = (
         Knob("bm", (64, 32, 128), "block tile rows (of C and A)"),
         Knob("bn", (64, 32, 128), "block tile columns (of C and B)"),
-        Knob("bk", (16, 8, 32), "k-tile depth: the K extent of one shared-memory tile"),
-        Knob("tm", (4, 2, 8), "micro-tile rows per thread"),
-        Knob("tn", (4, 2, 8), "micro-tile columns per thread (threads = bm*bn/(tm*tn))"),
-        Knob("stages", (2, 1, 3), "shared-memory buffers; stages-1 tile copies stay in flight while one computes"),
+        Knob("bk", (32, 8, 16), "k-tile depth: the K extent of one shared-memory tile"),
+        Knob("tm", (8, 2, 4), "micro-tile rows per thread"),
+        Knob("tn", (8, 2, 4), "micro-tile columns per thread (threads = bm*bn/(tm*tn))"),
+        Knob("stages", (3, 1, 2), "shared-memory buffers; stages-1 tile copies stay in flight while one computes"),
         Knob("a_vec", (16, 4, 8), "bytes per cp.async of A"),
         Knob("b_vec", (16, 4, 8), "bytes per cp.async of B"),
         Knob("a_trans", (0, 1), "1: A transposed into shared memory as As[bk][bm] (4-byte copies)"),

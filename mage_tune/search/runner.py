@@ -2,9 +2,10 @@
 model) scores, and every trial lands in Optuna's storage and in the run directory's trials.jsonl.
 
 Counting: a trial counts toward --trials once it carries a `outcome` user attr (measured, modelled, duplicate,
-pruned, compile_error, failed). A trial of a killed process never gets one; the heartbeat fails it and a re-run of
-the same command takes its place, so no finished trial is lost and none runs twice. Several workers on one study
-share the count: a worker whose freshly asked trial would exceed it marks that trial `surplus` and stops.
+pruned, compile_error, failed). A trial of a killed process never gets one; once its heartbeat has been silent for
+the grace period (storage.py: 30 s, or MAGE_TUNE_HEARTBEAT_GRACE) it is failed and a re-run of the same command takes
+its place, so no finished trial is lost and none runs twice. Several workers on one study share the count: a worker
+whose freshly asked trial would exceed it marks that trial `surplus` and stops.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family, Variant, config_label
 from mage_tune.search import record
-from mage_tune.search.storage import HEARTBEAT_S, open_storage
+from mage_tune.search.storage import open_storage
 
 COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
 STATIC_OBJECTIVE = "static-model-us/1"
@@ -53,11 +54,22 @@ def make_sampler(name: str, family: Family, seed: int | None):
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
-        return optuna.samplers.GridSampler({k.name: list(k.domain) for k in family.knobs}, seed=seed)
+        return _grid_sampler({k.name: list(k.domain) for k in family.knobs}, seed)
     if name == "cmaes":
         # CMA-ES needs numbers; categorical knobs fall back to the independent sampler (Optuna warns once).
         return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
     raise InputError(f"unknown sampler {name!r}; choose tpe, random, grid or cmaes")
+
+
+def _grid_sampler(space: dict, seed: int | None):
+    import optuna
+
+    class GridSampler(optuna.samplers.GridSampler):
+        def after_trial(self, study, trial, state, values) -> None:
+            """Optuna's GridSampler calls Study.stop() once the grid is covered, which raises outside
+            Study.optimize (this loop asks and tells); --trials ends the search, and past the grid points repeat."""
+
+    return GridSampler(space, seed=seed)
 
 
 def _counted(study) -> tuple[int, int]:
@@ -95,12 +107,14 @@ class Heartbeat:
         self.live: set[int] = set()
         self._stop = threading.Event()
         self._thread = None
-        if hasattr(storage, "record_heartbeat") and getattr(storage, "is_heartbeat_enabled", lambda: False)():
+        # RDB storages opened with a heartbeat interval (storage.py); journal files have none.
+        self.interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+        if hasattr(storage, "record_heartbeat") and self.interval:
             self._thread = threading.Thread(target=self._beat, daemon=True)
             self._thread.start()
 
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
+        while not self._stop.wait(self.interval):
             for trial_id in list(self.live):
                 with contextlib.suppress(Exception):
                     self.storage.record_heartbeat(trial_id)

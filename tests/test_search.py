@@ -1,0 +1,389 @@
+"""`mage-tune search`, `report` and `explain` on a machine without a GPU: real NVRTC/ptxas compiles, the static
+model as the objective, Optuna's own storage checked directly.
+
+What each test shows:
+  * a static search runs end to end on both families: the run directory holds every file record.py lists, the study
+    counts exactly --trials trials, `report` writes report.md and the plots, `explain` names the winner;
+  * without --static and without a GPU the command says so loudly and runs the static model; a static study refuses
+    to be resumed as a measured one (one-line error, exit 2);
+  * a search killed with SIGKILL and re-run loses no finished trial and runs none twice;
+  * two worker processes share one study on a real PostgreSQL server (MAGE_TUNE_TEST_POSTGRES, set by .ci/run)
+    and together count exactly --trials;
+  * a config that does not compile and one that breaks a constraint are recorded trials with their reason, and the
+    search goes on;
+  * `report` and `explain` need the run directory's record only, not the study.
+
+Commands run as subprocesses (`python -m mage_tune`) with cwd in a temporary folder and MAGE_TUNE_CACHE pointing at
+the session's compile cache (conftest), so a config compiled by one test is reused by the next. Shapes are small
+(layernorm 256×64, matmul 64×64×64) and trial counts few, to keep the file within a few minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+
+from mage_tune.kernels.base import Config, Shape
+from mage_tune.kernels.layernorm import LayerNorm
+from mage_tune.search import record
+from mage_tune.search.runner import COUNTED, MEASURED_OBJECTIVE, STATIC_OBJECTIVE, Search, SearchSpec
+
+LAYERNORM = ("layernorm", "--d", "64", "--m", "256")
+MATMUL = ("matmul", "--m", "64", "--n", "64", "--k", "64")
+RUN_FILES = (
+    "study.db",
+    "trials.jsonl",
+    "search.json",
+    "environment.jsonl",
+    "best/kernel.cu",
+    "best/kernel.ptx",
+    "best/kernel.sass",
+    "best/census.json",
+    "best/best.json",
+    "report.md",
+)
+GRACE = "8"  # MAGE_TUNE_HEARTBEAT_GRACE: how long a resumed run waits for a killed run's trial (default 30 s)
+TIMEOUT = 300
+
+
+# --- helpers -----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def env(compile_cache) -> dict[str, str]:
+    return {
+        **os.environ,
+        "MAGE_TUNE_CACHE": str(compile_cache),
+        "MAGE_TUNE_HEARTBEAT_GRACE": GRACE,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def mage(*args: str, cwd: Path, env: dict, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    command = [sys.executable, *(prefix or ("-m", "mage_tune")), *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def search_args(problem: tuple[str, ...], run_dir: str, trials: int, *extra: str) -> list[str]:
+    return ["search", *problem, "--trials", str(trials), "--workers", "2", "--run-dir", run_dir, *extra]
+
+
+def sqlite_url(run_dir: Path) -> str:
+    return f"sqlite:///{(run_dir / 'study.db').resolve()}"
+
+
+def load(run_dir: Path, storage: str | None = None) -> optuna.Study:
+    name = json.loads((run_dir / "search.json").read_text())["study"]
+    return optuna.load_study(study_name=name, storage=storage or sqlite_url(run_dir))
+
+
+def counted(study: optuna.Study) -> list[int]:
+    """Numbers of the trials that count toward --trials (those with a counted outcome)."""
+    return [t.number for t in study.get_trials(deepcopy=False) if t.user_attrs.get("outcome") in COUNTED]
+
+
+def line_numbers(run_dir: Path) -> list[int]:
+    return [t["number"] for t in record.trials(run_dir)]
+
+
+def check_record_matches_study(run_dir: Path, study: optuna.Study) -> None:
+    """Every trials.jsonl line is a counted trial of the study with the same config, outcome and value."""
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+    for line in record.trials(run_dir):
+        trial = by_number[line["number"]]
+        assert trial.user_attrs["outcome"] == line["outcome"] in COUNTED
+        assert trial.params == line["config"]
+        if line["outcome"] in ("modelled", "measured", "duplicate"):
+            assert trial.state == optuna.trial.TrialState.COMPLETE and trial.value == pytest.approx(line["value"])
+
+
+# --- 1. a static search end to end, on both families --------------------------------------------------------------
+
+PROBLEMS = {"layernorm": (LAYERNORM, 6), "matmul": (MATMUL, 5)}
+
+
+@pytest.fixture(scope="module", params=sorted(PROBLEMS))
+def static_run(request, tmp_path_factory, env):
+    """One `search --static` per family, shared by the tests that read its run directory."""
+    problem, trials = PROBLEMS[request.param]
+    cwd = tmp_path_factory.mktemp(f"static-{request.param}")
+    done = mage(*search_args(problem, "run", trials, "--static", "--seed", "1", "--json"), cwd=cwd, env=env)
+    assert done.returncode == 0, done.stderr
+    return cwd / "run", trials, done
+
+
+def test_static_search_end_to_end(static_run):
+    run_dir, trials, done = static_run
+    for name in RUN_FILES:
+        assert (run_dir / name).is_file(), f"{name} missing from the run directory"
+    assert "NOTICE" not in done.stderr  # --static asked for the model: nothing to warn about
+
+    study = load(run_dir)
+    numbers = counted(study)
+    assert len(numbers) == trials
+    assert len(set(numbers)) == len(numbers)
+    assert study.user_attrs["objective"] == STATIC_OBJECTIVE
+    assert sorted(line_numbers(run_dir)) == sorted(numbers)  # one process, no kill: the record has every trial
+    check_record_matches_study(run_dir, study)
+
+    # The best kernel is the lowest modelled trial, and --json printed it.
+    best = json.loads((run_dir / "best" / "best.json").read_text())
+    modelled = [t for t in record.trials(run_dir) if t["outcome"] == "modelled"]
+    winner = min(modelled, key=lambda t: t["value"])
+    assert best["trial"] == winner["number"] and best["config"] == winner["config"]
+    assert best["objective"] == STATIC_OBJECTIVE
+    assert json.loads(done.stdout)["number"] == winner["number"]
+    assert "__global__" in (run_dir / "best" / "kernel.cu").read_text()
+    assert ".entry" in (run_dir / "best" / "kernel.ptx").read_text()
+    assert json.loads((run_dir / "best" / "census.json").read_text())["kernel"]
+    assert json.loads((run_dir / "search.json").read_text())["static"] is True
+    assert record.read_jsonl(run_dir / "environment.jsonl")[0]["python"]
+
+
+def test_report_and_explain(static_run, env):
+    run_dir, _, _ = static_run
+    (run_dir / "report.md").unlink()
+    done = mage("report", str(run_dir), cwd=run_dir.parent, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (run_dir / "report.md").read_text().startswith("# Search ")
+    for png in ("time_vs_census.png", "best_so_far.png"):
+        assert (run_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    best = json.loads((run_dir / "best" / "best.json").read_text())
+    done = mage("explain", str(run_dir), cwd=run_dir.parent, env=env)
+    assert done.returncode == 0, done.stderr
+    label = next(t["label"] for t in record.trials(run_dir) if t["number"] == best["trial"])
+    assert f"winner: trial {best['trial']} {label}" in done.stdout
+
+
+# --- 5. report and explain from the record alone --------------------------------------------------------------------
+
+
+def test_report_from_the_record_alone(static_run, tmp_path, env):
+    run_dir, _, _ = static_run
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("study.db", "*.png", "report.md"))
+    assert not (copy / "study.db").exists()
+
+    done = mage("report", str(copy), "--no-plots", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    text = (copy / "report.md").read_text()
+    assert text == (run_dir / "report.md").read_text()  # the same tables as beside the study
+    assert "static-model-us/1" in text and "## Top configs" in text
+    assert not list(copy.glob("*.png"))
+
+    best = json.loads((copy / "best" / "best.json").read_text())
+    done = mage("explain", str(copy), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"winner: trial {best['trial']} " in done.stdout
+
+    done = mage("report", str(tmp_path), cwd=tmp_path, env=env)  # no trials.jsonl: a clear error, not a traceback
+    assert done.returncode == 2 and "not a search run directory" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# --- 1 (cont.). no GPU: a loud notice and the static model; a static study is never resumed as measured -------------
+
+# `search` as on a machine with a GPU: device detection answers yes, and nothing else is faked. The identity check
+# runs when the study opens, before any GPU work, so this shows what a GPU machine would print.
+AS_IF_GPU = (
+    "-c",
+    "import sys; import mage_tune.measure.device as d; d.has_gpu = lambda: True; "
+    "from mage_tune.cli import main; sys.argv[0] = 'mage-tune'; main()",
+)
+
+
+def test_no_gpu_notice_and_objective_identity(tmp_path, env):
+    done = mage(*search_args(LAYERNORM, "run", 3, "--study", "ln", "--seed", "1"), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "NOTICE: no CUDA device here: running the STATIC census model" in done.stderr
+    run_dir = tmp_path / "run"
+    study = load(run_dir)
+    assert study.user_attrs["objective"] == STATIC_OBJECTIVE
+    assert len(counted(study)) == 3
+    assert {t["objective"] for t in record.trials(run_dir)} == {STATIC_OBJECTIVE}
+    assert {t["outcome"] for t in record.trials(run_dir)} <= {"modelled", "pruned", "duplicate"}
+
+    # Resuming that study as a measured search (same --study, same --storage) is refused in one line.
+    storage = sqlite_url(run_dir)
+    args = search_args(LAYERNORM, "run", 6, "--study", "ln", "--storage", storage, "--arch", "sm_90")
+    done = mage(*args, cwd=tmp_path, env=env, prefix=AS_IF_GPU)
+    assert done.returncode == 2, done.stderr
+    error = done.stderr.strip()
+    assert "\n" not in error and "Traceback" not in error
+    assert error.startswith("mage-tune: error: study 'ln' was made with objective = ")
+    assert repr(STATIC_OBJECTIVE) in error and repr(MEASURED_OBJECTIVE) in error
+    assert len(load(run_dir).trials) == len(study.trials)  # the refused run touched nothing
+
+    # And the other way round: a measured study is never continued with modelled values.
+    spec = SearchSpec(
+        "layernorm", {"m": 256, "d": 64}, "sm_90", 3, "tpe", None, "measured", tmp_path / "m", 1, False, None
+    )
+    Search(spec, LayerNorm(), print)  # records the study's identity; measuring would start only in run()
+    args = search_args(LAYERNORM, "m", 3, "--study", "measured", "--static")
+    done = mage(*args, cwd=tmp_path, env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"made with objective = {MEASURED_OBJECTIVE!r}, not {STATIC_OBJECTIVE!r}" in done.stderr
+
+
+# --- 2. resume after kill -9 ----------------------------------------------------------------------------------------
+
+
+def test_resume_after_sigkill(tmp_path, env):
+    args = [sys.executable, "-m", "mage_tune", *search_args(LAYERNORM, "run", 10, "--static", "--seed", "7")]
+    lines = tmp_path / "run" / "trials.jsonl"
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (lines.exists() and len(lines.read_text().splitlines()) >= 3):
+            assert proc.poll() is None, f"search ended before it was killed: {proc.stderr.read()}"
+            assert time.monotonic() < deadline, "no 3 trials within the time limit"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    before = record.trials(tmp_path / "run")
+    assert len(before) >= 3
+
+    started = time.monotonic()
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    resumed_s = time.monotonic() - started
+
+    run_dir = tmp_path / "run"
+    study = load(run_dir)
+    numbers = counted(study)
+    assert len(numbers) == 10
+    assert len(set(numbers)) == 10
+
+    after = record.trials(run_dir)
+    assert [t for t in after if t["number"] in {b["number"] for b in before}] == before  # nothing lost or rewritten
+    assert len(line_numbers(run_dir)) == len(set(line_numbers(run_dir)))  # no trial recorded (run) twice
+    assert set(line_numbers(run_dir)) <= set(numbers)
+    check_record_matches_study(run_dir, study)
+    by_number = {t.number: t for t in study.trials}
+    for line in before:
+        assert by_number[line["number"]].params == line["config"]
+
+    # The killed run's unfinished trials were failed once their heartbeat went stale; they count for nothing.
+    abandoned = [t for t in study.trials if "outcome" not in t.user_attrs]
+    assert all(t.state == optuna.trial.TrialState.FAIL for t in abandoned)
+    if abandoned:  # the re-run waited for the grace period (MAGE_TUNE_HEARTBEAT_GRACE), not for Optuna's 30 s
+        assert resumed_s < 30 + 20
+
+
+# --- 3. two workers on one study through PostgreSQL -----------------------------------------------------------------
+
+
+def test_two_workers_share_a_postgres_study(tmp_path, env):
+    url = os.environ.get("MAGE_TUNE_TEST_POSTGRES")
+    if not url:
+        pytest.skip("MAGE_TUNE_TEST_POSTGRES is not set (.ci/run starts a PostgreSQL server and sets it)")
+    name = f"test-two-workers-{uuid.uuid4().hex}"
+    procs = {}
+    for worker in ("a", "b"):
+        args = search_args(LAYERNORM, f"run-{worker}", 12, "--static", "--storage", url, "--study", name)
+        procs[worker] = subprocess.Popen(
+            [sys.executable, "-m", "mage_tune", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    try:
+        errors = {worker: proc.communicate(timeout=TIMEOUT)[1] for worker, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+    for worker, proc in procs.items():
+        assert proc.returncode == 0, f"worker {worker}: {errors[worker]}"
+
+    try:
+        study = optuna.load_study(study_name=name, storage=url)
+        numbers = counted(study)
+        assert len(numbers) == 12
+        assert len(set(numbers)) == 12
+        outcomes = {t.number: t.user_attrs.get("outcome") for t in study.get_trials(deepcopy=False)}
+        assert set(outcomes.values()) <= {*COUNTED, "surplus"}  # every trial either counts or is surplus
+        for t in study.get_trials(deepcopy=False):
+            if outcomes[t.number] == "surplus":
+                assert t.state == optuna.trial.TrialState.FAIL
+
+        a, b = (line_numbers(tmp_path / f"run-{worker}") for worker in ("a", "b"))
+        assert not set(a) & set(b), "a trial recorded by both workers"
+        assert sorted(a + b) == sorted(numbers)
+        for worker in ("a", "b"):
+            check_record_matches_study(tmp_path / f"run-{worker}", study)
+    finally:
+        optuna.delete_study(study_name=name, storage=url)
+
+
+# --- 4. compile errors and pruned configs are trials ----------------------------------------------------------------
+
+
+def _narrow(knob, values=None):
+    return dataclasses.replace(knob, domain=tuple(values) if values else knob.domain[:1])
+
+
+class BrokenLayerNorm(LayerNorm):
+    """Layer norm over a six-config grid: threads=64 renders a syntax error, threads=1024 with rows=2 breaks the
+    threads × rows ≤ 1024 constraint, the rest compile. Module level, so compile processes unpickle it by name."""
+
+    knobs = tuple(
+        _narrow(k, {"threads": (128, 64, 1024), "rows": (1, 2)}.get(k.name)) for k in LayerNorm.knobs
+    )
+
+    def render(self, config: Config, shape: Shape) -> str:
+        source = super().render(config, shape)
+        return source + ("\nthis is not cuda;\n" if config["threads"] == 64 else "")
+
+
+def test_compile_errors_and_pruned_configs_are_trials(tmp_path):
+    family = BrokenLayerNorm()
+    run_dir = tmp_path / "run"
+    # Grid over the six configs, then two more trials past the grid (its points repeat).
+    spec = SearchSpec("layernorm", {"m": 256, "d": 64}, "sm_90", 8, "grid", None, "broken", run_dir, 2, True, 0)
+    progress = []
+    Search(spec, family, print).run(lambda done, best: progress.append(done))
+    assert progress[-1] == 8
+
+    study = optuna.load_study(study_name="broken", storage=sqlite_url(run_dir))
+    assert len(counted(study)) == 8
+    lines = record.trials(run_dir)
+    assert len(lines) == 8
+    check_record_matches_study(run_dir, study)
+    seen = {(t["config"]["threads"], t["config"]["rows"]) for t in lines}
+    assert seen == {(threads, rows) for threads in (128, 64, 1024) for rows in (1, 2)}  # the whole grid ran
+
+    states = {t.number: t.state for t in study.trials}
+    for line in lines:
+        threads, rows = line["config"]["threads"], line["config"]["rows"]
+        if threads == 64:
+            assert line["outcome"] == "compile_error"
+            assert line["label"] in line["error"] and "NVRTC log:" in line["error"]
+            assert "this" in line["error"]  # NVRTC's own message about the injected line
+            assert states[line["number"]] == optuna.trial.TrialState.FAIL
+        elif threads * rows > 1024:
+            assert line["outcome"] == "pruned"
+            assert "2048 threads per block, over 1024" in line["reason"]
+            assert states[line["number"]] == optuna.trial.TrialState.PRUNED
+        else:
+            assert line["outcome"] in ("modelled", "duplicate")
+            assert line["value"] > 0 and line["census"]["registers"] > 0
+            assert states[line["number"]] == optuna.trial.TrialState.COMPLETE
