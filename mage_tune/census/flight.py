@@ -179,7 +179,7 @@ def _address_regs(operand: str) -> list[str]:
 def param_access(kernel: Kernel) -> dict[str, ParamAccess]:
     """Global loads (cp.async copies included) and stores per 64-bit kernel parameter; "?" for the rest."""
     from mage_tune.census.model import ParamAccess
-    from mage_tune.census.ptx import access_bits, opcode_parts, space_of
+    from mage_tune.census.ptx import access_bits, copy_bits, opcode_parts, space_of
 
     graph = _def_use_graph(kernel)
     reach: dict[str, set[str]] = {}
