@@ -159,20 +159,19 @@ def ptxas(
 
 
 def disassemble(cubin: bytes, label: str) -> tuple[str, str, str]:
-    """(SASS listing, -res-usage report, cuobjdump version) for a cubin."""
+    """(SASS listing, -res-usage report, cuobjdump version) for a cubin, from one cuobjdump run (it is slow)."""
     tool = toolchain.find("cuobjdump")
     with tempfile.TemporaryDirectory(prefix="mage-cuobjdump-") as tmp:
         path = Path(tmp) / "in.cubin"
         path.write_bytes(cubin)
-        outs = []
-        for flag in ("-sass", "-res-usage"):
-            run = subprocess.run([tool.path, flag, str(path)], capture_output=True, text=True, timeout=300)
-            if run.returncode != 0:
-                why = (run.stderr or run.stdout).strip().splitlines()
-                last = why[-1].replace(str(path), label) if why else "failed"  # name the user's file, not our copy
-                raise InputError(f"not a readable cubin (cuobjdump: {last})", file=label)
-            outs.append(run.stdout)
-    return outs[0], outs[1], tool.version
+        run = subprocess.run([tool.path, "-res-usage", "-sass", str(path)], capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        why = (run.stderr or run.stdout).strip().splitlines()
+        raise InputError(f"not a readable cubin (cuobjdump: {why[-1] if why else 'failed'})", file=label)
+    # The resource report comes first, then the listing, which starts at its "code for sm_XX" header.
+    split = re.search(r"^.*code for sm_", run.stdout, re.M)
+    cut = split.start() if split else len(run.stdout)
+    return run.stdout[cut:], run.stdout[:cut], tool.version
 
 
 def build_from_cu(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> Artifact:

@@ -127,9 +127,11 @@ def _one_knob_pairs() -> list[tuple[str, dict, dict]]:
     pairs = []
     for knob in FAMILY.knobs:
         for value in knob.domain:
+            if value == BASE[knob.name]:
+                continue
             for base in (BASE, BASE_A4, BASE_SCALAR):
                 changed = {**base, knob.name: value}
-                if value != base[knob.name] and not FAMILY.violations(changed, CUBE, ARCH):
+                if not FAMILY.violations(changed, CUBE, ARCH):
                     pairs.append((knob.name, base, changed))
                     break
     return pairs
