@@ -15,12 +15,14 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            by Chan's formula, a second for the output; twopass: reads for the mean, the variance, the output
   reduce   shfl: warp shuffles, then one shared exchange of per-warp partials behind one barrier per reduction
            (none when threads = 32); smem: a shared-memory tree, a block barrier per level that crosses warps
-  rsqrt    approx: rsqrtf (MUFU.RSQ); precise: sqrt.approx then div.full, Triton's form (MUFU.SQRT, MUFU.RCP)
+  rsqrt    approx: rsqrt.approx (one MUFU.RSQ); precise: sqrt.approx then div.full, Triton's form (MUFU.SQRT and
+           MUFU.RCP, no MUFU.RSQ: IEEE sqrtf and __fsqrt_rn both seed with MUFU.RSQ on sm_90)
   hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs);
            scale and bias always take the read-only path
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
-cancels); welford reduces once, a triple.
+cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared
+with another row (rows=1 or threads=32); otherwise they redo the last row, to meet the barriers, and store nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from mage_tune.kernels.base import Config, Family, Knob, Launch, Shape, config_l
 
 FLOAT = 4  # bytes
 EPS = 1e-5
+X_MEAN = 30.0  # of make_inputs' x, whose spread is 1
 MAX_BLOCK = 1024
 MAX_REG_CHUNKS = 16  # regs mode: at most 16 accesses (64 floats at vec=16) of x live per thread
 MAX_STATIC_SHARED = 48 * 1024
@@ -52,7 +55,7 @@ class LayerNorm(Family):
         Knob("vec", (16, 8, 4), "bytes per global access: float4, float2 or float"),
         Knob("passes", ("regs", "welford", "twopass"), "reads of x: 1 (row in registers), 2 (Welford), 3"),
         Knob("reduce", ("shfl", "smem"), "warp shuffles + one shared exchange, or a shared-memory tree"),
-        Knob("rsqrt", ("approx", "precise"), "rsqrtf (MUFU.RSQ), or sqrt.approx + div.full"),
+        Knob("rsqrt", ("approx", "precise"), "rsqrt.approx (MUFU.RSQ), or sqrt.approx + div.full (no MUFU.RSQ)"),
         Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
     )
     dims = ("m", "d")
@@ -139,8 +142,9 @@ class LayerNorm(Family):
     def make_inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
         m, d = shape["m"], shape["d"]
         return {
-            # A mean far from zero: a variance taken as E[x²] - mean² loses digits and fails the check.
-            "x": (3.0 + rng.standard_normal((m, d))).astype(np.float32),
+            # A mean far from the spread (30 against 1): a variance taken as E[x²] - mean² in FP32 then misses the
+            # tolerance (about 3e-5 relative error), while the centered forms stay near 1e-6. A mean of 3 would not.
+            "x": (X_MEAN + rng.standard_normal((m, d))).astype(np.float32),
             "scale": (1.0 + 0.5 * rng.standard_normal(d)).astype(np.float32),
             "bias": rng.standard_normal(d).astype(np.float32),
         }
