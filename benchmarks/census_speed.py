@@ -86,7 +86,8 @@ def build(mb: float, arch: str):
     per_kernel = len(nvrtc_ptx(source(probe), arch, "probe.cu")) / probe
     kernels = max(1, math.ceil(mb * 1e6 / per_kernel))
     started = time.perf_counter()
-    print(f"compiling {kernels} kernels for {arch} (NVRTC, ptxas, cuobjdump; cached after the first run)...", file=sys.stderr)
+    note = "NVRTC, ptxas, cuobjdump; cached after the first run"
+    print(f"compiling {kernels} kernels for {arch} ({note})...", file=sys.stderr)
     art = build_from_cu(source(kernels), arch, f"census_speed_{kernels}.cu")
     print(f"  ready in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return art, kernels
@@ -112,6 +113,17 @@ def sass_view(text: str):
 
     functions = sass.parse(text, "census_speed.sass")
     return [sass.view(instrs) for instrs in functions.values()]
+
+
+def python_reference_ms() -> float:
+    """Best of 5 of a fixed pure-Python loop, in ms: how fast this core runs Python right now (lower is faster).
+    The census is pure Python, so MB/s scale with it; compare runs on different or busy machines through it."""
+    best = math.inf
+    for _ in range(5):
+        started = time.process_time()
+        sum(range(1_000_000))
+        best = min(best, time.process_time() - started)
+    return round(best * 1e3, 1)
 
 
 def timed(fn, text: str, repeat: int) -> dict:
@@ -156,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "pinned": core,
         "python": sys.version.split()[0],
         "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "python_reference_ms": python_reference_ms(),
         "target_ptx_mb_per_s": TARGET_PTX_MBPS,
         "ptx_meets_target": results["ptx"]["mb_per_s"] >= TARGET_PTX_MBPS,
         "views": results,
@@ -186,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     print(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
     load = report["load_average"]
     print(f"\n{args.arch}, {kernels} kernels, one core ({core}), best of {args.repeat}; load average {load}")
+    print(f"Python speed reference: sum(range(10**6)) takes {report['python_reference_ms']} ms on this core now")
     print(f"PTX view {'meets' if report['ptx_meets_target'] else 'MISSES'} the {TARGET_PTX_MBPS} MB/s target")
     return 0
 

@@ -68,22 +68,21 @@ def bench(
     variants = _variants(fam, shape, arch, settings, source, all_configs, sample)
     regimes = ("cold", "hot") if regime == "both" else (regime,)
     names = () if baselines == "none" else tuple(b.strip() for b in baselines.split(",") if b.strip())
+    partial = Path(out_path + ".partial.jsonl") if out_path else None
+
+    def on_result(result) -> None:
+        bar.update(1)
+        if partial:  # results so far survive a killed run
+            with open(partial, "a") as f:
+                f.write(json.dumps(result.to_json()) + "\n")
+
     with click.progressbar(length=len(variants) + 1, label="measuring", file=click.get_text_stream("stderr")) as bar:
-        run = run_bench(
-            fam.name,
-            shape,
-            variants,
-            regimes=regimes,
-            baselines=names,
-            rounds=rounds,
-            seed=seed,
-            job_timeout_s=timeout_s,
-            timed=not check_only,
-            on_result=lambda _r: bar.update(1),
-        )
+        run = run_bench(fam.name, shape, variants, regimes=regimes, baselines=names, rounds=rounds, seed=seed,
+                        job_timeout_s=timeout_s, timed=not check_only, on_result=on_result)
     record = run_record(run, variants)
     if out_path:
         Path(out_path).write_text(json.dumps(record, indent=1))
+        partial.unlink(missing_ok=True)
     if as_json:
         click.echo(json.dumps(record, indent=1))
     else:
