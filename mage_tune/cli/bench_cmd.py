@@ -114,25 +114,16 @@ def _variants(fam, shape, arch, settings, sources, all_configs, sample):
 
 
 def _from_source(fam, shape, arch, config, path):
-    """A hand-written kernel with the family's signature, launched as the config would be."""
+    """A hand-written kernel with the family's signature, launched on the config's grid and block. It declares its
+    own (static) shared memory, so no dynamic shared memory is passed."""
     from mage_tune.compile import build_from_cu
-    from mage_tune.kernels.base import Variant
+    from mage_tune.kernels.base import Launch, Variant
 
     text = Path(path).read_text()
     art = build_from_cu(text, arch, str(path))
-    launch = fam.launch(config, shape)
-    art = dataclasses.replace(art, dynamic_shared=launch.dynamic_shared)
-    return Variant(
-        fam.name,
-        {**config, "source": Path(path).name},
-        shape,
-        arch,
-        text,
-        fam.kernel_name,
-        fam.param_names,
-        launch,
-        art,
-    )
+    launch = Launch(fam.launch(config, shape).grid, fam.launch(config, shape).block, 0)
+    return Variant(fam.name, {**config, "source": Path(path).name}, shape, arch, text, fam.kernel_name,
+                   fam.param_names, launch, art)
 
 
 def run_record(run, variants) -> dict:
