@@ -342,6 +342,8 @@ def test_every_input_form(build, tmp_path, file, arch):
         # Without a ptxas report the numbers come from -res-usage, the sm_90 reservation taken out once.
         assert from_cubin.resources.registers == usage[name]["REG"] == b.ptxas[name]["registers"]
         assert from_cubin.resources.shared_bytes == b.ptxas[name].get("smem", 0)
+        took_out = "minus the 1024 B reservation" in from_cubin.resources.sources["shared_bytes"]
+        assert took_out == (arch == "sm_90" and usage[name]["SHARED"] > 0)
         assert from_cubin.occupancy == ref.occupancy
 
         for listing in (by_cuobjdump, by_nvdisasm):

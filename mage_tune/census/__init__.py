@@ -140,7 +140,9 @@ def _resources(art: Artifact, report: res.PtxasReport | None, usage: dict[str, i
         ):
             if values[field] is None and key in usage:
                 values[field] = max(0, usage[key] + adjust)
-                sources[field] = "cuobjdump -res-usage" + (f" (minus the {reserved} B reservation)" if adjust else "")
+                # Without static shared memory -res-usage shows 0, not the reservation: nothing was taken out.
+                note = f" (minus the {reserved} B reservation)" if adjust and usage[key] else ""
+                sources[field] = "cuobjdump -res-usage" + note
     if art.dynamic_shared:
         sources["dynamic_shared_bytes"] = "launcher metadata"
     return Resources(dynamic_shared_bytes=art.dynamic_shared, sources=sources, **values)

@@ -77,11 +77,12 @@ class _Walk:
 
 
 _OPERAND_MARKS = re.compile(r"[{}\[\]()]|,")
+_NESTING = re.compile(r"[{}\[\]()]")
 
 
 def _split_operands(operands: str) -> list[str]:
     """Split on commas outside braces and brackets."""
-    if "{" not in operands and "[" not in operands and "(" not in operands:
+    if not _NESTING.search(operands):
         return [o.strip() for o in operands.split(",")]
     out, depth, start = [], 0, 0
     for mark in _OPERAND_MARKS.finditer(operands):
@@ -102,14 +103,24 @@ def ptx_in_flight(kernel: Kernel) -> InFlight:
     from mage_tune.census.ptx import access_bits, opcode_parts, space_of
 
     walk = _Walk()
+    live = walk.bits  # the walk's own dict of loads in flight (never rebound)
+    regs_in = _PTX_REG.findall
+    kinds: dict[str, tuple[str, ...] | None] = {}  # opcode -> its parts for global loads and cp.async, else None
+    kind_of = kinds.get
     for ins in kernel.instrs:
-        if walk.bits:  # with no load in flight there is nothing an operand could consume
-            regs = _PTX_REG.findall(ins.operands)
+        if live:  # with no load in flight there is nothing an operand could consume
+            regs = regs_in(ins.operands)
             if ins.guard:
                 regs.append(ins.guard.lstrip("!"))
             walk.touch(regs)
-        parts = opcode_parts(ins.opcode)
-        if parts[0] in ("ld", "ldu") and space_of(parts) == "global":
+        parts = kind_of(ins.opcode, ())
+        if parts == ():
+            parts = opcode_parts(ins.opcode)
+            load = parts[0] in ("ld", "ldu") and space_of(parts) == "global"
+            parts = kinds[ins.opcode] = parts if load or (parts[0] == "cp" and "async" in parts) else None
+        if parts is None:
+            continue
+        if parts[0] in ("ld", "ldu"):
             walk.issue(_PTX_REG.findall(_split_operands(ins.operands)[0]), access_bits(parts))
         elif parts[0] == "cp" and "async" in parts:
             if "commit_group" in parts:
@@ -125,20 +136,26 @@ def _def_use_graph(kernel: Kernel) -> dict[str, set[str]]:
     """Register (or `param:NAME`) -> the registers an instruction derives from it, as pointers flow."""
     from mage_tune.census.ptx import opcode_parts
 
-    graph: dict[str, set[str]] = {}
+    graph: dict[str, set[str]] = defaultdict(set)
+    regs_in, nesting = _PTX_REG.findall, _NESTING.search
+    roots: dict[str, str | None] = {}  # opcode -> its root where it carries pointers, else None
+    root_of = roots.get
     for ins in kernel.instrs:
-        parts = opcode_parts(ins.opcode)
-        root = parts[0]
-        if root not in _POINTER_OPS or (root == "ld" and "param" not in parts):
+        root = root_of(ins.opcode, "")
+        if root == "":
+            parts = opcode_parts(ins.opcode)
+            carries = parts[0] in _POINTER_OPS and not (parts[0] == "ld" and "param" not in parts)
+            root = roots[ins.opcode] = parts[0] if carries else None
+        if root is None:
             continue
         ops_text = ins.operands
-        if root not in ("ld", "mad", "selp") and "{" not in ops_text and "[" not in ops_text and "(" not in ops_text:
+        if root not in ("ld", "mad", "selp") and not nesting(ops_text):
             # The common case (mov, cvta, add, sub on plain registers): destination, then every source.
             dest, comma, rest = ops_text.partition(",")
-            if comma:
-                dests = _PTX_REG.findall(dest)
-                for src in _PTX_REG.findall(rest):
-                    graph.setdefault(src, set()).update(dests)
+            if comma and "%" in rest:  # an immediate or a constant source derives nothing
+                dests = regs_in(dest)
+                for src in regs_in(rest):
+                    graph[src].update(dests)
             continue
         ops = _split_operands(ins.operands)
         if len(ops) < 2:
@@ -154,7 +171,7 @@ def _def_use_graph(kernel: Kernel) -> dict[str, set[str]]:
         else:
             sources = _PTX_REG.findall(",".join(ops[1:]))
         for src in sources:
-            graph.setdefault(src, set()).update(dests)
+            graph[src].update(dests)
     return graph
 
 
@@ -189,8 +206,17 @@ def param_access(kernel: Kernel) -> dict[str, ParamAccess]:
             reach[name] = _descendants(graph, node)
     loads: dict[str, Counter] = defaultdict(Counter)
     stores: dict[str, Counter] = defaultdict(Counter)
+    accesses: dict[str, tuple[str, ...] | None] = {}  # opcode -> its parts for global accesses, else None
+    access_of = accesses.get
     for ins in kernel.instrs:
-        parts = opcode_parts(ins.opcode)
+        parts = access_of(ins.opcode, ())
+        if parts == ():
+            parts = opcode_parts(ins.opcode)
+            access = parts[0] in ("ld", "ldu", "st") and space_of(parts) == "global"
+            access = access or (parts[0] == "cp" and "async" in parts and "global" in parts)
+            parts = accesses[ins.opcode] = parts if access else None
+        if parts is None:
+            continue
         root = parts[0]
         if root in ("ld", "ldu", "st") and space_of(parts) == "global":
             ops = _split_operands(ins.operands)

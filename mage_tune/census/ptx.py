@@ -8,6 +8,7 @@ where garbled input would otherwise be counted silently: an opcode must look lik
 from __future__ import annotations
 
 import functools
+import gc
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -37,6 +38,9 @@ class Instr(NamedTuple):  # a named tuple: a module holds a hundred thousand of 
     operands: str
 
 
+_new_instr = tuple.__new__
+
+
 @dataclass(frozen=True)
 class Kernel:
     name: str
@@ -54,6 +58,24 @@ class Module:
     kernels: tuple[Kernel, ...]
 
 
+def _gc_paused(fn):
+    """Run `fn` with the cyclic garbage collector paused. Parsing and counting build some 10^5 small acyclic objects
+    (instructions, register sets) that the collector would otherwise scan again and again, for no garbage."""
+
+    @functools.wraps(fn)
+    def paused(*args, **kwargs):
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return paused
+
+
+@_gc_paused
 def parse(text: str, label: str) -> Module:
     """Read a PTX module; raise InputError naming `label` and the line for anything that is not PTX."""
     if not text.strip():
@@ -159,7 +181,8 @@ def _kernel(
         if not stmt:
             continue
         start_line = line - stmt.count("\n")
-        if stmt[0] == ".":
+        first = stmt[0]
+        if first == ".":
             reg = _REG_DECL.match(stmt)
             if reg:
                 regs[reg.group(1)] += int(reg.group(2))
@@ -167,7 +190,15 @@ def _kernel(
             if decl:
                 shared[decl.group(3)] = _decl_bytes(decl)
             continue
-        instrs.append(_instr(stmt, start_line, label))
+        if first == "@":
+            instrs.append(_instr(stmt, start_line, label))
+            continue
+        # An unguarded instruction, the common case, built inline. split() already dropped the whitespace around
+        # the operands (stmt is stripped), and tuple.__new__ skips the named tuple's Python-level constructor.
+        parts = stmt.split(None, 1)
+        if not _valid_opcode(parts[0]):
+            raise InputError(f"not a PTX instruction: {stmt[:40]!r}", file=label, line=start_line)
+        instrs.append(_new_instr(Instr, (start_line, None, parts[0], parts[1] if len(parts) > 1 else "")))
     return Kernel(name, params, tuple(instrs), bounds, dict(regs), shared)
 
 
@@ -212,6 +243,11 @@ def opcode_parts(opcode: str) -> tuple[str, ...]:
 
 def access_bits(parts: tuple[str, ...] | list[str]) -> int:
     """Width in bits of a load/store from its opcode parts: vector count times element type."""
+    return _access_bits(tuple(parts))
+
+
+@functools.lru_cache(maxsize=8192)
+def _access_bits(parts: tuple[str, ...]) -> int:
     vec = 1
     bits = 0
     for part in parts[1:]:
@@ -243,8 +279,10 @@ def space_of(parts: tuple[str, ...] | list[str]) -> str:
 _LOAD_HINTS = ("nc", "ca", "cg", "cs", "lu", "cv")
 _SPECIAL = ("rsqrt", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh", "div")
 _MATRIX = ("mma", "wgmma", "wmma")
+_COUNTED_ROOTS = frozenset(("ld", "ldu", "st", "cp", "bar", "barrier", "shfl", "atom", "red", *_SPECIAL, *_MATRIX))
 
 
+@_gc_paused
 def view(kernel: Kernel) -> View:
     """Count every census category in one kernel's PTX."""
     c: dict[str, Counter] = {
@@ -267,8 +305,15 @@ def view(kernel: Kernel) -> View:
     }
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []
+    counted: dict[str, tuple[str, ...] | None] = {}  # opcode -> its parts, None where no branch below takes it
+    counted_parts = counted.get
     for ins in kernel.instrs:
-        parts = opcode_parts(ins.opcode)
+        parts = counted_parts(ins.opcode, ())
+        if parts == ():
+            parts = opcode_parts(ins.opcode)
+            parts = counted[ins.opcode] = parts if parts[0] in _COUNTED_ROOTS else None
+        if parts is None:
+            continue
         root = parts[0]
         if root in ("ld", "ldu", "st"):
             space = space_of(parts)
