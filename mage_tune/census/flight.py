@@ -22,6 +22,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import networkx as nx
+
 if TYPE_CHECKING:
     from mage_tune.census.model import ParamAccess
     from mage_tune.census.ptx import Kernel
@@ -132,8 +134,8 @@ def ptx_in_flight(kernel: Kernel) -> InFlight:
     return walk.result()
 
 
-def _def_use_graph(kernel: Kernel) -> dict[str, set[str]]:
-    """Register (or `param:NAME`) -> the registers an instruction derives from it, as pointers flow."""
+def _def_use_graph(kernel: Kernel) -> nx.DiGraph:
+    """Edges register (or `param:NAME`) -> the registers an instruction derives from it, as pointers flow."""
     from mage_tune.census.ptx import opcode_parts
 
     graph: dict[str, set[str]] = defaultdict(set)
@@ -172,20 +174,18 @@ def _def_use_graph(kernel: Kernel) -> dict[str, set[str]]:
             sources = _PTX_REG.findall(",".join(ops[1:]))
         for src in sources:
             graph[src].update(dests)
-    return graph
-
-
-def _descendants(graph: dict[str, set[str]], start: str) -> set[str]:
-    """Every node reachable from `start` by one or more edges, `start` itself excluded."""
-    seen: set[str] = set()
-    stack = [start]
-    while stack:
-        for node in graph.get(stack.pop(), ()):
-            if node not in seen:
-                seen.add(node)
-                stack.append(node)
-    seen.discard(start)
-    return seen
+    # Keep only the edges that carry a parameter's pointer: index arithmetic (most of a kernel) never reaches an
+    # address from a parameter. Forward propagation in program order, twice for loop-carried redefinitions.
+    derived = {node for node in graph if node.startswith("param:")}
+    for _ in range(2):
+        for src in list(derived):
+            derived.update(graph.get(src, ()))
+        for src, dests in graph.items():
+            if src in derived:
+                derived.update(dests)
+    pointer_flow = nx.DiGraph()
+    pointer_flow.add_edges_from((src, dest) for src, dests in graph.items() if src in derived for dest in dests)
+    return pointer_flow
 
 
 def _address_regs(operand: str) -> list[str]:
@@ -203,7 +203,7 @@ def param_access(kernel: Kernel) -> dict[str, ParamAccess]:
     for name, ptype in kernel.params:
         node = f"param:{name}"
         if ptype in ("u64", "b64", "s64") and node in graph:  # parameter nodes only ever start edges
-            reach[name] = _descendants(graph, node)
+            reach[name] = nx.descendants(graph, node)
     loads: dict[str, Counter] = defaultdict(Counter)
     stores: dict[str, Counter] = defaultdict(Counter)
     accesses: dict[str, tuple[str, ...] | None] = {}  # opcode -> its parts for global accesses, else None
