@@ -87,8 +87,10 @@ def candidates(name: str) -> tuple[Tool, ...]:
     """Every distinct copy of program `name`, in lookup order."""
     seen: set[str] = set()
     tools = []
-    for origin, directory in _candidate_dirs():
-        exe = directory / name
+    # Triton ships a second, newer assembler as ptxas-blackwell: the fallback for PTX too new for its ptxas.
+    names = (name, "ptxas-blackwell") if name == "ptxas" else (name,)
+    for (origin, directory), exe_name in ((d, n) for d in _candidate_dirs() for n in names):
+        exe = directory / exe_name
         if not (exe.is_file() and os.access(exe, os.X_OK)):
             continue
         real = os.path.realpath(exe)
