@@ -77,8 +77,18 @@ def bench(
                 f.write(json.dumps(result.to_json()) + "\n")
 
     with click.progressbar(length=len(variants) + 1, label="measuring", file=click.get_text_stream("stderr")) as bar:
-        run = run_bench(fam.name, shape, variants, regimes=regimes, baselines=names, rounds=rounds, seed=seed,
-                        job_timeout_s=timeout_s, timed=not check_only, on_result=on_result)
+        run = run_bench(
+            fam.name,
+            shape,
+            variants,
+            regimes=regimes,
+            baselines=names,
+            rounds=rounds,
+            seed=seed,
+            job_timeout_s=timeout_s,
+            timed=not check_only,
+            on_result=on_result,
+        )
     record = run_record(run, variants)
     if out_path:
         Path(out_path).write_text(json.dumps(record, indent=1))
@@ -122,8 +132,17 @@ def _from_source(fam, shape, arch, config, path):
     text = Path(path).read_text()
     art = build_from_cu(text, arch, str(path))
     launch = Launch(fam.launch(config, shape).grid, fam.launch(config, shape).block, 0)
-    return Variant(fam.name, {**config, "source": Path(path).name}, shape, arch, text, fam.kernel_name,
-                   fam.param_names, launch, art)
+    return Variant(
+        fam.name,
+        {**config, "source": Path(path).name},
+        shape,
+        arch,
+        text,
+        fam.kernel_name,
+        fam.param_names,
+        launch,
+        art,
+    )
 
 
 def run_record(run, variants) -> dict:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -16,6 +18,19 @@ def build_one(family: Family, config: Config, shape: Shape, arch: str) -> Varian
         return family.build(config, shape, arch)
     except MageError as exc:
         return exc
+
+
+def exit_with_parent() -> None:
+    """Pool initializer: end this compile process once its parent is gone. A pool worker waits on a queue whose
+    writing end it holds itself, so after a kill -9 of the parent it would otherwise idle forever."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def default_workers() -> int:
@@ -32,7 +47,7 @@ def build_many(
         for config in configs:
             yield config, build_one(family, config, shape, arch)
         return
-    with ProcessPoolExecutor(workers) as pool:
+    with ProcessPoolExecutor(workers, initializer=exit_with_parent) as pool:
         futures: list[Future] = [pool.submit(build_one, family, c, shape, arch) for c in configs]
         for config, future in zip(configs, futures, strict=True):
             yield config, future.result()

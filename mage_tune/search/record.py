@@ -1,6 +1,6 @@
 """The run directory: everything `report` and `explain` need, written as the search goes.
 
-environment.json   machine, GPU, versions (one entry per process that worked on the run)
+environment.jsonl  machine, GPU, versions (one entry per process that worked on the run)
 search.json        the command's parameters
 trials.jsonl       one line per finished trial: config, outcome, value, census features, measurement
 baselines.jsonl    baselines measured in the same run, with their session's ceilings and control kernel

@@ -173,10 +173,11 @@ def _triton_lines(run_dir: Path, best: dict) -> list[str]:
     try:
         from mage_tune.census import census_artifact
         from mage_tune.search.features import features
-        from mage_tune.triton_ref import compile_reference
+        from mage_tune.triton_ref import compile_reference, matmul_config
 
-        kernels = compile_reference(meta["family"], meta["shape"], meta["arch"], None, None)
-        ref = kernels[0]
+        # The comparison is with Triton's first config: compile only that one (matmul's reference lists eight).
+        first = matmul_config(0) if meta["family"] == "matmul" else None
+        ref = compile_reference(meta["family"], meta["shape"], meta["arch"], None, first)[0]
         c = census_artifact(ref.artifact, kernel=ref.name, block=ref.block, param_names=list(ref.param_names))[0]
         diff = _diff(best.get("census", {}), features(c))
         return [f"vs Triton's {ref.name} {ref.config} (census, offline): " + ("; ".join(diff) or "same census")]

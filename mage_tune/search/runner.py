@@ -2,10 +2,11 @@
 model) scores, and every trial lands in Optuna's storage and in the run directory's trials.jsonl.
 
 Counting: a trial counts toward --trials once it carries a `outcome` user attr (measured, modelled, duplicate,
-pruned, compile_error, failed). A trial of a killed process never gets one; once its heartbeat has been silent for
-the grace period (storage.py: 30 s, or MAGE_TUNE_HEARTBEAT_GRACE) it is failed and a re-run of the same command takes
-its place, so no finished trial is lost and none runs twice. Several workers on one study share the count: a worker
-whose freshly asked trial would exceed it marks that trial `surplus` and stops.
+pruned, compile_error, failed), and its trials.jsonl line is written right after that attr. A trial whose process is
+killed before its outcome never gets one; once its heartbeat has been silent for the grace period (storage.py: 30 s,
+or MAGE_TUNE_HEARTBEAT_GRACE) it is failed and a re-run of the same command takes its place, so no finished trial is
+lost and none runs twice. Several workers on one study share the count: a worker whose freshly asked trial would
+exceed it marks that trial `surplus` and stops.
 """
 
 from __future__ import annotations
@@ -176,18 +177,13 @@ class Search:
         return {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
 
     def _finish(self, trial, outcome: str, value: float | None, attrs: dict) -> None:
+        """The outcome attr makes the trial count, so its trials.jsonl line follows it at once, before the tell: a
+        process killed between outcome and tell leaves a counted trial with its line (value included), which the
+        heartbeat then fails in the study; killed before the outcome, the trial does not count and runs again."""
         import optuna
 
         for key, val in {**attrs, "outcome": outcome}.items():
             trial.set_user_attr(key, val)
-        self.heartbeat.discard(trial)
-        if outcome in ("measured", "modelled", "duplicate"):
-            self.study.tell(trial, value)
-            self.best_value = min(self.best_value, value)
-        elif outcome == "pruned":
-            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        else:
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         record.append_trial(
             self.spec.run_dir,
             {
@@ -199,10 +195,24 @@ class Search:
                 "time": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
+        self.heartbeat.discard(trial)
+        if outcome in ("measured", "modelled", "duplicate"):
+            self.study.tell(trial, value)
+            self.best_value = min(self.best_value, value)
+        elif outcome == "pruned":
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
     def _duplicate_of(self, key: str, value_attr: str) -> tuple[int, float] | None:
+        import optuna
+
         for t in self.study.get_trials(deepcopy=False):
-            if t.user_attrs.get(value_attr) == key and t.user_attrs.get("outcome") in ("measured", "modelled"):
+            if (
+                t.user_attrs.get(value_attr) == key
+                and t.user_attrs.get("outcome") in ("measured", "modelled")
+                and t.state == optuna.trial.TrialState.COMPLETE  # not one a kill left without its value
+            ):
                 return t.number, t.value
         return None
 
@@ -263,11 +273,11 @@ class Search:
 
     # --- the loop -------------------------------------------------------------------------------------------------
     def run(self, progress) -> None:
-        from mage_tune.kernels.pool import build_one
+        from mage_tune.kernels.pool import build_one, exit_with_parent
 
         if not self.spec.static:
             self._start_measurer()
-        pool = ProcessPoolExecutor(max(1, self.spec.workers))
+        pool = ProcessPoolExecutor(max(1, self.spec.workers), initializer=exit_with_parent)
         try:
             while True:
                 counted, running = _counted(self.study)
