@@ -14,7 +14,8 @@ from mage_tune.cli.space_cmd import with_shape
 @click.command()
 @click.argument("family")
 @with_shape(arch_default="auto")
-@click.option("--set", "settings", multiple=True, help="knob=value for the variant (repeatable).")
+@click.option("--set", "settings", multiple=True,
+              help="knob=value (repeatable); knob=v1,v2,... sweeps: every valid combination is measured.")
 @click.option(
     "--source",
     type=click.Path(exists=True, dir_okay=False),
@@ -118,9 +119,44 @@ def _variants(fam, shape, arch, settings, sources, all_configs, sample):
             else:
                 variants.append(built)
         return variants
+    sweep = [item for item in settings if "," in item.partition("=")[2]]
+    if sweep:
+        return _sweep(fam, shape, arch, settings)
     config = fam.parse_settings(settings, shape, arch)
     # Hand-written sources first, then the template variant itself: a broken source must not stop the next one.
     return [_from_source(fam, shape, arch, config, path) for path in sources] + [fam.build(config, shape, arch)]
+
+
+def _sweep(fam, shape, arch, settings):
+    """Every combination of the listed values that the constraints allow (others are reported and skipped)."""
+    import itertools
+
+    from mage_tune.errors import ConfigError, MageError
+    from mage_tune.kernels.pool import build_many
+
+    keys, choices = [], []
+    for item in settings:
+        key, _, values = item.partition("=")
+        keys.append(key.strip())
+        choices.append([v.strip() for v in values.split(",")])
+    configs, seen = [], set()
+    for combo in itertools.product(*choices):
+        try:
+            config = fam.parse_settings([f"{k}={v}" for k, v in zip(keys, combo, strict=True)], shape, arch)
+        except ConfigError as exc:
+            click.echo(f"skipped: {exc}", err=True)
+            continue
+        key = tuple(sorted(config.items()))
+        if key not in seen:
+            seen.add(key)
+            configs.append(config)
+    variants = []
+    for _config, built in build_many(fam, shape, arch, configs):
+        if isinstance(built, MageError):
+            click.echo(f"compile failed: {built}", err=True)
+        else:
+            variants.append(built)
+    return variants
 
 
 def _from_source(fam, shape, arch, config, path):
