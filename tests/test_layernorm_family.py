@@ -1,13 +1,20 @@
 """The layer-norm family on real compiles: the whole d=768 space renders and compiles, odd widths do too, the census
 sees what every knob does to the binary, and configs outside the space are refused with a message that says why.
-One test (marked gpu) runs variants against the float64 reference where a GPU is present."""
+The persistent kernels (persist > 0) also run, without a GPU, in a host emulation against the float64 reference.
+Two tests (marked gpu) run variants against the float64 reference where a GPU is present."""
 
 from __future__ import annotations
 
 import math
 import os
 import random
+import re
+import shutil
+import subprocess
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,15 +24,27 @@ from mage_tune.compile import nvrtc_ptx, ptxas
 from mage_tune.errors import ConfigError, MageError
 from mage_tune.kernels import get_family
 from mage_tune.kernels.base import config_label
-from mage_tune.kernels.layernorm import EPS, FAMILY, X_MEAN
+from mage_tune.kernels.layernorm import EPS, FAMILY, SMS, X_MEAN
 
 ARCH = "sm_90"
 D768 = {"m": 4096, "d": 768}
 # The seed: one 128-thread block per row, float4 accesses (at d=768 one full quad and one masked quad per thread),
 # the row held in registers, four warps meeting once in shared memory per reduction.
-SEED = {"threads": 128, "rows": 1, "vec": 16, "passes": "regs", "reduce": "shfl", "rsqrt": "approx", "hint": "none"}
+SEED = {
+    "threads": 128,
+    "rows": 1,
+    "vec": 16,
+    "passes": "regs",
+    "reduce": "shfl",
+    "rsqrt": "approx",
+    "hint": "none",
+    "persist": 0,
+}
+# The fastest config of the d=768 walk on an H200 (8.01 µs, one block per row group): 64 threads per row, two rows per
+# block, 8-byte streaming accesses, so 6 chunks of x per thread.
+BEST = {**SEED, "threads": 64, "rows": 2, "vec": 8, "hint": "cs"}
 READS = {"regs": 1, "welford": 2, "twopass": 3}  # passes over x
-WALK_LIMIT = 2500  # walk the whole space up to this many valid configs, else a covering sample
+WALK_LIMIT = 2500  # walk every distinct kernel of the space up to this many, else a covering sample
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -116,14 +135,32 @@ def test_seed_is_valid_and_the_default():
 
 
 def test_space_size_at_768():
-    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 2 * 2 * 3
-    # Only threads·rows > 1024 and, for passes=regs at threads=32 with vec=4, 24 chunks > 16 are excluded.
-    assert sum(1 for _ in FAMILY.configs(D768, ARCH)) == 1896
+    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 2 * 2 * 3 * 4
+    valid = list(FAMILY.configs(D768, ARCH))
+    # persist=0: only threads·rows > 1024 and, for passes=regs at threads=32 with vec=4, 24 chunks > 16 are excluded.
+    assert sum(1 for c in valid if c["persist"] == 0) == 1896
+    # persist=2, 4, 8: passes=regs only (a third of the space), and at most 8 chunks, which excludes threads=32 with
+    # vec=8 and threads=64 with vec=4 (12 chunks each): 504 configs for each value.
+    for persist in (2, 4, 8):
+        configs = [c for c in valid if c["persist"] == persist]
+        assert {c["passes"] for c in configs} == {"regs"} and len(configs) == 504
+    assert len(valid) == 1896 + 3 * 504 == 3408
+
+
+def _kernel_text(config: dict, shape: dict) -> str:
+    """The rendered source without its first line, the label: configs that differ only in their launch share it."""
+    return FAMILY.render(config, shape).split("\n", 1)[1]
 
 
 def test_whole_d768_space_compiles():
+    """Every distinct kernel of the space, compiled once: persist=2, 4 and 8 render the same kernel (the value only
+    sets the grid), so the walk is the 1896 persist=0 kernels and the 504 persistent ones."""
     valid = list(FAMILY.configs(D768, ARCH))
-    configs = valid if len(valid) <= WALK_LIMIT else _sample(D768, 600, seed=0)
+    kernels: dict[str, dict] = {}
+    for config in valid:
+        kernels.setdefault(_kernel_text(config, D768), config)
+    assert len(kernels) == 1896 + 504
+    configs = list(kernels.values()) if len(kernels) <= WALK_LIMIT else _sample(D768, 600, seed=0)
     _compile_all(configs, D768)
 
 
@@ -178,12 +215,21 @@ EXTRAS = [
     ({**SEED, "threads": 32, "rows": 8, "vec": 4, "passes": "twopass"}, D768),
     ({**SEED, "vec": 4}, {"m": 4096, "d": 769}),
 ]
+# persist: the fastest one-block-per-group config made persistent, and persistent kernels with warp-wide rows (no block
+# barrier) and with the shared-memory tree.
+PERSISTENT = [
+    ({**BEST, "persist": 4}, D768),
+    (BEST, D768),
+    ({**SEED, "threads": 32, "rows": 4, "persist": 4}, D768),
+    ({**SEED, "threads": 32, "rows": 4}, D768),
+    ({**SEED, "reduce": "smem", "persist": 4}, D768),
+]
 
 
 @pytest.fixture(scope="module")
 def censuses():
     """(label, shape) -> (Variant, Census) for the seed, every one-knob change and the extras."""
-    jobs = [(SEED, D768)] + [(changed, D768) for _, changed in _one_knob_pairs()] + EXTRAS
+    jobs = [(SEED, D768)] + [(changed, D768) for _, changed in _one_knob_pairs()] + EXTRAS + PERSISTENT
     with ProcessPoolExecutor(2) as pool:
         built = list(pool.map(_census, jobs))
     return {(variant.label, str(variant.shape)): (variant, census) for variant, census in built}
@@ -293,6 +339,63 @@ def test_shared_memory_is_what_the_constraint_counts(censuses):
         assert c.resources.spill_store_bytes == 0 and not c.ptx.local_loads, variant.label
 
 
+def test_persist_sets_a_persistent_grid(censuses):
+    """min(row groups, persist × SMs) blocks of an unchanged size. The persistent kernel is another cubin than
+    persist=0's, and persist=2, 4 and 8 share one: the value only sets the grid."""
+    seed = _get(censuses, SEED)[0]
+    cubins = set()
+    for persist in (2, 4, 8):
+        variant = _get(censuses, {**SEED, "persist": persist})[0]
+        assert variant.launch.grid == (min(4096, persist * 132), 1, 1)
+        assert variant.launch.block == seed.launch.block == 128
+        cubins.add(variant.artifact.cubin_sha256)
+    assert len(cubins) == 1 and seed.artifact.cubin_sha256 not in cubins
+    best, persistent = _get(censuses, BEST)[0], _get(censuses, {**BEST, "persist": 4})[0]
+    assert best.launch.grid == (2048, 1, 1) and persistent.launch.grid == (4 * 132, 1, 1)  # 2048 groups of 2 rows
+    assert persistent.artifact.cubin_sha256 != best.artifact.cubin_sha256
+    # Fewer groups than persist × SMs: a block per group, as with persist=0. Another arch counts its own SMs, and
+    # build passes its arch to the launch.
+    for m, rows, arch, grid in ((100, 1, "sm_90", 100), (4093, 4, "sm_90", 528), (4093, 1, "sm_80", 432)):
+        config = {**SEED, "rows": rows, "persist": 4}
+        assert FAMILY.launch(config, {"m": m, "d": 768}, arch).grid == (grid, 1, 1)
+    assert SMS == {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132}
+    assert FAMILY.build({**SEED, "persist": 2}, D768, "sm_80").launch.grid == (216, 1, 1)
+
+
+def test_persist_keeps_the_next_groups_loads_in_flight(censuses):
+    """The census walks the listing in program order (census/flight.py). With persist=0 a row's chunks of x are in
+    flight until the first reduction consumes them; the persistent kernel issues its first two row groups' loads,
+    one into each register set, before its first reduction, so twice the loads and bytes are in flight, in PTX and in
+    SASS alike (ptxas keeps the loads ahead of the first use). Each group is still read once, one pass."""
+    for config in (BEST, SEED, {**SEED, "threads": 32, "rows": 4}):
+        chunks, label = FAMILY.chunks(config, D768), config_label("layernorm", config)
+        _, before = _get(censuses, config)
+        _, after = _get(censuses, {**config, "persist": 4})
+        assert before.ptx.loads_in_flight == before.sass.loads_in_flight == chunks, label
+        assert before.ptx.bytes_in_flight == before.sass.bytes_in_flight == chunks * config["vec"], label
+        assert after.ptx.loads_in_flight == after.sass.loads_in_flight == 2 * chunks, label
+        assert after.ptx.bytes_in_flight == after.sass.bytes_in_flight == 2 * chunks * config["vec"], label
+        assert after.resources.registers > before.resources.registers  # the second register set
+        # x's static loads: the first two groups' before the loop, then one refill in each of the loop's two bodies
+        # (one body per register set, each normalizing one group): 4 × chunks, against chunks with persist=0.
+        params = after.ptx.params
+        assert before.ptx.params["x"].loads == chunks and params["x"].loads == 4 * chunks, label
+        # scale, bias and y: one pass per body; ptxas merged no load
+        assert params["scale"].loads == params["bias"].loads == params["y"].stores == 2 * chunks, label
+        assert sum(after.sass.global_loads.values()) == sum(after.ptx.global_loads.values()) == 8 * chunks, label
+        # two reductions per body: twice persist=0's barriers and shuffles
+        assert after.ptx.barriers == after.sass.barriers == 2 * before.ptx.barriers, label
+        assert after.ptx.shuffles == 2 * before.ptx.shuffles == 20, label
+    # The hint is on every x load, the first two groups' and the refills: 24 streaming loads at 6 chunks.
+    _, best = _get(censuses, {**BEST, "persist": 4})
+    assert best.ptx.global_load_hints == {"cs": 24, "nc": 24} and best.sass.global_load_hints == {
+        "EF": 24,
+        "CONSTANT": 24,
+    }
+    _, tree = _get(censuses, {**SEED, "reduce": "smem", "persist": 4})
+    assert tree.ptx.barriers == tree.sass.barriers == 2 * 2 * _tree_barriers(128)
+
+
 # --- 4. configs outside the space are refused ------------------------------------------------------------------
 
 
@@ -307,6 +410,7 @@ def test_unknown_knob():
         ("threads=48", r"knob threads: '48' is not allowed; allowed: 128, 256, 512, 1024, 64, 32"),
         ("passes=onepass", r"knob passes: 'onepass' is not allowed; allowed: regs, welford, twopass"),
         ("vec=2", r"knob vec: '2' is not allowed; allowed: 16, 8, 4"),
+        ("persist=3", r"knob persist: '3' is not allowed; allowed: 0, 2, 4, 8"),
     ],
 )
 def test_value_outside_domain(setting, message):
@@ -320,6 +424,14 @@ def test_value_outside_domain(setting, message):
         (["threads=1024", "rows=2"], 768, r"threads=1024 × rows=2 is 2048 threads per block, over 1024"),
         (["vec=16"], 770, r"vec=16 needs every row to start 16-byte aligned, but a row of d=770 floats is 3080 bytes"),
         (["threads=32", "vec=4", "passes=regs"], 768, r"passes=regs holds the row in registers.* 24 chunks per thread"),
+        (["persist=4", "passes=welford"], 768, r"persist=4 prefetches .* needs passes=regs, not passes=welford"),
+        (["persist=8", "passes=twopass"], 768, r"persist=8 prefetches .* needs passes=regs, not passes=twopass"),
+        (
+            ["persist=2", "threads=64", "vec=4"],
+            768,
+            r"persist=2 holds two row groups in registers .* 12 chunks per thread",
+        ),
+        (["persist=2", "threads=32", "vec=8"], 768, r"over 8; use more threads, a wider vec, or persist=0"),
     ],
 )
 def test_forbidden_combination(settings, d, message):
@@ -327,9 +439,18 @@ def test_forbidden_combination(settings, d, message):
         FAMILY.parse_settings(settings, {"m": 4096, "d": d}, ARCH)
 
 
+def test_persist_completes_to_passes_regs():
+    assert FAMILY.parse_settings(["persist=4"], D768, ARCH) == {**SEED, "persist": 4}
+    assert FAMILY.violations({**SEED, "passes": "welford", "persist": 2}, D768, ARCH) == [
+        "persist=2 prefetches the next row group into registers while the current one reduces, which needs "
+        "passes=regs, not passes=welford; use passes=regs or persist=0"
+    ]
+    assert FAMILY.violations({**SEED, "passes": "welford"}, D768, ARCH) == []  # persist=0: any passes
+
+
 def test_constraints_are_stated():
     text = " ".join(FAMILY.constraint_text())
-    for word in ("threads × rows", "vec", "passes=regs", "shared memory"):
+    for word in ("threads × rows", "vec", "passes=regs", "shared memory", "persist > 0"):
         assert word in text
     # Three floats per thread for a Welford tree at 1024 threads: far inside 48 KB, so the limit never bites.
     assert max(FAMILY.shared_bytes(c) for c in FAMILY.configs(D768, ARCH)) == 12 * 1024
@@ -411,3 +532,213 @@ def _load_cubin(cupy, cubin: bytes):
         module = cupy.RawModule(path=f.name)
         module.get_function("layernorm")  # loads the module while the file exists
     return module
+
+
+@pytest.mark.gpu
+def test_persistent_variants_on_any_grid_on_a_gpu():
+    """Persistent kernels on their own grid and on small grids (1, 3, 7 blocks), where each block walks many row
+    groups and blocks take unequal shares; M=4093 leaves the last group short for every rows value."""
+    import cupy
+
+    jobs = []
+    for d in (64, 768, 769):
+        shape = {"m": 4093, "d": d}
+        persistent = [c for c in _sample(shape, 16, seed=d) if c["persist"]]
+        jobs += [(c, shape) for c in persistent] + [(c, {"m": 37, "d": d}) for c in persistent[:4]]
+    with ProcessPoolExecutor(os.cpu_count()) as pool:
+        variants = [v for v, _ in pool.map(_census, jobs)]
+    failures = []
+    for variant in variants:
+        shape = variant.shape
+        inputs = FAMILY.make_inputs(shape, np.random.default_rng(shape["d"]))
+        ref = FAMILY.reference(inputs, shape)
+        kernel = _load_cubin(cupy, variant.artifact.cubin).get_function("layernorm")
+        for grid in sorted({1, 3, 7, variant.launch.grid[0]}):
+            y = cupy.full((shape["m"] + 8, shape["d"]), np.nan, dtype=np.float32)
+            args = [cupy.asarray(inputs[name]) for name in ("x", "scale", "bias")] + [y]
+            kernel((grid, 1, 1), (variant.launch.block, 1, 1), (*args, *FAMILY.scalar_args(shape)))
+            got = cupy.asnumpy(y)
+            rel = np.linalg.norm(got[: shape["m"]] - ref) / np.linalg.norm(ref)
+            if not rel < FAMILY.tolerance or not np.isnan(got[shape["m"] :]).all():
+                failures.append(f"{variant.label} m={shape['m']} d={shape['d']} grid={grid}: relative error {rel:.3g}")
+    assert not failures, "\n".join(failures)
+
+
+# --- 7. without a GPU: the persistent kernel in a host emulation ------------------------------------------------
+#
+# The rendered source, compiled by g++ for the host: one OS thread per CUDA thread, blocks one after another (so a
+# function-static array is the block's shared memory), std::barrier for __syncthreads and per-warp barriers for
+# __syncwarp and the shuffles, and host forms of the two inline-PTX helpers (the load is a copy, rsqrt a division).
+# A barrier that some thread of the block (or warp) never reaches hangs the emulation, as it would hang the GPU, so
+# a trip count that is not uniform fails here; so does a store past M (the spare rows must stay NaN), a wrong row
+# group or the wrong register set (the float64 reference).
+
+HOST_SHIM = r"""
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <vector>
+
+struct Dim { unsigned x = 0, y = 0, z = 0; };
+thread_local Dim threadIdx, blockIdx;
+Dim gridDim, blockDim;
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+inline float2 make_float2(float a, float b) { return {a, b}; }
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+template <class T> T __ldg(const T* p) { return *p; }
+inline float __fdividef(float a, float b) { return a / b; }
+using std::min;
+
+static std::unique_ptr<std::barrier<>> block_barrier;
+static std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
+static float lanes[32][32];  // [warp][lane]: the shuffles' exchange
+inline void __syncthreads() { block_barrier->arrive_and_wait(); }
+inline void __syncwarp() { warp_barriers[threadIdx.x / 32]->arrive_and_wait(); }
+inline float __shfl_xor_sync(unsigned, float v, int mask) {
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    lanes[warp][lane] = v;
+    __syncwarp();
+    const float other = lanes[warp][lane ^ mask];
+    __syncwarp();  // every lane has read before the next shuffle writes
+    return other;
+}
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+"""
+
+HOST_MAIN = r"""
+// argv: M, d, block, file of x, scale, bias and y (M + spare rows); then grids, each run on a fresh copy of y,
+// written one after another to the output file.
+int main(int argc, char** argv) {
+    const int M = std::atoi(argv[1]), d = std::atoi(argv[2]), spare = 8;
+    blockDim.x = std::atoi(argv[3]);
+    std::vector<float> x(size_t(M) * d), scale(d), bias(d), y0(size_t(M + spare) * d);
+    FILE* in = std::fopen(argv[4], "rb");
+    for (auto* v : {&x, &scale, &bias, &y0})
+        if (std::fread(v->data(), sizeof(float), v->size(), in) != v->size()) return 2;
+    std::fclose(in);
+    FILE* out = std::fopen(argv[5], "wb");
+    for (int a = 6; a < argc; ++a) {
+        gridDim.x = std::atoi(argv[a]);
+        std::vector<float> y = y0;
+        for (unsigned b = 0; b < gridDim.x; ++b) {
+            block_barrier = std::make_unique<std::barrier<>>(blockDim.x);
+            warp_barriers.clear();
+            for (unsigned w = 0; w < blockDim.x / 32; ++w)
+                warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+            std::vector<std::thread> threads;
+            for (unsigned t = 0; t < blockDim.x; ++t)
+                threads.emplace_back([&, t, b] {
+                    threadIdx.x = t;
+                    blockIdx.x = b;
+                    layernorm(x.data(), scale.data(), bias.data(), y.data(), M, 1e-5f);
+                });
+            for (auto& thread : threads) thread.join();
+        }
+        std::fwrite(y.data(), sizeof(float), y.size(), out);
+    }
+    std::fclose(out);
+    return 0;
+}
+"""
+
+
+@cache
+def _host_compiler() -> str | None:
+    """g++ where it builds C++20 <barrier> with threads, else None."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        return None
+    probe = "#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); }\n"
+    command = [gxx, "-std=c++20", "-pthread", "-x", "c++", "-", "-o", os.devnull]
+    done = subprocess.run(command, input=probe, text=True, capture_output=True)
+    return gxx if done.returncode == 0 else None
+
+
+def _host_source(config: dict, shape: dict) -> str:
+    source = FAMILY.render(config, shape)
+    host_forms = {
+        "load_x": "    for (int k = 0; k < V; ++k) v[k] = p[k];",
+        "inv_sqrt": "    return 1.0f / std::sqrt(v);",
+    }
+    for name, body in host_forms.items():
+        source, found = re.subn(
+            rf"( {name}\(.*?\) \{{\n).*?\n\}}\n", rf"\g<1>{body}\n}}\n", source, count=1, flags=re.S
+        )
+        assert found == 1, name
+    return HOST_SHIM + source + HOST_MAIN
+
+
+def _emulate(job: tuple[dict, int]) -> list[str]:
+    """Build `config` at width d for the host once, then run it at M=37 and M=5 rows (M is a runtime argument), each
+    on the family's grid and, when persistent, on grids of 1, 3 and 7 blocks; the failures, as sentences."""
+    config, d = job
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        source, program = Path(tmp) / "k.cpp", Path(tmp) / "k"
+        source.write_text(_host_source(config, {"m": 37, "d": d}))
+        subprocess.run([_host_compiler(), "-std=c++20", "-O1", "-pthread", "-w", "-o", program, source], check=True)
+        for m in (37, 5):
+            grid = FAMILY.launch(config, {"m": m, "d": d}).grid[0]
+            grids = sorted({1, 3, 7, grid}) if config["persist"] else [grid]  # persist=0 needs a block per group
+            failures += _run_on_host(program, config, {"m": m, "d": d}, grids, Path(tmp))
+    return failures
+
+
+def _run_on_host(program: Path, config: dict, shape: dict, grids: list[int], work: Path) -> list[str]:
+    m, d = shape["m"], shape["d"]
+    label = f"{config_label('layernorm', config)} m={m} d={d}"
+    inputs = FAMILY.make_inputs(shape, np.random.default_rng(m + d))
+    with open(work / "in.bin", "wb") as f:
+        for array in (inputs["x"], inputs["scale"], inputs["bias"], np.full((m + 8, d), np.nan, np.float32)):
+            f.write(array.tobytes())
+    block = config["threads"] * config["rows"]
+    try:
+        subprocess.run(
+            [program, str(m), str(d), str(block), work / "in.bin", work / "out.bin", *map(str, grids)],
+            check=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        return [f"{label}: hung (a barrier some thread never reached)"]
+    ys = np.fromfile(work / "out.bin", np.float32).reshape(len(grids), m + 8, d)
+    ref = FAMILY.reference(inputs, shape)
+    failures = []
+    for grid, y in zip(grids, ys, strict=True):
+        rel = np.linalg.norm(y[:m] - ref) / np.linalg.norm(ref)
+        if not rel < FAMILY.tolerance or not np.isnan(y[m:]).all():
+            failures.append(
+                f"{label} grid={grid}: relative error {rel:.3g}; spare rows untouched: {np.isnan(y[m:]).all()}"
+            )
+    return failures
+
+
+# Persistent kernels of every shape of reduction: a block of warp-wide rows (no block barrier), shuffles across warps,
+# the shared-memory tree, a ragged last chunk (d=769, d=1000); the seed with persist=0 checks the emulation itself.
+HOST_CONFIGS = [
+    ({**BEST, "persist": 4}, 768),
+    ({**SEED, "threads": 32, "rows": 4, "persist": 2}, 768),
+    ({**SEED, "vec": 4, "reduce": "smem", "persist": 8}, 769),
+    ({**SEED, "threads": 64, "rows": 8, "reduce": "smem", "rsqrt": "precise", "persist": 4}, 768),
+    ({**SEED, "threads": 256, "rows": 2, "hint": "nc", "persist": 2}, 1000),
+    (SEED, 768),
+]
+
+
+def test_persistent_kernels_match_the_reference_in_a_host_emulation():
+    """M=37 and M=5 rows (short last groups for rows > 1; at M=5 and rows=8 a single group), each on grids of 1, 3 and 7
+    blocks (one block walking every group, unequal shares, blocks with no group at all) and on the family's grid."""
+    if _host_compiler() is None:
+        pytest.skip("needs g++ with C++20 <barrier>")
+    with ProcessPoolExecutor(2) as pool:
+        failures = [f for found in pool.map(_emulate, HOST_CONFIGS) for f in found]
+    assert not failures, "\n".join(failures)

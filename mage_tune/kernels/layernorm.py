@@ -19,27 +19,41 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            MUFU.RCP, no MUFU.RSQ: IEEE sqrtf and __fsqrt_rn both seed with MUFU.RSQ on sm_90)
   hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs);
            scale and bias always take the read-only path
+  persist  0: one block per row group (a group is `rows` consecutive rows). p > 0: a persistent grid of
+           min(groups, p × SMs) blocks, each walking groups blockIdx.x, + gridDim.x, ...; two register sets take
+           turns (passes=regs only, chunks ≤ 8 so both fit): the next group's loads are in flight in one while the
+           current group, in the other, reduces, and a set is refilled as soon as its group is stored
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
 cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared
 with another row (rows=1 or threads=32); otherwise they redo the last row, to meet the barriers, and store nothing.
+A persistent block's trip count depends on blockIdx.x, gridDim.x and M only, so all its threads meet every barrier;
+its surplus rows (in the last group) redo the last row and store nothing, whatever rows and threads are.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 import numpy as np
 
-from mage_tune.kernels.base import Config, Family, Knob, Launch, Shape, config_label
+from mage_tune.kernels.base import Config, Family, Knob, Launch, Shape, Variant, config_label
 
 FLOAT = 4  # bytes
 EPS = 1e-5
 X_MEAN = 30.0  # of make_inputs' x, whose spread is 1
 MAX_BLOCK = 1024
 MAX_REG_CHUNKS = 16  # regs mode: at most 16 accesses (64 floats at vec=16) of x live per thread
+MAX_PERSIST_CHUNKS = MAX_REG_CHUNKS // 2  # persist: the current row group and the prefetched one, both in registers
 MAX_STATIC_SHARED = 48 * 1024
 HINTS = {"none": "", "nc": ".nc", "cs": ".cs"}
+# SMs of the usual part of each arch: A100 108, a full GA102 (A40, RTX 3090 Ti) 84, RTX 4090 128, H100 SXM / H200
+# 132. persist is a launch-shape knob, not a correctness one: a persistent block walks row groups by gridDim.x, so any
+# grid of one block or more computes the same y; on a part with another SM count the grid is merely a little off
+# persist × its SMs.
+SMS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132}
+DEFAULT_ARCH = "sm_90"  # launch() without an arch (the Family contract passes none): the H200 this project times on
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -57,6 +71,7 @@ class LayerNorm(Family):
         Knob("reduce", ("shfl", "smem"), "warp shuffles + one shared exchange, or a shared-memory tree"),
         Knob("rsqrt", ("approx", "precise"), "rsqrt.approx (MUFU.RSQ), or sqrt.approx + div.full (no MUFU.RSQ)"),
         Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
+        Knob("persist", (0, 2, 4, 8), "0: a block per row group; p: p × SMs blocks, next group's x loaded early"),
     )
     dims = ("m", "d")
     default_dims: ClassVar[dict[str, int]] = {"m": 4096}
@@ -102,6 +117,19 @@ class LayerNorm(Family):
                 f"{self.chunks(config, shape)} chunks per thread, over {MAX_REG_CHUNKS}; use more threads, a wider "
                 "vec, or passes=welford or twopass"
             )
+        if config["persist"]:
+            if config["passes"] != "regs":
+                problems.append(
+                    f"persist={config['persist']} prefetches the next row group into registers while the current one "
+                    f"reduces, which needs passes=regs, not passes={config['passes']}; use passes=regs or persist=0"
+                )
+            elif (d * FLOAT) % vec == 0 and self.chunks(config, shape) > MAX_PERSIST_CHUNKS:
+                problems.append(
+                    f"persist={config['persist']} holds two row groups in registers (the current one and the "
+                    f"prefetched next), but d={d} with threads={threads} and vec={vec} is "
+                    f"{self.chunks(config, shape)} chunks per thread, over {MAX_PERSIST_CHUNKS}; use more threads, "
+                    "a wider vec, or persist=0"
+                )
         if self.shared_bytes(config) > MAX_STATIC_SHARED:
             problems.append(
                 f"reduce={config['reduce']} with threads={threads}, rows={rows} needs {self.shared_bytes(config)} "
@@ -114,12 +142,21 @@ class LayerNorm(Family):
             f"threads × rows ≤ {MAX_BLOCK} (one block holds rows × threads threads).",
             "4·d must be a multiple of vec, so every row starts aligned to the access width.",
             f"passes=regs needs ceil(d / (threads·vec/4)) ≤ {MAX_REG_CHUNKS} chunks per thread (the row in registers).",
+            f"persist > 0 needs passes=regs and ≤ {MAX_PERSIST_CHUNKS} chunks per thread (two row groups in "
+            "registers).",
             f"The reduction's shared memory must fit in {MAX_STATIC_SHARED // 1024} KB "
             "(smem: rows·threads slots per reduction; shfl: one per warp).",
         ]
 
-    def launch(self, config: Config, shape: Shape) -> Launch:
-        return Launch((_cdiv(shape["m"], config["rows"]), 1, 1), config["threads"] * config["rows"])
+    def launch(self, config: Config, shape: Shape, arch: str = DEFAULT_ARCH) -> Launch:
+        groups = _cdiv(shape["m"], config["rows"])
+        grid = min(groups, config["persist"] * SMS[arch]) if config["persist"] else groups
+        return Launch((grid, 1, 1), config["threads"] * config["rows"])
+
+    def build(self, config: Config, shape: Shape, arch: str) -> Variant:
+        """The shared build, with the launch taken for `arch` (a persistent grid counts its SMs)."""
+        variant = super().build(config, shape, arch)
+        return dataclasses.replace(variant, launch=self.launch(config, shape, arch))
 
     def template_vars(self, config: Config, shape: Shape) -> dict:
         threads, rows, d = config["threads"], config["rows"], shape["d"]
