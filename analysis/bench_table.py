@@ -62,8 +62,19 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     rows = [row for path in args.records if (row := summarize(path, args.regime))]
-    headers = ["shape", "best variant µs", "Triton best µs", "torch µs", "floor µs", "% floor", "ours/Triton",
-               "ours/torch", "variants", "best config", "record"]
+    headers = [
+        "shape",
+        "best variant µs",
+        "Triton best µs",
+        "torch µs",
+        "floor µs",
+        "% floor",
+        "ours/Triton",
+        "ours/torch",
+        "variants",
+        "best config",
+        "record",
+    ]
     print(tabulate(rows, headers=headers, tablefmt="github" if args.markdown else "simple", disable_numparse=True))
 
 

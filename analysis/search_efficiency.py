@@ -75,15 +75,35 @@ def main() -> None:
         hits = [replay(family, table, sampler, seed, args.budget, target) for seed in range(args.seeds)]
         found = [h for h in hits if h is not None]
         results[sampler] = hits
-        rows.append([sampler, f"{len(found)}/{len(hits)}", statistics.median(found) if found else "-",
-                     min(found) if found else "-", max(found) if found else "-"])
-    print(f"{record['family']} {record['shape']}: {len(table)} configs measured, best {best:.2f} µs; "
-          f"{within} configs within {args.within:.0%} of it")
+        rows.append(
+            [
+                sampler,
+                f"{len(found)}/{len(hits)}",
+                statistics.median(found) if found else "-",
+                min(found) if found else "-",
+                max(found) if found else "-",
+            ]
+        )
+    print(
+        f"{record['family']} {record['shape']}: {len(table)} configs measured, best {best:.2f} µs; "
+        f"{within} configs within {args.within:.0%} of it"
+    )
     print(tabulate(rows, headers=["sampler", "reached", "median trials", "min", "max"], tablefmt="github"))
     if args.out:
-        args.out.write_text(json.dumps({"source": str(args.record), "configs": len(table), "best_us": best,
-                                        "within": args.within, "configs_within": within, "budget": args.budget,
-                                        "trials_to_within": results}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "source": str(args.record),
+                    "configs": len(table),
+                    "best_us": best,
+                    "within": args.within,
+                    "configs_within": within,
+                    "budget": args.budget,
+                    "trials_to_within": results,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

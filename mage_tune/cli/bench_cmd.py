@@ -14,8 +14,12 @@ from mage_tune.cli.space_cmd import with_shape
 @click.command()
 @click.argument("family")
 @with_shape(arch_default="auto")
-@click.option("--set", "settings", multiple=True,
-              help="knob=value (repeatable); knob=v1,v2,... sweeps: every valid combination is measured.")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    help="knob=value (repeatable); knob=v1,v2,... sweeps: every valid combination is measured.",
+)
 @click.option(
     "--source",
     type=click.Path(exists=True, dir_okay=False),
