@@ -28,13 +28,10 @@ RES_USAGE_RESERVED = {"sm_80": 0, "sm_86": 0, "sm_89": 0, "sm_90": 1024}
 
 
 def has_gpu() -> bool:
-    """True only where cupy imports and sees at least one CUDA device."""
-    try:
-        import cupy
+    """True only where cupy imports and sees at least one CUDA device (the library's own check, in one place)."""
+    from mage_tune.measure.device import has_gpu as device_present
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # ImportError, no driver, no device: all mean "no GPU here"
-        return False
+    return device_present()
 
 
 def pytest_collection_modifyitems(config, items):

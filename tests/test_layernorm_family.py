@@ -47,18 +47,6 @@ READS = {"regs": 1, "welford": 2, "twopass": 3}  # passes over x
 WALK_LIMIT = 2500  # walk every distinct kernel of the space up to this many, else a covering sample
 
 
-@pytest.fixture(scope="session", autouse=True)
-def compile_cache(tmp_path_factory):
-    """A fresh compile cache, so this session compiles for real; pool workers inherit the variable."""
-    before = os.environ.get("MAGE_TUNE_CACHE")
-    os.environ["MAGE_TUNE_CACHE"] = str(tmp_path_factory.mktemp("layernorm-cache"))
-    yield
-    if before is None:
-        os.environ.pop("MAGE_TUNE_CACHE", None)
-    else:
-        os.environ["MAGE_TUNE_CACHE"] = before
-
-
 # --- workers (module level, so the process pool can pickle them) ------------------------------------------------
 
 

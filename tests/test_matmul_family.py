@@ -3,7 +3,6 @@ does to the binary, and configs outside the space are refused with a message tha
 
 from __future__ import annotations
 
-import os
 import random
 from concurrent.futures import ProcessPoolExecutor
 
@@ -28,18 +27,6 @@ BASE = {"bm": 64, "bn": 64, "bk": 16, "tm": 4, "tn": 4, "stages": 2, "a_vec": 16
 BASE = {**BASE, "pad": 4, "smem_vec": 1}
 BASE_A4 = {**BASE, "a_vec": 4}
 BASE_SCALAR = {**BASE, "smem_vec": 0}
-
-
-@pytest.fixture(scope="session", autouse=True)
-def compile_cache(tmp_path_factory):
-    """A fresh compile cache, so this session compiles for real; pool workers inherit the variable."""
-    before = os.environ.get("MAGE_TUNE_CACHE")
-    os.environ["MAGE_TUNE_CACHE"] = str(tmp_path_factory.mktemp("matmul-cache"))
-    yield
-    if before is None:
-        os.environ.pop("MAGE_TUNE_CACHE", None)
-    else:
-        os.environ["MAGE_TUNE_CACHE"] = before
 
 
 # --- workers (module level, so the process pool can pickle them) ------------------------------------------------

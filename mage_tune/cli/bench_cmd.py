@@ -108,21 +108,13 @@ def bench(
 
 
 def _variants(fam, shape, arch, settings, sources, all_configs, sample):
-    from mage_tune.errors import MageError
-    from mage_tune.kernels.pool import build_many
     from mage_tune.kernels.sample import sample_configs
 
     if all_configs:
         configs = list(fam.configs(shape, arch))
         if sample:
             configs = sample_configs(fam, shape, arch, sample, seed=0)
-        variants = []
-        for _config, built in build_many(fam, shape, arch, configs):
-            if isinstance(built, MageError):
-                click.echo(f"compile failed: {built}", err=True)
-            else:
-                variants.append(built)
-        return variants
+        return _built(fam, shape, arch, configs)
     sweep = [item for item in settings if "," in item.partition("=")[2]]
     if sweep:
         return _sweep(fam, shape, arch, settings)
@@ -135,8 +127,7 @@ def _sweep(fam, shape, arch, settings):
     """Every combination of the listed values that the constraints allow (others are reported and skipped)."""
     import itertools
 
-    from mage_tune.errors import ConfigError, MageError
-    from mage_tune.kernels.pool import build_many
+    from mage_tune.errors import ConfigError
 
     keys, choices = [], []
     for item in settings:
@@ -154,6 +145,14 @@ def _sweep(fam, shape, arch, settings):
         if key not in seen:
             seen.add(key)
             configs.append(config)
+    return _built(fam, shape, arch, configs)
+
+
+def _built(fam, shape, arch, configs):
+    """Compile in parallel; a config that fails to compile is reported and left out, the rest go on."""
+    from mage_tune.errors import MageError
+    from mage_tune.kernels.pool import build_many
+
     variants = []
     for _config, built in build_many(fam, shape, arch, configs):
         if isinstance(built, MageError):
