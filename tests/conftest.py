@@ -85,22 +85,28 @@ def run_tool(*args: str) -> str:
 
 
 def nvrtc_compile(source: str, arch: str, name: str = "kernel.cu") -> str:
-    """PTX from NVRTC through cuda.bindings directly (not through mage_tune), for making test input files."""
-    from cuda.bindings import nvrtc
+    """PTX from NVRTC, for making test input files (the counts are then checked against ptxas and cuobjdump)."""
+    from mage_tune.compile import nvrtc_ptx
 
-    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
-    assert err == ok
+    return nvrtc_ptx(source, arch, name)
+
+
+def compile_job(family: str, arch: str, job: tuple[dict, dict]) -> str | None:
+    """Render and compile one config to a cubin (NVRTC, ptxas); None when it compiles, else the error naming the
+    config. The disassembly a full build adds (cuobjdump, most of its time) is left to the census tests."""
+    from mage_tune.compile import nvrtc_ptx, ptxas
+    from mage_tune.errors import MageError
+    from mage_tune.kernels import get_family
+    from mage_tune.kernels.base import config_label
+
+    fam = get_family(family)
+    config, shape = job
+    label = config_label(fam.name, config) + f" at {shape}"
     try:
-        opts = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"-std=c++17"]
-        (status,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        assert status == ok, f"NVRTC failed on {name}"
-        _, size = nvrtc.nvrtcGetPTXSize(prog)
-        buf = b" " * size
-        nvrtc.nvrtcGetPTX(prog, buf)
-        return buf.rstrip(b"\x00").decode()
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+        ptxas(nvrtc_ptx(fam.render(config, shape), arch, label), arch, label)
+    except MageError as exc:
+        return str(exc) if label in str(exc) else f"{label}: {exc}"
+    return None
 
 
 _PTXAS_CLAUSES = {

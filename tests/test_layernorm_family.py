@@ -5,6 +5,7 @@ Two tests (marked gpu) run variants against the float64 reference where a GPU is
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import compile_job
 
 from mage_tune.census import census_artifact
 from mage_tune.compile import nvrtc_ptx, ptxas
@@ -50,18 +52,8 @@ WALK_LIMIT = 2500  # walk every distinct kernel of the space up to this many, el
 # --- workers (module level, so the process pool can pickle them) ------------------------------------------------
 
 
-def _compile(job: tuple[dict, dict]) -> str | None:
-    """Render and compile to a cubin (NVRTC, ptxas); None when it compiles, else the error, which names the label.
-
-    The disassembly the census adds (cuobjdump, most of a build's time) is left to the census tests below.
-    """
-    config, shape = job
-    label = config_label(FAMILY.name, config) + f" at {shape}"
-    try:
-        ptxas(nvrtc_ptx(FAMILY.render(config, shape), ARCH, label), ARCH, label)
-    except MageError as exc:
-        return str(exc) if label in str(exc) else f"{label}: {exc}"
-    return None
+# Module level so the process pool can pickle it.
+_compile = functools.partial(compile_job, "layernorm", ARCH)
 
 
 def _compile_batch(job: tuple[list[dict], dict]) -> list[str]:

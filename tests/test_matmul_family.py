@@ -3,15 +3,16 @@ does to the binary, and configs outside the space are refused with a message tha
 
 from __future__ import annotations
 
+import functools
 import random
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
+from conftest import compile_job
 
 from mage_tune.census import census_artifact
-from mage_tune.compile import nvrtc_ptx, ptxas
-from mage_tune.errors import ConfigError, MageError
+from mage_tune.errors import ConfigError
 from mage_tune.kernels import get_family
 from mage_tune.kernels.base import config_label
 from mage_tune.kernels.matmul import FAMILY
@@ -32,18 +33,8 @@ BASE_SCALAR = {**BASE, "smem_vec": 0}
 # --- workers (module level, so the process pool can pickle them) ------------------------------------------------
 
 
-def _compile(job: tuple[dict, dict]) -> str | None:
-    """Render and compile to a cubin (NVRTC, ptxas); None when it compiles, else the error, which names the label.
-
-    The disassembly the census adds (cuobjdump, about 2/3 of a build's time) is left to the census tests below.
-    """
-    config, shape = job
-    label = config_label(FAMILY.name, config) + f" at {shape}"
-    try:
-        ptxas(nvrtc_ptx(FAMILY.render(config, shape), ARCH, label), ARCH, label)
-    except MageError as exc:
-        return str(exc) if label in str(exc) else f"{label}: {exc}"
-    return None
+# Module level so the process pool can pickle it.
+_compile = functools.partial(compile_job, "matmul", ARCH)
 
 
 def _census(config: dict):

@@ -203,19 +203,18 @@ def plots(run_dir: Path) -> list[Path]:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=12)
         ax.set_xlabel(key)
         ax.set_ylabel("µs")
-    fig.tight_layout()
-    path = run_dir / "time_vs_census.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save(plt, fig, run_dir / "time_vs_census.png"))
     fig, ax = plt.subplots(figsize=(6, 4))
     best = np.minimum.accumulate([t["value"] for t in trials])
     ax.plot([t["number"] for t in trials], best, drawstyle="steps-post")
     ax.set_xlabel("trial")
     ax.set_ylabel("best µs so far")
+    written.append(_save(plt, fig, run_dir / "best_so_far.png"))
+    return written
+
+
+def _save(plt, fig, path: Path) -> Path:
     fig.tight_layout()
-    path = run_dir / "best_so_far.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)
-    written.append(path)
-    return written
+    return path
