@@ -30,7 +30,12 @@ from mage_tune.cli.space_cmd import with_shape
 @click.option("--sample", type=int, default=None, help="With --all: this many configs, seeded, plus knob corners.")
 @click.option("--check-only", is_flag=True, help="Correctness only, no timing (space-wide checks).")
 @click.option("--regime", type=click.Choice(["cold", "hot", "both"]), default="cold", show_default=True)
-@click.option("--baselines", default="triton,torch", show_default=True, help="Comma list, or 'none'.")
+@click.option(
+    "--baselines",
+    default="triton,torch,copy",
+    show_default=True,
+    help="Comma list, or 'none'. copy: x -> y copies of the same bytes (layer norm), the floor at this shape.",
+)
 @click.option("--rounds", type=int, default=7, show_default=True, help="Graph replays per regime (median, min, max).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per job.")
 @click.option("--seed", type=int, default=None, help="Input seed (default: fresh).")

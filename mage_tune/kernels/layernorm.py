@@ -77,7 +77,7 @@ class LayerNorm(Family):
     default_dims: ClassVar[dict[str, int]] = {"m": 4096}
     kernel_name = "layernorm"
     param_names = ("x", "scale", "bias", "y")
-    baselines = ("triton", "torch")
+    baselines = ("triton", "torch", "copy")
 
     # --- derived sizes -------------------------------------------------------------------------------------------
     @staticmethod

@@ -32,6 +32,8 @@ def baseline_jobs(family: str, shape: dict, names: tuple[str, ...]) -> list[Job]
         jobs += baselines.triton_jobs(family, shape)
     if "torch" in names:
         jobs += baselines.torch_jobs(family)
+    if "copy" in names:
+        jobs += baselines.copy_jobs(family, shape)
     return jobs
 
 

@@ -1,4 +1,6 @@
-"""Launchers for the baselines timed beside the variants: Triton's reference kernels and torch (cuBLAS FP32).
+"""Launchers for the baselines timed beside the variants: Triton's reference kernels, torch (cuBLAS FP32) and, for
+layer norm, plain copies of x into y: the same bytes moved by kernels that do nothing else, timed exactly like the
+variants, so the floor at a small shape (launch, ramp-up and tail included) is measured rather than extrapolated.
 
 Each launcher takes one buffer set (names as the family's inputs, output under "__out__") and launches on torch's
 current stream, so graph capture sees it.
@@ -34,7 +36,18 @@ def torch_jobs(family: str) -> list[Job]:
     return [Job("torch.layer_norm" if family == "layernorm" else "torch.matmul (cuBLAS FP32)", "torch")]
 
 
+def copy_jobs(family: str, shape: dict) -> list[Job]:
+    """x -> y by each copy kernel of the session's ceilings; layer norm only (a matmul is bound by FMAs)."""
+    from mage_tune.measure.ceilings import SHAPE_COPY_KERNELS
+
+    if family != "layernorm" or (shape["m"] * shape["d"]) % 4:
+        return []
+    return [Job(f"copy[{name}]", "copy", {"kernel": name}) for name in SHAPE_COPY_KERNELS]
+
+
 def launcher(job: Job, family, shape: dict) -> Callable[[dict], None]:
+    if job.kind == "copy":
+        return _copy_launcher(shape, job.config["kernel"])
     if job.kind == "torch":
         return _torch_launcher(family.name, shape)
     if job.kind == "triton":
@@ -107,3 +120,26 @@ def _triton_launcher(family: str, shape: dict, config: dict):
         )
 
     return launch_mm
+
+
+def _copy_launcher(shape: dict, kernel: str):
+    import cupy
+    import numpy as np
+
+    from mage_tune.measure.ceilings import COPY_SOURCE, SHAPE_COPY_KERNELS
+    from mage_tune.measure.harness import _stream_ctx
+
+    fn = cupy.RawModule(code=COPY_SOURCE, options=("-std=c++17",)).get_function(kernel)
+    n4 = shape["m"] * shape["d"] // 4
+    per_block = SHAPE_COPY_KERNELS[kernel]
+    grid = ((n4 + per_block - 1) // per_block, 1, 1)
+
+    def launch(bufs):
+        with _stream_ctx():
+            fn(
+                grid,
+                (256, 1, 1),
+                (np.uint64(bufs["x"].data_ptr()), np.uint64(bufs["__out__"].data_ptr()), np.int64(n4)),
+            )
+
+    return launch

@@ -33,6 +33,9 @@ extern "C" __global__ void fma_rate(float* out, int iters) {
 }
 """
 
+# Copy kernels also timed at a layer norm's own shape (x -> y, 256 threads a block): name -> float4s per block.
+SHAPE_COPY_KERNELS = {"copy_one_per_thread": 256, "copy_two_per_thread": 512}
+
 COPY_BYTES = 256 * 2**20  # per direction; with two buffers the working set is 8x the H200's L2
 FMA_ITERS = 4096
 FMA_PER_THREAD = FMA_ITERS * 16 * 8

@@ -24,7 +24,7 @@ def floor_us(run: BenchRun, session: Session) -> float:
 
 
 def _group(result: Result) -> str:
-    return "triton" if result.kind == "triton" else ("torch" if result.kind == "torch" else "variant")
+    return result.kind if result.kind in ("triton", "torch", "copy") else "variant"
 
 
 def best_baselines(run: BenchRun, regime: str) -> dict[tuple[int, str], Result]:

@@ -1,0 +1,121 @@
+"""`mage-tune counters FAMILY`: Nsight Compute's counters for one cold launch, beside the census's prediction."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import click
+
+from mage_tune.cli.space_cmd import with_shape
+
+ROWS = (  # (label, picked field, format)
+    ("time (ncu, one cold launch)", "duration_ns", lambda v: f"{v / 1e3:.2f} µs"),
+    ("registers / thread", "registers", "{:.0f}"),
+    ("theoretical occupancy", "theoretical_occupancy_pct", "{:.1f}%"),
+    ("achieved occupancy", "achieved_occupancy_pct", "{:.1f}%"),
+    ("DRAM read", "dram_read_bytes", lambda v: f"{v / 2**20:.2f} MiB"),
+    ("DRAM written", "dram_write_bytes", lambda v: f"{v / 2**20:.2f} MiB"),
+    ("DRAM throughput, % of peak", "dram_throughput_pct", "{:.1f}%"),
+    ("SM throughput, % of peak", "sm_throughput_pct", "{:.1f}%"),
+    ("issue slots busy", "issue_active_pct", "{:.1f}%"),
+    ("FMA pipe busy", "fma_pipe_pct", "{:.1f}%"),
+    ("shared load bank conflicts", "shared_load_bank_conflicts", "{:.0f}"),
+    ("shared store bank conflicts", "shared_store_bank_conflicts", "{:.0f}"),
+)
+
+
+@click.command()
+@click.argument("family")
+@with_shape(arch_default="auto")
+@click.option("--set", "settings", multiple=True, help="knob=value (repeatable): the variant to profile.")
+@click.option(
+    "--baseline",
+    "baseline_labels",
+    multiple=True,
+    help="Also profile a baseline by its bench label, e.g. 'triton[num_warps=4]' or 'torch.layer_norm'.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Also write the record here.")
+def counters(family, d, m, n, k_, arch, settings, baseline_labels, as_json, out_path):
+    """Profile one cold launch of a variant (and of named baselines) with Nsight Compute (`--clock-control none`):
+    achieved occupancy, DRAM traffic and throughput, issue and FMA-pipe use, bank conflicts and stall reasons,
+    beside what the census predicts from the binary alone (registers, occupancy, bytes the kernel must move)."""
+    from mage_tune.census import census_artifact
+    from mage_tune.errors import ConfigError
+    from mage_tune.kernels import get_family
+    from mage_tune.measure import baseline_jobs, device, variant_job
+    from mage_tune.measure.counters import profile
+
+    device.require_gpu()
+    if arch == "auto" or arch is None:
+        arch = device.arch_of_device()
+    fam = get_family(family)
+    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+    variant = fam.build(fam.parse_settings(settings, shape, arch), shape, arch)
+    by_label = {job.label: job for job in baseline_jobs(fam.name, shape, ("triton", "torch", "copy"))}
+    missing = [label for label in baseline_labels if label not in by_label]
+    if missing:
+        raise ConfigError(f"unknown baseline {missing[0]!r}; baselines at this shape: {', '.join(by_label)}")
+    jobs = [variant_job(variant)] + [by_label[label] for label in baseline_labels]
+    census = census_artifact(
+        variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
+    )[0]
+    profiled = {}
+    with click.progressbar(jobs, label="profiling", file=click.get_text_stream("stderr")) as bar:
+        for job in bar:
+            profiled[job.label] = profile(job, fam.name, shape)
+    record = {
+        "schema": "mage-tune.counters/1",
+        "family": fam.name,
+        "shape": shape,
+        "bytes_moved": fam.bytes_moved(shape),
+        "flops": fam.flops(shape),
+        "environment": device.environment(),
+        "variant": variant.label,
+        "cubin_sha256": variant.artifact.cubin_sha256,
+        "census": census.to_json(),
+        "profiled": {label: [dataclasses.asdict(k) for k in ks] for label, ks in profiled.items()},
+    }
+    if out_path:
+        Path(out_path).write_text(json.dumps(record, indent=1))
+    click.echo(json.dumps(record, indent=1) if as_json else format_counters(record))
+
+
+def format_counters(record: dict) -> str:
+    """Metric rows, one column per profiled kernel; the census's static prediction for the variant first."""
+    from tabulate import tabulate
+
+    census = record["census"]
+    occ = census["occupancy"] or {}
+    moved = record["bytes_moved"]
+    predicted = {
+        "registers": census["registers"],
+        "theoretical_occupancy_pct": 100 * occ["fraction"] if occ else None,
+        "dram_read_bytes": None,
+        "dram_write_bytes": None,
+    }
+    columns = [(label, k) for label, ks in record["profiled"].items() for k in ks]
+    headers = ["metric", "census (static)"] + [
+        f"{label}\n{k['kernel'][:40]}" if len(ks) > 1 else label for label, ks in record["profiled"].items() for k in ks
+    ]
+    table = []
+    for name, key, fmt in ROWS:
+        render = fmt if callable(fmt) else fmt.format
+        static = predicted.get(key)
+        row = [name, render(static) if static is not None else ""]
+        for _label, k in columns:
+            value = k["picked"].get(key)
+            row.append(render(value) if value is not None else "-")
+        table.append(row)
+    stall_names = sorted({s for _, k in columns for s in list(k["stalls"])[:4]})
+    for stall in stall_names:
+        table.append([f"stall: {stall} (warps/issue)", ""] + [f"{k['stalls'].get(stall, 0):.2f}" for _, k in columns])
+    lines = [
+        f"{record['family']} {record['shape']}  variant {record['variant']}",
+        f"census: occupancy limiter {occ.get('limiter', '?')}, {occ.get('blocks_per_sm', '?')} blocks/SM; "
+        + (f"bytes the kernel must move: {moved / 2**20:.2f} MiB" if not record["flops"] else "FP32 matmul"),
+        tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True),
+    ]
+    return "\n".join(lines)
