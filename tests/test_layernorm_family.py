@@ -10,16 +10,15 @@ import math
 import os
 import random
 import re
-import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import compile_job
+from host_emulation import HOST_SHIM, host_compiler
 
 from mage_tune.census import census_artifact
 from mage_tune.compile import nvrtc_ptx, ptxas
@@ -553,48 +552,6 @@ def test_persistent_variants_on_any_grid_on_a_gpu():
 # a trip count that is not uniform fails here; so does a store past M (the spare rows must stay NaN), a wrong row
 # group or the wrong register set (the float64 reference).
 
-HOST_SHIM = r"""
-#include <algorithm>
-#include <barrier>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <memory>
-#include <thread>
-#include <vector>
-
-struct Dim { unsigned x = 0, y = 0, z = 0; };
-thread_local Dim threadIdx, blockIdx;
-Dim gridDim, blockDim;
-struct float2 { float x, y; };
-struct float4 { float x, y, z, w; };
-inline float2 make_float2(float a, float b) { return {a, b}; }
-inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
-template <class T> T __ldg(const T* p) { return *p; }
-inline float __fdividef(float a, float b) { return a / b; }
-using std::min;
-
-static std::unique_ptr<std::barrier<>> block_barrier;
-static std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
-static float lanes[32][32];  // [warp][lane]: the shuffles' exchange
-inline void __syncthreads() { block_barrier->arrive_and_wait(); }
-inline void __syncwarp() { warp_barriers[threadIdx.x / 32]->arrive_and_wait(); }
-inline float __shfl_xor_sync(unsigned, float v, int mask) {
-    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    lanes[warp][lane] = v;
-    __syncwarp();
-    const float other = lanes[warp][lane ^ mask];
-    __syncwarp();  // every lane has read before the next shuffle writes
-    return other;
-}
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(n)
-#define __shared__ static
-#define __align__(n) __attribute__((aligned(n)))
-"""
-
 HOST_MAIN = r"""
 // argv: M, d, block, file of x, scale, bias and y (M + spare rows); then grids, each run on a fresh copy of y,
 // written one after another to the output file.
@@ -632,18 +589,6 @@ int main(int argc, char** argv) {
 """
 
 
-@cache
-def _host_compiler() -> str | None:
-    """g++ where it builds C++20 <barrier> with threads, else None."""
-    gxx = shutil.which("g++")
-    if gxx is None:
-        return None
-    probe = "#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); }\n"
-    command = [gxx, "-std=c++20", "-pthread", "-x", "c++", "-", "-o", os.devnull]
-    done = subprocess.run(command, input=probe, text=True, capture_output=True)
-    return gxx if done.returncode == 0 else None
-
-
 def _host_source(config: dict, shape: dict) -> str:
     source = FAMILY.render(config, shape)
     host_forms = {
@@ -666,7 +611,7 @@ def _emulate(job: tuple[dict, int]) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         source, program = Path(tmp) / "k.cpp", Path(tmp) / "k"
         source.write_text(_host_source(config, {"m": 37, "d": d}))
-        subprocess.run([_host_compiler(), "-std=c++20", "-O1", "-pthread", "-w", "-o", program, source], check=True)
+        subprocess.run([host_compiler(), "-std=c++20", "-O1", "-pthread", "-w", "-o", program, source], check=True)
         for m in (37, 5):
             grid = FAMILY.launch(config, {"m": m, "d": d}).grid[0]
             grids = sorted({1, 3, 7, grid}) if config["persist"] else [grid]  # persist=0 needs a block per group
@@ -717,7 +662,7 @@ HOST_CONFIGS = [
 def test_persistent_kernels_match_the_reference_in_a_host_emulation():
     """M=37 and M=5 rows (short last groups for rows > 1; at M=5 and rows=8 a single group), each on grids of 1, 3 and 7
     blocks (one block walking every group, unequal shares, blocks with no group at all) and on the family's grid."""
-    if _host_compiler() is None:
+    if host_compiler() is None:
         pytest.skip("needs g++ with C++20 <barrier>")
     with ProcessPoolExecutor(2) as pool:
         failures = [f for found in pool.map(_emulate, HOST_CONFIGS) for f in found]

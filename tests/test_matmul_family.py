@@ -1,15 +1,21 @@
 """The matmul family on real compiles (no GPU): the space renders and compiles, the census sees what every knob
-does to the binary, and configs outside the space are refused with a message that says why."""
+does to the binary, configs outside the space are refused with a message that says why, and the pipelines compute
+the product in a host emulation."""
 
 from __future__ import annotations
 
 import functools
 import random
+import re
+import subprocess
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import compile_job
+from host_emulation import HOST_SHIM, host_compiler
 
 from mage_tune.census import census_artifact
 from mage_tune.errors import ConfigError
@@ -21,11 +27,11 @@ ARCH = "sm_90"
 CUBE = {"m": 1024, "n": 1024, "k": 1024}
 # The seed's kernel: 64×64 tiles, bk=32, 4×4 micro-tiles (256 threads), A transposed by 4-byte copies, B by 16.
 SEED = {"bm": 64, "bn": 64, "bk": 32, "tm": 4, "tn": 4, "stages": 2, "a_vec": 4, "b_vec": 16, "a_trans": 1}
-SEED = {**SEED, "pad": 4, "smem_vec": 0}
+SEED = {**SEED, "pad": 4, "smem_vec": 0, "pipe": 0}
 # The base every one-knob change is measured against; a_trans=1 needs a_vec=4 and tn=2 needs smem_vec=0, hence
 # two more bases.
 BASE = {"bm": 64, "bn": 64, "bk": 16, "tm": 4, "tn": 4, "stages": 2, "a_vec": 16, "b_vec": 16, "a_trans": 0}
-BASE = {**BASE, "pad": 4, "smem_vec": 1}
+BASE = {**BASE, "pad": 4, "smem_vec": 1, "pipe": 0}
 BASE_A4 = {**BASE, "a_vec": 4}
 BASE_SCALAR = {**BASE, "smem_vec": 0}
 
@@ -68,8 +74,8 @@ def _sample(shape: dict, count: int, seed: int, cover: bool) -> list[dict]:
 
 def test_space_size_and_seed_configs_are_valid():
     assert FAMILY is get_family("matmul")
-    assert FAMILY.space_size() == 3**8 * 2**3
-    assert sum(1 for _ in FAMILY.configs(CUBE, ARCH)) == 26514
+    assert FAMILY.space_size() == 4**4 * 3**4 * 2**4
+    assert sum(1 for _ in FAMILY.configs(CUBE, ARCH)) == 121860
     for stages in (1, 2):
         assert FAMILY.violations({**SEED, "stages": stages}, CUBE, ARCH) == []
     assert FAMILY.launch(SEED, CUBE).block == 256
@@ -250,3 +256,107 @@ def test_launch_inputs_and_reference():
     assert all(isinstance(x, np.int32) for x in FAMILY.scalar_args(shape))
     assert FAMILY.bytes_moved(shape) == 4 * (513 * 129 + 129 * 257 + 513 * 257)
     assert FAMILY.flops(shape) == 2 * 513 * 257 * 129
+
+
+# --- 4. without a GPU: the pipelines in a host emulation --------------------------------------------------------
+#
+# The rendered kernel compiled by g++ (tests/host_emulation.py): cp.async becomes a synchronous copy or zero-fill,
+# commit and wait do nothing, dynamic shared memory is one host buffer. Index and barrier bugs of the pipelines fail
+# here (wrong tile, wrong buffer, a fragment read from the wrong step, a barrier some thread skips hangs); races in
+# time cannot show, which is what the GPU check before any timing is for.
+
+HOST_FORMS = {
+    "cp_async": "    if (in_bounds) std::memcpy(dst, src, BYTES); else std::memset(dst, 0, BYTES);",
+    "lds32": "    return *p;",
+    "cp_async_wait": "",
+}
+
+HOST_MAIN = r"""
+// argv: M N K threads grid.x grid.y shared_floats in_file out_file
+int main(int argc, char** argv) {
+    const int M = std::atoi(argv[1]), N = std::atoi(argv[2]), K = std::atoi(argv[3]);
+    blockDim.x = std::atoi(argv[4]);
+    gridDim.x = std::atoi(argv[5]);
+    gridDim.y = std::atoi(argv[6]);
+    host_smem.assign(std::atoi(argv[7]), NAN);
+    std::vector<float> a(size_t(M) * K), b(size_t(K) * N), c(size_t(M) * N, NAN);
+    FILE* in = std::fopen(argv[8], "rb");
+    for (auto* v : {&a, &b})
+        if (std::fread(v->data(), sizeof(float), v->size(), in) != v->size()) return 2;
+    std::fclose(in);
+    for (unsigned by = 0; by < gridDim.y; ++by)
+        for (unsigned bx = 0; bx < gridDim.x; ++bx) {
+            block_barrier = std::make_unique<std::barrier<>>(blockDim.x);
+            std::vector<std::thread> threads;
+            for (unsigned t = 0; t < blockDim.x; ++t)
+                threads.emplace_back([&, t, bx, by] {
+                    threadIdx.x = t;
+                    blockIdx.x = bx;
+                    blockIdx.y = by;
+                    matmul(a.data(), b.data(), c.data(), M, N, K);
+                });
+            for (auto& thread : threads) thread.join();
+        }
+    FILE* out = std::fopen(argv[9], "wb");
+    std::fwrite(c.data(), sizeof(float), c.size(), out);
+    std::fclose(out);
+    return 0;
+}
+"""
+
+
+def _host_source(config: dict, shape: dict) -> str:
+    source = FAMILY.render(config, shape)
+    for name, body in HOST_FORMS.items():
+        source, found = re.subn(
+            rf"( {name}\(.*?\) \{{\n).*?\n\}}\n", rf"\g<1>{body}\n}}\n", source, count=1, flags=re.S
+        )
+        assert found == (0 if name == "lds32" and "lds32(" not in source else 1), name
+    source, found = re.subn(r"(void cp_async_commit\(\) \{).*?\}\n", r"\1}\n", source)
+    assert found == 1
+    source = source.replace("extern __shared__ __align__(16) float smem[];", "float* smem = host_smem.data();")
+    return HOST_SHIM + "static std::vector<float> host_smem;\n" + source + HOST_MAIN
+
+
+def _emulate_matmul(job: tuple[dict, tuple[int, int, int]]) -> str | None:
+    config, (m, n, k) = job
+    shape = {"m": m, "n": n, "k": k}
+    label = f"{config_label('matmul', config)} {m}x{n}x{k}"
+    launch = FAMILY.launch(config, shape)
+    inputs = FAMILY.make_inputs(shape, np.random.default_rng(m + n + k))
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "k.cpp").write_text(_host_source(config, shape))
+        build = [host_compiler(), "-std=c++20", "-O1", "-pthread", "-w", "-o", work / "k", work / "k.cpp"]
+        subprocess.run(build, check=True)
+        (work / "in.bin").write_bytes(inputs["A"].tobytes() + inputs["B"].tobytes())
+        args = [m, n, k, launch.block, launch.grid[0], launch.grid[1], launch.dynamic_shared // 4]
+        try:
+            subprocess.run([work / "k", *map(str, args), work / "in.bin", work / "out.bin"], check=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            return f"{label}: hung (a barrier some thread never reached)"
+        c = np.fromfile(work / "out.bin", np.float32).reshape(m, n)
+    ref = FAMILY.reference(inputs, shape)
+    rel = np.linalg.norm(c - ref) / np.linalg.norm(ref)
+    return None if np.isfinite(c).all() and rel < FAMILY.tolerance else f"{label}: relative error {rel:.3g}"
+
+
+PIPE = {**BASE, "bm": 64, "bn": 128, "tm": 8, "tn": 8, "stages": 3, "pipe": 1}
+HOST_CASES = [
+    (PIPE, (70, 136, 72)),  # five k-tiles, ragged M and N
+    (PIPE, (66, 132, 4)),  # one partial k-tile: fewer tiles than the prologue issues
+    ({**SEED, "bm": 128, "bn": 128, "bk": 8, "tm": 8, "tn": 8, "stages": 3, "smem_vec": 1, "pipe": 1}, (130, 132, 20)),
+    ({**BASE_SCALAR, "bk": 8, "a_vec": 4, "b_vec": 4, "pad": 0, "pipe": 1}, (65, 67, 9)),  # 32-bit fragments
+    ({**SEED, "bm": 256, "bn": 128, "bk": 8, "tm": 16, "tn": 8, "smem_vec": 1, "pipe": 1}, (260, 132, 24)),
+    ({**BASE, "stages": 3}, (70, 68, 40)),  # pipe=0: checks the emulation itself
+]
+
+
+def test_pipelines_match_the_reference_in_a_host_emulation():
+    if host_compiler() is None:
+        pytest.skip("needs g++ with C++20 <barrier>")
+    for config, dims in HOST_CASES:
+        assert FAMILY.violations(config, dict(zip("mnk", dims, strict=True)), ARCH) == [], config
+    with ProcessPoolExecutor(2) as pool:
+        failures = [f for f in pool.map(_emulate_matmul, HOST_CASES) if f]
+    assert not failures, "\n".join(failures)

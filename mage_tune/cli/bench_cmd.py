@@ -26,6 +26,13 @@ from mage_tune.cli.space_cmd import with_shape
     multiple=True,
     help="A hand-written .cu with the family's kernel signature, launched like the --set config.",
 )
+@click.option(
+    "--configs",
+    "configs_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A JSON list of configs (knob -> value) to measure, e.g. from analysis/top_configs.py.",
+)
 @click.option("--all", "all_configs", is_flag=True, help="Every valid config of the space (with --sample: a sample).")
 @click.option("--sample", type=int, default=None, help="With --all: this many configs, seeded, plus knob corners.")
 @click.option("--check-only", is_flag=True, help="Correctness only, no timing (space-wide checks).")
@@ -50,6 +57,7 @@ def bench(
     arch,
     settings,
     source,
+    configs_file,
     all_configs,
     sample,
     check_only,
@@ -75,7 +83,10 @@ def bench(
         arch = device.arch_of_device()
     fam = get_family(family)
     shape = fam.shape_from(d=d, m=m, n=n, k=k_)
-    variants = _variants(fam, shape, arch, settings, source, all_configs, sample)
+    if configs_file:
+        variants = _built(fam, shape, arch, _listed(fam, shape, arch, Path(configs_file)))
+    else:
+        variants = _variants(fam, shape, arch, settings, source, all_configs, sample)
     regimes = ("cold", "hot") if regime == "both" else (regime,)
     names = () if baselines == "none" else tuple(b.strip() for b in baselines.split(",") if b.strip())
     partial = Path(out_path + ".partial.jsonl") if out_path else None
@@ -126,6 +137,25 @@ def _variants(fam, shape, arch, settings, sources, all_configs, sample):
     config = fam.parse_settings(settings, shape, arch)
     # Hand-written sources first, then the template variant itself: a broken source must not stop the next one.
     return [_from_source(fam, shape, arch, config, path) for path in sources] + [fam.build(config, shape, arch)]
+
+
+def _listed(fam, shape, arch, path: Path) -> list[dict]:
+    """Configs from a JSON list; one that is incomplete, unknown or invalid here is an error naming its index."""
+    from mage_tune.errors import ConfigError, InputError
+
+    try:
+        listed = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
+    if not isinstance(listed, list) or not all(isinstance(c, dict) for c in listed):
+        raise InputError("expected a JSON list of configs (objects of knob -> value)", file=str(path))
+    configs = []
+    for index, config in enumerate(listed):
+        try:
+            configs.append(fam.parse_settings([f"{k}={v}" for k, v in config.items()], shape, arch))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: config {index}: {exc}") from exc
+    return configs
 
 
 def _sweep(fam, shape, arch, settings):

@@ -2,7 +2,8 @@
 
 The space spans the classic SIMT SGEMM choices: block tile (bm, bn, bk), micro-tile (tm, tn; the thread count is
 derived), pipeline depth (stages), copy widths of A and B (a_vec, b_vec, in bytes), whether A is transposed on its
-way into shared memory (a_trans), row padding against bank conflicts (pad) and float4 fragment reads (smem_vec).
+way into shared memory (a_trans), row padding against bank conflicts (pad), float4 fragment reads (smem_vec) and
+register double buffering with one barrier per k-tile (pipe).
 Every tile copy is a cp.async; M, N and K are runtime arguments, so any shape runs (edges zero-fill and are guarded).
 """
 
@@ -15,6 +16,7 @@ import numpy as np
 from mage_tune.kernels.base import SMEM_OPTIN, Config, Family, Knob, Launch, Shape
 
 FLOAT = 4  # bytes
+MAX_ACCUMULATORS = 128  # per thread: with the fragments, about what fits in 255 registers without spilling
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -27,17 +29,23 @@ class Matmul(Family):
     # The first value of each domain is the default a partial --set completes with; together they are the fastest
     # config of 164 sampled and timed on an H200 at 4096³ (41.6 TFLOP/s, cuBLAS FP32 51.3). The rest ascend.
     knobs = (
-        Knob("bm", (64, 32, 128), "block tile rows (of C and A)"),
-        Knob("bn", (64, 32, 128), "block tile columns (of C and B)"),
+        Knob("bm", (64, 32, 128, 256), "block tile rows (of C and A)"),
+        Knob("bn", (64, 32, 128, 256), "block tile columns (of C and B)"),
         Knob("bk", (32, 8, 16), "k-tile depth: the K extent of one shared-memory tile"),
-        Knob("tm", (8, 2, 4), "micro-tile rows per thread"),
-        Knob("tn", (8, 2, 4), "micro-tile columns per thread (threads = bm*bn/(tm*tn))"),
+        Knob("tm", (8, 2, 4, 16), "micro-tile rows per thread"),
+        Knob("tn", (8, 2, 4, 16), "micro-tile columns per thread (threads = bm*bn/(tm*tn))"),
         Knob("stages", (3, 1, 2), "shared-memory buffers; stages-1 tile copies stay in flight while one computes"),
         Knob("a_vec", (16, 4, 8), "bytes per cp.async of A"),
         Knob("b_vec", (16, 4, 8), "bytes per cp.async of B"),
         Knob("a_trans", (0, 1), "1: A transposed into shared memory as As[bk][bm] (4-byte copies)"),
         Knob("pad", (4, 0), "floats of padding per shared row of A, against bank conflicts"),
         Knob("smem_vec", (1, 0), "1: float4 fragment reads from shared memory (LDS.128)"),
+        Knob(
+            "pipe",
+            (0, 1),
+            "1: one barrier per k-tile and fragments double-buffered in registers, the next tile's first fragments "
+            "read before the current tile's last FMAs",
+        ),
     )
     dims = ("m", "n", "k")
     default_dims: ClassVar[dict[str, int]] = {"m": 1024, "n": 1024, "k": 1024}
@@ -67,8 +75,10 @@ class Matmul(Family):
         threads = self.threads(c)
         if not (32 <= threads <= 1024 and threads % 32 == 0):
             out.append(f"threads = bm*bn/(tm*tn) = {threads} must be a multiple of 32 in 32..1024")
-        if c["tm"] * c["tn"] > 64:
-            out.append(f"tm*tn = {c['tm'] * c['tn']} accumulators exceed 64 per thread")
+        if c["tm"] * c["tn"] > MAX_ACCUMULATORS:
+            out.append(f"tm*tn = {c['tm'] * c['tn']} accumulators exceed {MAX_ACCUMULATORS} per thread")
+        if c["pipe"] and c["stages"] < 2:
+            out.append("pipe=1 needs stages >= 2 (tile kt+1 lands in its own buffer while tile kt is read)")
         if c["a_trans"] and c["a_vec"] != 4:
             out.append(f"a_trans=1 needs a_vec=4 (a transposing copy scatters single floats), got a_vec={c['a_vec']}")
         if (shape["k"] * FLOAT) % c["a_vec"]:
@@ -89,7 +99,8 @@ class Matmul(Family):
     def constraint_text(self) -> list[str]:
         return [
             "threads = bm*bn/(tm*tn) is derived and must be a multiple of 32 in 32..1024",
-            "tm*tn <= 64 accumulators per thread",
+            f"tm*tn <= {MAX_ACCUMULATORS} accumulators per thread",
+            "pipe=1 needs stages >= 2",
             "a_trans=1 needs a_vec=4: the transposing copy scatters single floats",
             "K*4 % a_vec == 0 and N*4 % b_vec == 0, so every row of A and B starts aligned to its copy width",
             "bk % (a_vec/4) == 0 and bn % (b_vec/4) == 0 (always true in these domains)",
