@@ -3,7 +3,8 @@
 The space spans the classic SIMT SGEMM choices: block tile (bm, bn, bk), micro-tile (tm, tn; the thread count is
 derived), pipeline depth (stages), copy widths of A and B (a_vec, b_vec, in bytes), whether A is transposed on its
 way into shared memory (a_trans), row padding against bank conflicts (pad), float4 fragment reads (smem_vec) and
-register double buffering with one barrier per k-tile (pipe).
+register double buffering with one barrier per k-tile (pipe), and how much of a k-tile one loop body holds
+(k_unroll).
 Every tile copy is a cp.async; M, N and K are runtime arguments, so any shape runs (edges zero-fill and are guarded).
 """
 
@@ -34,7 +35,7 @@ class Matmul(Family):
         Knob("bk", (32, 8, 16), "k-tile depth: the K extent of one shared-memory tile"),
         Knob("tm", (8, 2, 4, 16), "micro-tile rows per thread"),
         Knob("tn", (8, 2, 4, 16), "micro-tile columns per thread (threads = bm*bn/(tm*tn))"),
-        Knob("stages", (3, 1, 2), "shared-memory buffers; stages-1 tile copies stay in flight while one computes"),
+        Knob("stages", (3, 1, 2, 4), "shared-memory buffers; stages-1 tile copies stay in flight while one computes"),
         Knob("a_vec", (16, 4, 8), "bytes per cp.async of A"),
         Knob("b_vec", (16, 4, 8), "bytes per cp.async of B"),
         Knob("a_trans", (0, 1), "1: A transposed into shared memory as As[bk][bm] (4-byte copies)"),
@@ -46,6 +47,7 @@ class Matmul(Family):
             "1: one barrier per k-tile and fragments double-buffered in registers, the next tile's first fragments "
             "read before the current tile's last FMAs",
         ),
+        Knob("k_unroll", (0, 4, 8), "k steps per unrolled loop body (0: the whole k-tile); pipe=0 only"),
     )
     dims = ("m", "n", "k")
     default_dims: ClassVar[dict[str, int]] = {"m": 1024, "n": 1024, "k": 1024}
@@ -77,6 +79,8 @@ class Matmul(Family):
             out.append(f"threads = bm*bn/(tm*tn) = {threads} must be a multiple of 32 in 32..1024")
         if c["tm"] * c["tn"] > MAX_ACCUMULATORS:
             out.append(f"tm*tn = {c['tm'] * c['tn']} accumulators exceed {MAX_ACCUMULATORS} per thread")
+        if c["k_unroll"] and (c["pipe"] or c["k_unroll"] >= c["bk"]):
+            out.append(f"k_unroll={c['k_unroll']} needs pipe=0 and k_unroll < bk={c['bk']} (else: full unroll)")
         if c["pipe"] and c["stages"] < 2:
             out.append("pipe=1 needs stages >= 2 (tile kt+1 lands in its own buffer while tile kt is read)")
         if c["a_trans"] and c["a_vec"] != 4:
@@ -101,6 +105,7 @@ class Matmul(Family):
             "threads = bm*bn/(tm*tn) is derived and must be a multiple of 32 in 32..1024",
             f"tm*tn <= {MAX_ACCUMULATORS} accumulators per thread",
             "pipe=1 needs stages >= 2",
+            "k_unroll > 0 needs pipe=0 (the register double buffer is indexed by the unrolled group) and k_unroll < bk",
             "a_trans=1 needs a_vec=4: the transposing copy scatters single floats",
             "K*4 % a_vec == 0 and N*4 % b_vec == 0, so every row of A and B starts aligned to its copy width",
             "bk % (a_vec/4) == 0 and bn % (b_vec/4) == 0 (always true in these domains)",
