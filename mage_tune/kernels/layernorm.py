@@ -23,6 +23,7 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            min(groups, p × SMs) blocks, each walking groups blockIdx.x, + gridDim.x, ...; two register sets take
            turns (passes=regs only, chunks ≤ 8 so both fit): the next group's loads are in flight in one while the
            current group, in the other, reduces, and a set is refilled as soon as its group is stored
+  full_occupancy  1: __launch_bounds__(block, 2048/block), so ptxas keeps to 32 registers and 64 warps fit an SM
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
 cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared
@@ -72,6 +73,11 @@ class LayerNorm(Family):
         Knob("rsqrt", ("approx", "precise"), "rsqrt.approx (MUFU.RSQ), or sqrt.approx + div.full (no MUFU.RSQ)"),
         Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
         Knob("persist", (0, 2, 4, 8), "0: a block per row group; p: p × SMs blocks, next group's x loaded early"),
+        Knob(
+            "full_occupancy",
+            (0, 1),
+            "1: __launch_bounds__(block, 2048/block): registers capped (32) so 64 warps fit on an SM",
+        ),
     )
     dims = ("m", "d")
     default_dims: ClassVar[dict[str, int]] = {"m": 4096}
