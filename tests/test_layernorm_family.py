@@ -40,6 +40,7 @@ SEED = {
     "rsqrt": "approx",
     "hint": "none",
     "persist": 0,
+    "full_occupancy": 0,
 }
 # The fastest config of the d=768 walk on an H200 (8.01 µs, one block per row group): 64 threads per row, two rows per
 # block, 8-byte streaming accesses, so 6 chunks of x per thread.
@@ -114,8 +115,9 @@ def test_seed_is_valid_and_the_default():
 
 
 def test_space_size_at_768():
-    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 2 * 2 * 3 * 4
-    valid = list(FAMILY.configs(D768, ARCH))
+    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 2 * 2 * 3 * 4 * 2
+    valid = [c for c in FAMILY.configs(D768, ARCH) if c["full_occupancy"] == 0]  # full_occupancy=1 doubles each
+    assert 2 * len(valid) == sum(1 for _ in FAMILY.configs(D768, ARCH))
     # persist=0: only threads·rows > 1024 and, for passes=regs at threads=32 with vec=4, 24 chunks > 16 are excluded.
     assert sum(1 for c in valid if c["persist"] == 0) == 1896
     # persist=2, 4, 8: passes=regs only (a third of the space), and at most 8 chunks, which excludes threads=32 with
@@ -132,15 +134,18 @@ def _kernel_text(config: dict, shape: dict) -> str:
 
 
 def test_whole_d768_space_compiles():
-    """Every distinct kernel of the space, compiled once: persist=2, 4 and 8 render the same kernel (the value only
-    sets the grid), so the walk is the 1896 persist=0 kernels and the 504 persistent ones."""
+    """Every distinct kernel of the space with full_occupancy=0, compiled once, and a sample with full_occupancy=1
+    (it changes one line, the launch bounds): persist=2, 4 and 8 render the same kernel (the value only sets the
+    grid), so the walk is the 1896 persist=0 kernels and the 504 persistent ones."""
     valid = list(FAMILY.configs(D768, ARCH))
     kernels: dict[str, dict] = {}
     for config in valid:
         kernels.setdefault(_kernel_text(config, D768), config)
-    assert len(kernels) == 1896 + 504
-    configs = list(kernels.values()) if len(kernels) <= WALK_LIMIT else _sample(D768, 600, seed=0)
-    _compile_all(configs, D768)
+    assert len(kernels) == 2 * (1896 + 504)
+    walk = [c for c in kernels.values() if c["full_occupancy"] == 0]
+    configs = walk if len(walk) <= WALK_LIMIT else _sample(D768, 600, seed=0)
+    bounded = [c for c in kernels.values() if c["full_occupancy"] == 1]
+    _compile_all(configs + random.Random(0).sample(bounded, 200), D768)
 
 
 def test_compile_error_names_the_config(monkeypatch):

@@ -361,3 +361,18 @@ def test_pipelines_match_the_reference_in_a_host_emulation():
     with ProcessPoolExecutor(2) as pool:
         failures = [f for f in pool.map(_emulate_matmul, HOST_CASES) if f]
     assert not failures, "\n".join(failures)
+
+
+def test_census_veto_catches_fragments_demoted_to_local_memory():
+    """With stages=2, NVVM leaves pipe=1's group loop rolled at this tile, so the double-buffered fragments are indexed
+    at run time and live in local memory (no spill: a stack frame). Timed on the H200 it ran 4.4x slower than with
+    stages=3 (runs/h200-issue7/matmul/mm_2048.json); the search's census veto prunes it before any GPU time."""
+    from mage_tune.search.runner import census_veto
+
+    slow = {**SEED, "bm": 128, "bn": 256, "bk": 16, "tm": 8, "tn": 16, "smem_vec": 1, "pipe": 1}
+    _, rolled = _census({**slow, "stages": 2})
+    _, unrolled = _census({**slow, "stages": 3})
+    assert rolled.resources.spill_store_bytes == 0 and rolled.resources.stack_bytes > 0
+    assert sum(rolled.sass.local_loads.values()) > 0
+    assert "local-memory loads/stores" in census_veto(rolled)
+    assert unrolled.resources.stack_bytes == 0 and census_veto(unrolled) == ""

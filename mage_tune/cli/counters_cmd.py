@@ -15,8 +15,8 @@ ROWS = (  # (label, picked field, format)
     ("registers / thread", "registers", "{:.0f}"),
     ("theoretical occupancy", "theoretical_occupancy_pct", "{:.1f}%"),
     ("achieved occupancy", "achieved_occupancy_pct", "{:.1f}%"),
-    ("DRAM read", "dram_read_bytes", lambda v: f"{v / 2**20:.2f} MiB"),
-    ("DRAM written", "dram_write_bytes", lambda v: f"{v / 2**20:.2f} MiB"),
+    ("DRAM traffic (rate × time)", "dram_bytes", lambda v: f"{v / 2**20:.2f} MiB"),
+    ("DRAM bandwidth", "dram_bytes_per_s", lambda v: f"{v / 1e12:.2f} TB/s"),
     ("DRAM throughput, % of peak", "dram_throughput_pct", "{:.1f}%"),
     ("SM throughput, % of peak", "sm_throughput_pct", "{:.1f}%"),
     ("issue slots busy", "issue_active_pct", "{:.1f}%"),
@@ -87,16 +87,18 @@ def format_counters(record: dict) -> str:
     """Metric rows, one column per profiled kernel; the census's static prediction for the variant first."""
     from tabulate import tabulate
 
+    from mage_tune.measure.counters import pick
+
     census = record["census"]
     occ = census["occupancy"] or {}
     moved = record["bytes_moved"]
     predicted = {
         "registers": census["registers"],
         "theoretical_occupancy_pct": 100 * occ["fraction"] if occ else None,
-        "dram_read_bytes": None,
-        "dram_write_bytes": None,
+        "dram_bytes": moved if not record["flops"] else None,  # what the kernel must move, once each way
     }
-    columns = [(label, k) for label, ks in record["profiled"].items() for k in ks]
+    # Re-picked from the raw metrics, so records written before a metric name was corrected still show it.
+    columns = [(label, {**k, "picked": pick(k["raw"])[0]}) for label, ks in record["profiled"].items() for k in ks]
     headers = ["metric", "census (static)"] + [
         f"{label}\n{k['kernel'][:40]}" if len(ks) > 1 else label for label, ks in record["profiled"].items() for k in ks
     ]
@@ -114,8 +116,8 @@ def format_counters(record: dict) -> str:
         table.append([f"stall: {stall} (warps/issue)", ""] + [f"{k['stalls'].get(stall, 0):.2f}" for _, k in columns])
     lines = [
         f"{record['family']} {record['shape']}  variant {record['variant']}",
-        f"census: occupancy limiter {occ.get('limiter', '?')}, {occ.get('blocks_per_sm', '?')} blocks/SM; "
-        + (f"bytes the kernel must move: {moved / 2**20:.2f} MiB" if not record["flops"] else "FP32 matmul"),
+        f"census: occupancy limiter {occ.get('limiter', '?')}, {occ.get('blocks_per_sm', '?')} blocks/SM"
+        + ("; DRAM traffic predicted: the bytes the kernel must move" if not record["flops"] else ""),
         tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True),
     ]
     return "\n".join(lines)

@@ -12,7 +12,7 @@ def _run_dir(run: str) -> Path:
 
     path = Path(run)
     if not (path / "trials.jsonl").exists():
-        raise InputError("not a search run directory (no trials.jsonl)", file=run)
+        raise InputError("not a search run directory (no trials.jsonl) nor a bench record", file=run)
     return path
 
 
@@ -34,8 +34,39 @@ def report(run, no_plots):
 
 @click.command()
 @click.argument("run", type=click.Path())
-def explain(run):
-    """Say what distinguishes RUN's winner: census against runner-ups and Triton, features that track time."""
+@click.option(
+    "--counters",
+    "counters_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A `mage-tune counters --out` record of the winner: Nsight Compute's reading beside the census.",
+)
+def explain(run, counters_path):
+    """Say what distinguishes RUN's winner: census against runner-ups and Triton, features that track time.
+
+    RUN is a search run directory or a `mage-tune bench --out` record; for a record, also what the winner is
+    measured against (Triton, torch, the same-bytes copy, the floor) and what its census shows holding it back
+    (occupancy limiter, bytes in flight per SM, waves of blocks)."""
     from mage_tune.search import report as rep
 
+    if Path(run).is_file():
+        from mage_tune.measure.explain import explain_bench
+
+        counters = _read_record(counters_path, "mage-tune.counters/") if counters_path else None
+        click.echo(explain_bench(_read_record(run, "mage-tune.bench/"), counters))
+        return
     click.echo(rep.explain_text(_run_dir(run)))
+
+
+def _read_record(path: str, schema: str) -> dict:
+    import json
+
+    from mage_tune.errors import InputError
+
+    try:
+        record = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", file=path, line=exc.lineno) from exc
+    if not isinstance(record, dict) or not str(record.get("schema", "")).startswith(schema):
+        raise InputError(f"not a {schema.rstrip('/')} record (schema {record.get('schema')!r})", file=path)
+    return record

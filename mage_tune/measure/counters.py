@@ -42,11 +42,10 @@ PICKED = {
     "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
     "registers": "launch__registers_per_thread",
-    "dram_read_bytes": "dram__bytes_read.sum",
-    "dram_write_bytes": "dram__bytes_write.sum",
-    "dram_throughput_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_bytes_per_s": "dram__bytes.sum.per_second",
+    "dram_throughput_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "issue_active_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "issue_active_pct": "sm__issue_active.avg.pct_of_peak_sustained_elapsed",
     "fma_pipe_pct": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
     "shared_load_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
     "shared_store_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
@@ -134,18 +133,27 @@ def parse_raw_csv(text: str) -> list[KernelCounters]:
     out = []
     for row in body:
         raw = dict(zip(header, row, strict=False))
-        stalls = {m.group(1): v for name, text in raw.items() if (m := STALL.match(name)) and (v := _number(text))}
+        picked, stalls = pick(raw)
         out.append(
             KernelCounters(
                 kernel=raw.get("Kernel Name", "?"),
                 grid=raw.get("Grid Size", ""),
                 block=raw.get("Block Size", ""),
-                picked={key: _number(raw.get(metric, "")) for key, metric in PICKED.items()},
-                stalls=dict(sorted(stalls.items(), key=lambda kv: -kv[1])),
+                picked=picked,
+                stalls=stalls,
                 raw=raw,
             )
         )
     return out
+
+
+def pick(raw: dict[str, str]) -> tuple[dict[str, float | None], dict[str, float]]:
+    """PICKED's fields, and the stall reasons largest first, from one kernel's raw metrics."""
+    picked = {key: _number(raw.get(metric, "")) for key, metric in PICKED.items()}
+    if picked["dram_bytes_per_s"] is not None and picked["duration_ns"] is not None:
+        picked["dram_bytes"] = picked["dram_bytes_per_s"] * picked["duration_ns"] * 1e-9
+    stalls = {m.group(1): v for name, text in raw.items() if (m := STALL.match(name)) and (v := _number(text))}
+    return picked, dict(sorted(stalls.items(), key=lambda kv: -kv[1]))
 
 
 def _is_units_row(row: list[str]) -> bool:

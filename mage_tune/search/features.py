@@ -1,42 +1,51 @@
-"""The census of a trial as flat numbers: what the run record keeps per trial and what `explain` correlates."""
+"""The census of a kernel as flat numbers: what the run record keeps per trial and what `explain` correlates.
+
+Computed from the census's JSON form (schema mage-tune.census/1), so bench records, which store that form, give the
+same features as a live census."""
 
 from __future__ import annotations
 
 from mage_tune.census.model import Census
 
 
-def _bits(counts: dict[int, int]) -> int:
-    return sum(bits * n for bits, n in counts.items())
+def _count(widths: dict) -> int:
+    return sum(widths.values())
+
+
+def _mean_bits(widths: dict) -> float:
+    return sum(int(bits) * n for bits, n in widths.items()) / max(1, _count(widths))
 
 
 def features(c: Census) -> dict[str, float | str | None]:
-    r, occ = c.resources, c.occupancy
-    sass = c.sass
-    ptx = c.ptx
+    return features_json(c.to_json())
+
+
+def features_json(c: dict) -> dict[str, float | str | None]:
+    occ, sass, ptx = c.get("occupancy"), c.get("sass"), c.get("ptx")
     out: dict[str, float | str | None] = {
-        "registers": r.registers,
-        "shared_bytes": (r.shared_bytes or 0) + r.dynamic_shared_bytes,
-        "spill_bytes": (r.spill_store_bytes or 0) + (r.spill_load_bytes or 0),
-        "occupancy": occ.fraction if occ else None,
-        "blocks_per_sm": occ.blocks_per_sm if occ else None,
-        "limiter": occ.limiter if occ else None,
+        "registers": c["registers"],
+        "shared_bytes": (c["shared_bytes"] or 0) + c["dynamic_shared_bytes"],
+        "spill_bytes": (c["spill_store_bytes"] or 0) + (c["spill_load_bytes"] or 0),
+        "occupancy": occ["fraction"] if occ else None,
+        "blocks_per_sm": occ["blocks_per_sm"] if occ else None,
+        "limiter": occ["limiter"] if occ else None,
     }
     if sass:
         out |= {
-            "global_loads": sum(sass.global_loads.values()),
-            "global_load_bits": _bits(sass.global_loads) / max(1, sum(sass.global_loads.values())),
-            "global_stores": sum(sass.global_stores.values()),
-            "shared_loads": sum(sass.shared_loads.values()),
-            "shared_load_bits": _bits(sass.shared_loads) / max(1, sum(sass.shared_loads.values())),
-            "cp_async": sum(sass.cp_async.values()),
-            "barriers": sass.barriers,
-            "shuffles": sass.shuffles,
-            "loads_in_flight": sass.loads_in_flight,
-            "bytes_in_flight": sass.bytes_in_flight,
-            "cp_async_groups_in_flight": sass.cp_async_groups_in_flight,
-            "instructions": sass.instructions,
+            "global_loads": _count(sass["global_loads"]),
+            "global_load_bits": _mean_bits(sass["global_loads"]),
+            "global_stores": _count(sass["global_stores"]),
+            "shared_loads": _count(sass["shared_loads"]),
+            "shared_load_bits": _mean_bits(sass["shared_loads"]),
+            "cp_async": _count(sass["cp_async"]),
+            "barriers": sass["barriers"],
+            "shuffles": sass["shuffles"],
+            "loads_in_flight": sass["loads_in_flight"],
+            "bytes_in_flight": sass["bytes_in_flight"],
+            "cp_async_groups_in_flight": sass["cp_async_groups_in_flight"],
+            "instructions": sass["instructions"],
         }
-    if ptx and ptx.params:
-        for name, acc in ptx.params.items():
-            out[f"loads[{name}]"] = acc.loads
+    if ptx and ptx.get("params"):
+        for name, acc in ptx["params"].items():
+            out[f"loads[{name}]"] = acc["loads"]
     return out

@@ -234,7 +234,7 @@ class Search:
             "grid": list(built.launch.grid),
             "block": built.block,
         }
-        why = self._census_veto(census)
+        why = census_veto(census)
         if why:
             self._finish(trial, "pruned", None, {**attrs, "reason": why})
             return
@@ -258,18 +258,6 @@ class Search:
             self._finish(trial, "failed", None, {**attrs, "error": result.error})
             return
         self._finish(trial, "measured", result.time("cold"), attrs)
-
-    def _census_veto(self, census) -> str:
-        """Decided before any GPU time: what the binary shows cannot be fast or cannot run."""
-        r = census.resources
-        spills = (r.spill_store_bytes or 0) + (r.spill_load_bytes or 0)
-        if spills:
-            return f"spills {spills} bytes to local memory"
-        if census.occupancy is None:
-            return "no launch shape to compute occupancy"
-        if census.occupancy.blocks_per_sm == 0:
-            return f"cannot launch: {census.occupancy.limiter} (registers {r.registers}, shared {r.shared_bytes})"
-        return ""
 
     # --- the loop -------------------------------------------------------------------------------------------------
     def run(self, progress) -> None:
@@ -385,3 +373,19 @@ def write_summary(spec: SearchSpec, family: Family) -> dict:
 def spec_json(spec: SearchSpec) -> str:
     data = {**spec.__dict__, "run_dir": str(spec.run_dir)}
     return json.dumps(data, indent=1)
+
+
+def census_veto(census) -> str:
+    """Decided before any GPU time: what the binary shows cannot be fast or cannot run."""
+    r = census.resources
+    spills = (r.spill_store_bytes or 0) + (r.spill_load_bytes or 0)
+    if spills:
+        return f"spills {spills} bytes to local memory"
+    local = census.sass and sum(census.sass.local_loads.values()) + sum(census.sass.local_stores.values())
+    if local:  # an array the compiler could not keep in registers (e.g. indexed by a loop it did not unroll)
+        return f"{local} local-memory loads/stores in the SASS (stack frame {r.stack_bytes} bytes)"
+    if census.occupancy is None:
+        return "no launch shape to compute occupancy"
+    if census.occupancy.blocks_per_sm == 0:
+        return f"cannot launch: {census.occupancy.limiter} (registers {r.registers}, shared {r.shared_bytes})"
+    return ""

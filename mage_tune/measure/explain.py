@@ -1,0 +1,155 @@
+"""`mage-tune explain RECORD.json`: what a bench record's winner is, what it is measured against, and what its census
+(and, given one, an Nsight Compute record) shows holding it back — from the committed records alone."""
+
+from __future__ import annotations
+
+import math
+
+from mage_tune.measure.counters import pick
+from mage_tune.search.features import features_json
+from mage_tune.search.report import _diff, _fmt, spearman
+
+
+def _time(result: dict, regime: str) -> float | None:
+    return next((t["median_us"] for t in result["timings"] if t["regime"] == regime), None)
+
+
+def _best(results: list[dict], kind: str, regime: str) -> dict | None:
+    timed = [r for r in results if r["kind"] == kind and r["ok"] and _time(r, regime) is not None]
+    return min(timed, key=lambda r: _time(r, regime)) if timed else None
+
+
+def floor_us(record: dict, session: dict) -> float:
+    """The record's floor: FLOPs over the measured FMA rate (matmul), or bytes over the best copy bandwidth."""
+    if record["flops"]:
+        return record["flops"] / (session["fp32_tflops"] * 1e12) * 1e6
+    return record["bytes_moved"] / (session["copy_gbs"] * 1e9) * 1e6
+
+
+def explain_bench(record: dict, counters: dict | None = None, regime: str = "cold") -> str:
+    session = record["sessions"][0]
+    results = [r for r in record["results"] if r["session"] == 0]
+    variants = sorted(
+        (r for r in results if r["kind"] == "variant" and r["ok"] and _time(r, regime) is not None),
+        key=lambda r: _time(r, regime),
+    )
+    if not variants:
+        return "no passing, timed variant in this record"
+    best = variants[0]
+    t = _time(best, regime)
+    floor = floor_us(record, session)
+    env = record["environment"]
+    lines = [
+        f"{record['family']} {record['shape']} on {env.get('gpu', '?')} ({regime}, session 0 of this record)",
+        f"winner: {best['label']} at {t:.2f} µs; floor {floor:.2f} µs "
+        + (
+            f"(FLOPs at the measured FMA rate, {session['fp32_tflops']:.1f} TFLOP/s)"
+            if record["flops"]
+            else f"(bytes over the best copy bandwidth, {session['copy_gbs'] / 1e3:.2f} TB/s)"
+        )
+        + f": {floor / t:.0%} of the floor",
+    ]
+    for kind, name in (("triton", "Triton at its best config"), ("torch", "torch"), ("copy", "the same-bytes copy")):
+        other = _best(results, kind, regime)
+        if other:
+            o = _time(other, regime)
+            gap = (t - floor) / (o - floor) if o > floor else math.nan
+            lines.append(
+                f"  vs {name}: {other['label']} {o:.2f} µs; ours/{kind} {t / o:.3f}; "
+                f"our distance to the floor is {gap:.2f} of its"
+            )
+    lines += _held_back(record, best)
+    lines += _runner_ups(record, variants, regime)
+    lines += _tracking(record, variants, regime)
+    if counters:
+        lines += _counter_lines(counters)
+    return "\n".join(lines)
+
+
+def _held_back(record: dict, best: dict) -> list[str]:
+    """The census's account of the winner: occupancy and its limiter, bytes in flight, waves of blocks."""
+    from mage_tune.kernels import get_family
+
+    census = record["census"].get(best["label"])
+    if not census or not census.get("occupancy"):
+        return []
+    occ, sass = census["occupancy"], census.get("sass") or {}
+    sms = record["environment"].get("sm_count", 132)
+    family = get_family(record["family"])
+    launch = family.launch(best["config"], record["shape"]) if "source" not in best["config"] else None
+    lines = [
+        f"census of the winner: {census['registers']} registers, {occ['blocks_per_sm']} blocks of {occ['block']} "
+        f"threads per SM ({occ['fraction']:.0%} occupancy, limited by {occ['limiter']}), "
+        f"{sass.get('loads_in_flight', '?')} loads / {sass.get('bytes_in_flight', '?')} bytes in flight per thread "
+        f"= {sass.get('bytes_in_flight', 0) * occ['block'] * occ['blocks_per_sm'] / 1024:.0f} KiB per SM"
+    ]
+    if launch and occ["blocks_per_sm"]:
+        blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
+        slots = sms * occ["blocks_per_sm"]
+        waves = math.ceil(blocks / slots)
+        lines.append(
+            f"  waves: {blocks} blocks over {sms} SMs × {occ['blocks_per_sm']} = {slots} slots: {blocks / slots:.2f} "
+            f"waves, the last {blocks / slots - waves + 1:.0%} full (wave quantization costs up to "
+            f"{1 - blocks / (waves * slots):.0%} of the SMs' time)"
+        )
+    return lines
+
+
+def _runner_ups(record: dict, variants: list[dict], regime: str) -> list[str]:
+    best = variants[0]
+    t = _time(best, regime)
+    f_best = features_json(record["census"][best["label"]]) if best["label"] in record["census"] else {}
+    lines = []
+    for other in variants[1:4]:
+        o = _time(other, regime)
+        f_other = features_json(record["census"][other["label"]]) if other["label"] in record["census"] else {}
+        knobs = _diff(best["config"], other["config"])
+        census = _diff(f_best, f_other)
+        lines.append(
+            f"  vs {o:.2f} µs (+{o / t - 1:.1%}): knobs {'; '.join(knobs) or 'same'}; census {'; '.join(census[:6])}"
+        )
+    return ["runner-ups (winner's value first):", *lines] if lines else []
+
+
+def _tracking(record: dict, variants: list[dict], regime: str) -> list[str]:
+    rows = [
+        (features_json(record["census"][r["label"]]), _time(r, regime))
+        for r in variants
+        if r["label"] in record["census"]
+    ]
+    keys = sorted({k for f, _ in rows for k, v in f.items() if isinstance(v, int | float)})
+    found = []
+    for key in keys:
+        pairs = [(f[key], t) for f, t in rows if isinstance(f.get(key), int | float)]
+        rho = spearman([p[0] for p in pairs], [p[1] for p in pairs])
+        if rho is not None:
+            found.append((key, rho, len(pairs)))
+    found.sort(key=lambda item: -abs(item[1]))
+    if not found:
+        return []
+    return ["census features that track time across the variants (Spearman rho; + means more is slower):"] + [
+        f"  {key:28s} {rho:+.2f}  (n={n})" for key, rho, n in found[:8]
+    ]
+
+
+def _counter_lines(counters: dict) -> list[str]:
+    """Nsight Compute's reading of each profiled kernel beside the census's static prediction."""
+    occ = counters["census"].get("occupancy") or {}
+    lines = [
+        f"Nsight Compute (one cold launch, --clock-control none), census predicts {100 * occ.get('fraction', 0):.0f}% "
+        f"occupancy and {counters['census']['registers']} registers:"
+    ]
+    for label, kernels in counters["profiled"].items():
+        for k in kernels:
+            p, _ = pick(k["raw"])
+            stalls = ", ".join(f"{name} {value:.2f}" for name, value in list(k["stalls"].items())[:4])
+            occupancy = (
+                f"{_fmt(p.get('achieved_occupancy_pct'))}% achieved of {_fmt(p.get('theoretical_occupancy_pct'))}%"
+            )
+            lines.append(
+                f"  {label}: {_fmt((p.get('duration_ns') or 0) / 1e3)} µs, {_fmt(p.get('registers'))} registers, "
+                f"occupancy {occupancy}, DRAM {_fmt(p.get('dram_throughput_pct'))}% of peak, FMA pipe "
+                f"{_fmt(p.get('fma_pipe_pct'))}%, shared bank conflicts {_fmt(p.get('shared_load_bank_conflicts'))}; "
+                f"stalls per issue: {stalls}"
+            )
+    return lines
