@@ -346,6 +346,18 @@ def test_persist_sets_a_persistent_grid(censuses):
     assert FAMILY.build({**SEED, "persist": 2}, D768, "sm_80").launch.grid == (216, 1, 1)
 
 
+def test_full_occupancy_caps_registers_for_64_warps():
+    """full_occupancy=1 puts .minnctapersm 2048/block in the PTX, and ptxas keeps to 32 registers, so the census's
+    occupancy is 64 warps an SM; at d=4096 with 512 threads the plain kernel takes 36 registers and 75%."""
+    shape = {"m": 16384, "d": 4096}
+    wide = {**SEED, "threads": 512, "hint": "cs"}
+    (_, plain), (_, capped) = (_census(({**wide, "full_occupancy": f}, shape)) for f in (0, 1))
+    assert "minnctapersm" not in plain.launch_bounds and capped.launch_bounds["minnctapersm"] == 4
+    assert plain.resources.registers > 32 and plain.occupancy.fraction == 0.75
+    assert capped.resources.registers <= 32 and capped.occupancy.fraction == 1.0
+    assert capped.resources.spill_store_bytes == 0
+
+
 def test_persist_keeps_the_next_groups_loads_in_flight(censuses):
     """The census walks the listing in program order (census/flight.py). With persist=0 a row's chunks of x are in
     flight until the first reduction consumes them; the persistent kernel issues its first two row groups' loads,

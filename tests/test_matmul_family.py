@@ -174,6 +174,18 @@ def test_smem_vec_sets_shared_load_width(censuses):
         assert set(narrow) == {32}
 
 
+def test_pipe_and_k_unroll_show_in_the_census():
+    """pipe=1 reads the first fragments of each k-tile before the barrier-free group loop, so its SASS holds more
+    shared loads; k_unroll=8 halves the unrolled body of a bk=16 tile, so the SASS is shorter by about its FMAs."""
+    big = {**SEED, "bm": 128, "bn": 256, "bk": 16, "tm": 8, "tn": 16, "smem_vec": 1, "stages": 3}
+    plain, piped, rolled = (_census(c)[1] for c in (big, {**big, "pipe": 1}, {**big, "k_unroll": 8}))
+    assert sum(piped.sass.shared_loads.values()) > sum(plain.sass.shared_loads.values())
+    assert piped.sass.barriers == plain.sass.barriers == 2  # one in the loop and one before it, against two in it
+    assert plain.sass.instructions - rolled.sass.instructions > 8 * 128 * 0.9
+    for c in (plain, piped, rolled):
+        assert c.resources.spill_store_bytes == 0 and c.resources.stack_bytes == 0
+
+
 def test_pad_and_stages_set_dynamic_shared_memory(censuses):
     # All shared memory is dynamic (extern __shared__), so the census reports it as dynamic_shared_bytes.
     seed = _get(censuses, SEED)[1].resources
