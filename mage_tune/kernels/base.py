@@ -208,11 +208,14 @@ class Family(ABC):
             if problems:
                 raise ConfigError(f"{config_label(self.name, fixed)} is not valid: {'; '.join(problems)}")
             return {k.name: fixed[k.name] for k in self.knobs}
+        # The rest at their first values is the first completion in the space's order: take it when it is valid.
+        trial = {k.name: fixed.get(k.name, k.domain[0]) for k in self.knobs}
+        if not self.violations(trial, shape, arch):
+            return trial
         for config in self.configs(shape, arch):
             if all(config[k] == v for k, v in fixed.items()):
                 return config
         # Say which constraint the fixed knobs break, with the rest at their first values.
-        trial = {k.name: fixed.get(k.name, k.domain[0]) for k in self.knobs}
         problems = self.violations(trial, shape, arch) or ["no completion satisfies the constraints"]
         raise ConfigError(f"{', '.join(f'{k}={v}' for k, v in fixed.items())} is not valid: {'; '.join(problems)}")
 
