@@ -78,20 +78,28 @@ def _held_back(record: dict, best: dict) -> list[str]:
     family = get_family(record["family"])
     launch = family.launch(best["config"], record["shape"]) if "source" not in best["config"] else None
     lines = [
-        f"census of the winner: {census['registers']} registers, {occ['blocks_per_sm']} blocks of {occ['block']} "
+        f"census of the winner: {census['registers']} registers, {occ['blocks_per_sm']} block(s) of {occ['block']} "
         f"threads per SM ({occ['fraction']:.0%} occupancy, limited by {occ['limiter']}), "
         f"{sass.get('loads_in_flight', '?')} loads / {sass.get('bytes_in_flight', '?')} bytes in flight per thread "
         f"= {sass.get('bytes_in_flight', 0) * occ['block'] * occ['blocks_per_sm'] / 1024:.0f} KiB per SM"
+        + (f", and {sass['cp_async_groups_in_flight']} cp.async groups in flight" if sass.get("cp_async") else "")
     ]
     if launch and occ["blocks_per_sm"]:
         blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
         slots = sms * occ["blocks_per_sm"]
-        waves = math.ceil(blocks / slots)
-        lines.append(
-            f"  waves: {blocks} blocks over {sms} SMs × {occ['blocks_per_sm']} = {slots} slots: {blocks / slots:.2f} "
-            f"waves, the last {blocks / slots - waves + 1:.0%} full (wave quantization costs up to "
-            f"{1 - blocks / (waves * slots):.0%} of the SMs' time)"
-        )
+        if blocks <= slots:  # one wave: what matters is how evenly the blocks spread over the SMs
+            busiest = math.ceil(blocks / sms)
+            lines.append(
+                f"  blocks: {blocks} on {sms} SMs, all resident at once ({slots} slots): {blocks / sms:.2f} an SM on "
+                f"average, {busiest} on the busiest, so the SMs are {blocks / (sms * busiest):.0%} evenly loaded"
+            )
+        else:
+            waves = math.ceil(blocks / slots)
+            lines.append(
+                f"  waves: {blocks} blocks over {sms} SMs × {occ['blocks_per_sm']} = {slots} slots: "
+                f"{blocks / slots:.2f} waves, the last {blocks / slots - waves + 1:.0%} full (wave quantization "
+                f"costs up to {1 - blocks / (waves * slots):.0%} of the SMs' time)"
+            )
     return lines
 
 
