@@ -140,3 +140,13 @@ def test_issue7_table_rebuilds_from_the_records():
     changes = [float(x) for x in re.findall(r"→ [\d.]+ \(([+-][\d.]+)%\)", text)]
     assert len(changes) == 18 and max(map(abs, changes)) < 3.0
     assert "Triton's kernel against ours, property by property" in text
+
+
+def test_configs_file_excludes_other_selections():
+    listed = str(ROOT / "benchmarks" / "gpu" / "configs" / "mm_small_tiles.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "mage_tune", "bench", "matmul", "--configs", listed, "--set", "bm=64"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "--configs lists the configs itself" in done.stderr

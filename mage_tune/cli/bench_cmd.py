@@ -78,6 +78,8 @@ def bench(
     from mage_tune.measure import bench as run_bench
     from mage_tune.measure import device
 
+    if configs_file and (settings or all_configs or source):
+        raise click.UsageError("--configs lists the configs itself: leave out --set, --all and --source")
     device.require_gpu()
     if arch == "auto" or arch is None:
         arch = device.arch_of_device()
