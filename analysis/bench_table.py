@@ -7,37 +7,25 @@ best config, torch, the floor and % of floor, all from the same session of the s
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from tabulate import tabulate
 
-
-def _time(result: dict, regime: str) -> float | None:
-    return next((t["median_us"] for t in result["timings"] if t["regime"] == regime), None)
+from mage_tune.measure.saved import best_result, floor_us, read_record, result_time
 
 
 def summarize(path: Path, regime: str) -> list | None:
-    record = json.loads(path.read_text())
-    session = record["sessions"][0]
-    results = [r for r in record["results"] if r["ok"] and r["session"] == 0 and _time(r, regime) is not None]
-    if not results:
+    record = read_record(path, "mage-tune.bench/")
+    best = {kind: best_result(record, kind, regime) for kind in ("variant", "triton", "torch")}
+    if not any(best.values()):
         return None
-    best = {}
-    for r in results:
-        group = r["kind"]
-        if group not in best or _time(r, regime) < _time(best[group], regime):
-            best[group] = r
-    if record["flops"]:
-        floor = record["flops"] / (session["fp32_tflops"] * 1e12) * 1e6
-    else:
-        floor = record["bytes_moved"] / (session["copy_gbs"] * 1e9) * 1e6
+    floor = floor_us(record)
     ours = best.get("variant")
     tri = best.get("triton")
     torch = best.get("torch")
-    t_ours = _time(ours, regime) if ours else None
-    t_tri = _time(tri, regime) if tri else None
-    t_torch = _time(torch, regime) if torch else None
+    t_ours = result_time(ours, regime) if ours else None
+    t_tri = result_time(tri, regime) if tri else None
+    t_torch = result_time(torch, regime) if torch else None
     checked = sum(1 for r in record["results"] if r["kind"] == "variant")
     failed = sum(1 for r in record["results"] if r["kind"] == "variant" and not r["ok"])
     return [

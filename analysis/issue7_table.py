@@ -17,32 +17,12 @@ from pathlib import Path
 from tabulate import tabulate
 
 from mage_tune.kernels import get_family
+from mage_tune.measure.saved import best_result, floor_us, result_time
 
 LN_SHAPES = [(m, d) for m in (4096, 16384) for d in (700, 768, 1000, 1024, 2048, 4096, 8192)]
 MM_SIZES = (1000, 1024, 2048, 4096)
 CUBLAS_BOUND = {1024: 1.00, 2048: 1.10, 4096: 1.10}  # the issue's bound on ours/cuBLAS (none stated at 1000)
 TRITON_BOUND = 0.85  # ours/Triton at its best config, every matmul size
-
-
-def _time(result: dict) -> float | None:
-    return next((t["median_us"] for t in result["timings"] if t["regime"] == "cold"), None)
-
-
-def _best(record: dict, kind: str) -> dict | None:
-    timed = [r for r in record["results"] if r["kind"] == kind and r["ok"] and r["session"] == 0 and _time(r)]
-    return min(timed, key=_time) if timed else None
-
-
-def _floor(record: dict) -> float:
-    session = record["sessions"][0]
-    if record["flops"]:
-        return record["flops"] / (session["fp32_tflops"] * 1e12) * 1e6
-    return record["bytes_moved"] / (session["copy_gbs"] * 1e9) * 1e6
-
-
-def _full(family: str, config: dict) -> dict:
-    """The config with knobs added after a record was written at their defaults (the first value of the domain)."""
-    return {k.name: config.get(k.name, k.domain[0]) for k in get_family(family).knobs}
 
 
 def _first_winner(family: str, paths: list[Path]) -> tuple[dict, float] | None:
@@ -51,9 +31,9 @@ def _first_winner(family: str, paths: list[Path]) -> tuple[dict, float] | None:
     for path in paths:
         if path.exists():
             record = json.loads(path.read_text())
-            best = _best(record, "variant")
+            best = best_result(record, "variant")
             if best:
-                timed.append((_time(best), _full(family, best["config"])))
+                timed.append((result_time(best), get_family(family).with_defaults(best["config"])))
     return (min(timed, key=lambda pair: pair[0])[1], min(timed, key=lambda pair: pair[0])[0]) if timed else None
 
 
@@ -64,9 +44,9 @@ def _agreement(family: str, first_paths: list[Path], second: dict) -> str:
         return "-"
     config, t1 = found
     again = [
-        _time(r)
+        result_time(r)
         for r in second["results"]
-        if r["kind"] == "variant" and r["ok"] and _full(family, r["config"]) == config
+        if r["kind"] == "variant" and r["ok"] and get_family(family).with_defaults(r["config"]) == config
     ]
     return f"{t1:.2f} → {again[0]:.2f} ({again[0] / t1 - 1:+.1%})" if again else f"{t1:.2f} → not re-measured"
 
@@ -89,8 +69,8 @@ def ln_rows(runs: Path) -> tuple[list[list[str]], list[tuple[str, float]]]:
     for m, d in LN_SHAPES:
         path = runs / "rerun" / f"ln_m{m}_d{d}.json"
         record = json.loads(path.read_text())
-        ours, tri, torch, copy = (_best(record, k) for k in ("variant", "triton", "torch", "copy"))
-        t, tt, floor = _time(ours), _time(tri), _floor(record)
+        ours, tri, torch, copy = (best_result(record, k) for k in ("variant", "triton", "torch", "copy"))
+        t, tt, floor = result_time(ours), result_time(tri), floor_us(record)
         need = floor + 0.5 * (tt - floor)
         ratios.append((f"{m}×{d}", t / tt))
         rows.append(
@@ -100,8 +80,8 @@ def ln_rows(runs: Path) -> tuple[list[list[str]], list[tuple[str, float]]]:
                 _knobs(ours["config"], ("threads", "rows", "vec", "full_occupancy")),
                 _census_text(record, ours["label"]),
                 f"{tt:.2f} ({tri['config']['num_warps']}w)",
-                f"{_time(torch):.2f}",
-                f"{_time(copy):.2f}" if copy else "-",
+                f"{result_time(torch):.2f}",
+                f"{result_time(copy):.2f}" if copy else "-",
                 f"{floor:.2f}",
                 f"{floor / t:.0%}",
                 f"{t / tt:.2f}",
@@ -137,8 +117,8 @@ def mm_rows(runs: Path) -> tuple[list[list[str]], list[tuple[str, float]]]:
     keys = ("bm", "bn", "bk", "tm", "tn", "stages", "a_trans", "pipe", "k_unroll")
     for s in MM_SIZES:
         record = json.loads((runs / "rerun" / f"mm_{s}.json").read_text())
-        ours, tri, cublas = (_best(record, k) for k in ("variant", "triton", "torch"))
-        t, tt, tc, floor = _time(ours), _time(tri), _time(cublas), _floor(record)
+        ours, tri, cublas = (best_result(record, k) for k in ("variant", "triton", "torch"))
+        t, tt, tc, floor = result_time(ours), result_time(tri), result_time(cublas), floor_us(record)
         first = [runs / "matmul" / f"mm_{s}.json", runs / "matmul_k_unroll" / f"mm_{s}.json"]
         bound = CUBLAS_BOUND.get(s)
         ratios.append((f"{s}³", t / tt))

@@ -10,20 +10,16 @@ import argparse
 import json
 from pathlib import Path
 
+from mage_tune.measure.saved import read_record, timed_results
+
 
 def top_configs(paths: list[Path], top: int, regime: str) -> list[dict]:
     """Per record the `top` fastest passing variants, merged without repeats, in record order."""
     picked: list[dict] = []
     for path in paths:
-        record = json.loads(path.read_text())
-        timed = []
-        for r in record["results"]:
-            t = next((t["median_us"] for t in r["timings"] if t["regime"] == regime), None)
-            if r["kind"] == "variant" and r["ok"] and t is not None:
-                timed.append((t, r["config"]))
-        for _, config in sorted(timed, key=lambda pair: pair[0])[:top]:
-            if config not in picked:
-                picked.append(config)
+        for result in timed_results(read_record(path, "mage-tune.bench/"), "variant", regime, None)[:top]:
+            if result["config"] not in picked:
+                picked.append(result["config"])
     return picked
 
 

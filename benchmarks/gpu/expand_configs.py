@@ -31,8 +31,7 @@ def main() -> None:
     out: list[dict] = []
     for base in json.loads(args.configs.read_text()):
         for values in itertools.product(*(vs for _, vs in axes)):
-            changed = {**base, **dict(zip((k for k, _ in axes), values, strict=True))}
-            config = {k.name: changed.get(k.name, k.domain[0]) for k in family.knobs}  # older records lack new knobs
+            config = family.with_defaults({**base, **dict(zip((k for k, _ in axes), values, strict=True))})
             if not family.violations(config, shape, args.arch) and config not in out:
                 out.append(config)
     print(json.dumps(out))

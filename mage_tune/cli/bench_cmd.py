@@ -144,11 +144,9 @@ def _variants(fam, shape, arch, settings, sources, all_configs, sample):
 def _listed(fam, shape, arch, path: Path) -> list[dict]:
     """Configs from a JSON list; one that is incomplete, unknown or invalid here is an error naming its index."""
     from mage_tune.errors import ConfigError, InputError
+    from mage_tune.measure.saved import read_json
 
-    try:
-        listed = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
+    listed = read_json(path)
     if not isinstance(listed, list) or not all(isinstance(c, dict) for c in listed):
         raise InputError("expected a JSON list of configs (objects of knob -> value)", file=str(path))
     configs = []

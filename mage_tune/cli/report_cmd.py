@@ -51,22 +51,9 @@ def explain(run, counters_path):
 
     if Path(run).is_file():
         from mage_tune.measure.explain import explain_bench
+        from mage_tune.measure.saved import read_record
 
-        counters = _read_record(counters_path, "mage-tune.counters/") if counters_path else None
-        click.echo(explain_bench(_read_record(run, "mage-tune.bench/"), counters))
+        counters = read_record(counters_path, "mage-tune.counters/") if counters_path else None
+        click.echo(explain_bench(read_record(run, "mage-tune.bench/"), counters))
         return
     click.echo(rep.explain_text(_run_dir(run)))
-
-
-def _read_record(path: str, schema: str) -> dict:
-    import json
-
-    from mage_tune.errors import InputError
-
-    try:
-        record = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", file=path, line=exc.lineno) from exc
-    if not isinstance(record, dict) or not str(record.get("schema", "")).startswith(schema):
-        raise InputError(f"not a {schema.rstrip('/')} record (schema {record.get('schema')!r})", file=path)
-    return record

@@ -198,6 +198,11 @@ class Family(ABC):
             fixed[key] = self.knob(key).parse(text)
         return self.complete(fixed, shape, arch)
 
+    def with_defaults(self, config: Config) -> Config:
+        """Every knob, in order: the given values, the rest at their first value (the default). Records written before
+        a knob existed were measured with its default, so this is also how they are read."""
+        return {k.name: config.get(k.name, k.domain[0]) for k in self.knobs}
+
     def complete(self, fixed: Config, shape: Shape, arch: str) -> Config:
         for key, value in fixed.items():
             if value not in self.knob(key).domain:
@@ -209,7 +214,7 @@ class Family(ABC):
                 raise ConfigError(f"{config_label(self.name, fixed)} is not valid: {'; '.join(problems)}")
             return {k.name: fixed[k.name] for k in self.knobs}
         # The rest at their first values is the first completion in the space's order: take it when it is valid.
-        trial = {k.name: fixed.get(k.name, k.domain[0]) for k in self.knobs}
+        trial = self.with_defaults(fixed)
         if not self.violations(trial, shape, arch):
             return trial
         for config in self.configs(shape, arch):

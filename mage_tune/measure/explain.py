@@ -6,38 +6,19 @@ from __future__ import annotations
 import math
 
 from mage_tune.measure.counters import pick
+from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
 from mage_tune.search.features import features_json
 from mage_tune.search.report import _diff, _fmt, spearman
 
 
-def _time(result: dict, regime: str) -> float | None:
-    return next((t["median_us"] for t in result["timings"] if t["regime"] == regime), None)
-
-
-def _best(results: list[dict], kind: str, regime: str) -> dict | None:
-    timed = [r for r in results if r["kind"] == kind and r["ok"] and _time(r, regime) is not None]
-    return min(timed, key=lambda r: _time(r, regime)) if timed else None
-
-
-def floor_us(record: dict, session: dict) -> float:
-    """The record's floor: FLOPs over the measured FMA rate (matmul), or bytes over the best copy bandwidth."""
-    if record["flops"]:
-        return record["flops"] / (session["fp32_tflops"] * 1e12) * 1e6
-    return record["bytes_moved"] / (session["copy_gbs"] * 1e9) * 1e6
-
-
 def explain_bench(record: dict, counters: dict | None = None, regime: str = "cold") -> str:
     session = record["sessions"][0]
-    results = [r for r in record["results"] if r["session"] == 0]
-    variants = sorted(
-        (r for r in results if r["kind"] == "variant" and r["ok"] and _time(r, regime) is not None),
-        key=lambda r: _time(r, regime),
-    )
+    variants = timed_results(record, "variant", regime)
     if not variants:
         return "no passing, timed variant in this record"
     best = variants[0]
-    t = _time(best, regime)
-    floor = floor_us(record, session)
+    t = result_time(best, regime)
+    floor = floor_us(record)
     env = record["environment"]
     lines = [
         f"{record['family']} {record['shape']} on {env.get('gpu', '?')} ({regime}, session 0 of this record)",
@@ -50,9 +31,9 @@ def explain_bench(record: dict, counters: dict | None = None, regime: str = "col
         + f": {floor / t:.0%} of the floor",
     ]
     for kind, name in (("triton", "Triton at its best config"), ("torch", "torch"), ("copy", "the same-bytes copy")):
-        other = _best(results, kind, regime)
+        other = best_result(record, kind, regime)
         if other:
-            o = _time(other, regime)
+            o = result_time(other, regime)
             gap = (t - floor) / (o - floor) if o > floor else math.nan
             lines.append(
                 f"  vs {name}: {other['label']} {o:.2f} µs; ours/{kind} {t / o:.3f}; "
@@ -105,11 +86,11 @@ def _held_back(record: dict, best: dict) -> list[str]:
 
 def _runner_ups(record: dict, variants: list[dict], regime: str) -> list[str]:
     best = variants[0]
-    t = _time(best, regime)
+    t = result_time(best, regime)
     f_best = features_json(record["census"][best["label"]]) if best["label"] in record["census"] else {}
     lines = []
     for other in variants[1:4]:
-        o = _time(other, regime)
+        o = result_time(other, regime)
         f_other = features_json(record["census"][other["label"]]) if other["label"] in record["census"] else {}
         knobs = _diff(best["config"], other["config"])
         census = _diff(f_best, f_other)
@@ -121,7 +102,7 @@ def _runner_ups(record: dict, variants: list[dict], regime: str) -> list[str]:
 
 def _tracking(record: dict, variants: list[dict], regime: str) -> list[str]:
     rows = [
-        (features_json(record["census"][r["label"]]), _time(r, regime))
+        (features_json(record["census"][r["label"]]), result_time(r, regime))
         for r in variants
         if r["label"] in record["census"]
     ]
