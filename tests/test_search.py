@@ -460,3 +460,26 @@ def test_a_trial_killed_between_outcome_and_tell(tmp_path):
     (line,) = record.trials(run_dir)
     assert line["number"] == 1 and line["outcome"] == "modelled" and line["value"] > 0
     assert len(counted(search.study)) == 2
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_a_trial_killed_before_its_first_heartbeat_is_failed(tmp_path, monkeypatch):
+    """A process killed between ask() and its first heartbeat leaves a RUNNING trial that never beat; Optuna alone
+    would never call it stale, and a resumed search waiting for its place would wait for ever. The resumed search
+    beats for it once, so it goes stale after the grace period and the search takes its place."""
+    import threading
+
+    monkeypatch.setenv("MAGE_TUNE_HEARTBEAT_GRACE", "3")
+    run_dir = tmp_path / "run"
+    spec = SearchSpec("layernorm", {"m": 256, "d": 64}, "sm_90", 1, "random", None, "orphan", run_dir, 1, True, 0)
+    search = Search(spec, SeedLayerNorm(), print)
+    with pytest.warns(UserWarning, match="Heartbeat"):
+        orphan = search.study.ask()  # no heartbeat recorded: as if killed right here
+    worker = threading.Thread(target=search.run, args=(lambda done, best: None,), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the search still waits for the place of a trial that never beat"
+    states = {t.number: t.state for t in search.study.get_trials(deepcopy=False)}
+    assert states[orphan.number] == optuna.trial.TrialState.FAIL
+    (line,) = record.trials(run_dir)
+    assert line["outcome"] == "modelled" and line["number"] != orphan.number

@@ -106,6 +106,7 @@ class Heartbeat:
     def __init__(self, storage):
         self.storage = storage
         self.live: set[int] = set()
+        self.adopted: set[int] = set()  # other processes' RUNNING trials this one has beaten for once (adopt)
         self._stop = threading.Event()
         self._thread = None
         # RDB storages opened with a heartbeat interval (storage.py); journal files have none.
@@ -128,6 +129,18 @@ class Heartbeat:
 
     def discard(self, trial) -> None:
         self.live.discard(trial._trial_id)
+
+    def adopt(self, running) -> None:
+        """Beat once for each RUNNING trial of another process. Optuna fails only trials that have beaten at least
+        once, so a process killed between ask() and its first beat would leave a trial RUNNING for ever, holding a
+        place; with this one beat it goes stale after the grace period unless its owner is alive and beating."""
+        if self._thread is None:
+            return
+        for trial in running:
+            if trial._trial_id not in self.live and trial._trial_id not in self.adopted:
+                self.adopted.add(trial._trial_id)
+                with contextlib.suppress(Exception):
+                    self.storage.record_heartbeat(trial._trial_id)
 
     def close(self) -> None:
         self._stop.set()
@@ -324,6 +337,7 @@ class Search:
     def _fail_stale(self) -> None:
         import optuna
 
+        self.heartbeat.adopt(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
         with contextlib.suppress(Exception):  # storages without heartbeats (journal files) have nothing to fail
             optuna.storages.fail_stale_trials(self.study)
 
