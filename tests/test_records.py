@@ -1,6 +1,6 @@
 """What reads the committed H200 records, without a GPU: Nsight Compute's raw CSV, the counters table beside the census,
-`mage-tune explain` on bench records, the same-bytes copy baseline, `bench --configs` lists and the issue-7 table
-that analysis/ rebuilds from runs/ alone. The records are real runs (runs/h200-issue7/)."""
+`mage-tune explain` on bench records, the same-bytes copy baseline, `bench --configs` lists and the shapes table
+that analysis/ rebuilds from runs/ alone. The records are real runs (runs/h200-2026-11-29-shapes/)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from mage_tune.measure.counters import parse_raw_csv, pick
 from mage_tune.measure.explain import explain_bench
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = ROOT / "runs" / "h200-issue7"
+RUNS = ROOT / "runs" / "h200-2026-11-29-shapes"
 LN_COUNTERS = RUNS / "ln" / "counters_ln_16384x4096.json"
 
 
@@ -126,9 +126,9 @@ def test_configs_file_errors_name_the_file(tmp_path):
     assert len(listed) == 264 and all(not family.violations(c, shape, "sm_90") for c in listed)
 
 
-def test_issue7_table_rebuilds_from_the_records():
+def test_shapes_table_rebuilds_from_the_records():
     done = subprocess.run(
-        [sys.executable, str(ROOT / "analysis" / "issue7_table.py")], capture_output=True, text=True, check=True
+        [sys.executable, str(ROOT / "analysis" / "shapes_table.py")], capture_output=True, text=True, check=True
     )
     text = done.stdout
     for m in (4096, 16384):

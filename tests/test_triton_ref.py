@@ -27,7 +27,7 @@ LN_SHAPE = {"m": 4096, "d": 768}
 MM_SHAPE = {"m": 1024, "n": 1024, "k": 1024}
 SMALL_MM = len(MATMUL_CONFIGS) - 1  # (32, 64, 16, 8, 2, 5): the quickest to compile
 DATA = "tests/data"
-# The counts the issue quotes were read off Triton 3.9; the GPU machine's 3.6 synchronises its reductions more.
+# The counts quoted here were read off Triton 3.9; the GPU machine's 3.6 synchronises its reductions more.
 TRITON_39 = tuple(int(p) for p in triton.__version__.split(".")[:2]) >= (3, 9)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3: odd shapes and the matmul space checked. Issue 5: planted defects caught; one variant timed in three
+# Odd shapes and the matmul space checked; planted defects caught; one variant timed in three
 # separate processes minutes apart; the large layer-norm shape against the copy ceiling.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"

@@ -1,4 +1,4 @@
-"""Write the matmul config lists the issue-7 sweeps measure (benchmarks/gpu/configs/*.json).
+"""Write the matmul config lists the shape sweeps measure (benchmarks/gpu/configs/*.json).
 
 large tiles: 64–256 square-ish block tiles with 8×8 to 16×16 micro-tiles (64–256 threads), bk 8/16, 2–3 stages, A
 as is (16-byte copies) or transposed (4-byte copies), pipe 0/1; small tiles: 32–128 tiles with 4×4 to 8×8

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6: searches on the GPU, baselines measured in the same run; the planted-defect run of issue 5.
+# Searches on the GPU, baselines measured in the same run; the planted-defect run.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 mt() { python -m mage_tune "$@"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 + 6: every valid layer-norm config at d = 768 checked and timed (cold) in one run, with the baselines.
+# Every valid layer-norm config at d = 768 checked and timed (cold) in one run, with the baselines.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 python -m mage_tune bench layernorm --d 768 --m 4096 --all --rounds 5 --baselines triton,torch \

@@ -54,7 +54,7 @@ class Matmul(Family):
     kernel_name = "matmul"
     param_names = ("A", "B", "C")
     baselines = ("triton", "torch")
-    tolerance = 1e-4  # FP32 sums over K products: the bound for matmul
+    tolerance = 1e-4  # FP32 sums over K products: the bound for matmul
 
     # --- the space ---------------------------------------------------------------------------------------------
     @staticmethod

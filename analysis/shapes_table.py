@@ -1,11 +1,13 @@
-"""Issue 7's result, rebuilt from the committed records alone (runs/h200-issue7/).
+"""Layer norm over seven widths and two heights, matmul over four sizes: the tables, rebuilt from the records alone.
+
+The records are runs/h200-2026-11-29-shapes/.
 
 Per shape, from the second, separate run (rerun/): the best variant, its knobs and census, Triton at its best
 config, torch (cuBLAS FP32 for matmul), the same-bytes copy, the floor and % of it, each target met or not; beside it
 the first run's time for the same config (ln/, matmul/, matmul_k_unroll/) and the agreement of the two runs. Then
 the seed-style table: Triton's kernel against ours, property by property, from the offline compare records.
 
-    python analysis/issue7_table.py [--runs runs/h200-issue7] [--markdown] [--figure out.png]
+    python analysis/shapes_table.py [--runs runs/h200-2026-11-29-shapes] [--markdown] [--figure out.png]
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from mage_tune.measure.saved import best_result, floor_us, result_time
 
 LN_SHAPES = [(m, d) for m in (4096, 16384) for d in (700, 768, 1000, 1024, 2048, 4096, 8192)]
 MM_SIZES = (1000, 1024, 2048, 4096)
-CUBLAS_BOUND = {1024: 1.00, 2048: 1.10, 4096: 1.10}  # the issue's bound on ours/cuBLAS (none stated at 1000)
+CUBLAS_BOUND = {1024: 1.00, 2048: 1.10, 4096: 1.10}  # target for ours/cuBLAS (none set at 1000)
 TRITON_BOUND = 0.85  # ours/Triton at its best config, every matmul size
 
 
@@ -207,7 +209,9 @@ def figure(ln: list[tuple[str, float]], mm: list[tuple[str, float]], out: Path) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=Path, default=Path(__file__).resolve().parent.parent / "runs" / "h200-issue7")
+    parser.add_argument(
+        "--runs", type=Path, default=Path(__file__).resolve().parent.parent / "runs" / "h200-2026-11-29-shapes"
+    )
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--figure", type=Path, default=None, help="Also draw ours/Triton per shape to this PNG.")
     args = parser.parse_args()

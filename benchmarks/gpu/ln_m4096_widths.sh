@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7 (partial): layer norm at M = 4096 over the issue's widths, a sweep of the knobs that won at d = 768
+# Layer norm at M = 4096 over d in {700, 768, 1000, 1024, 2048, 4096, 8192}, a sweep of the knobs that won at d = 768
 # (one row per block or two, float2/float4, row in registers) with and without the persistent prefetching grid,
 # Triton at every num_warps and torch in the same run.
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7, matmul: the large-tile list at 2048³ (pipe 0/1, 8×8 to 16×16 micro-tiles), its 12 fastest at 4096³;
+# Matmul: the large-tile list at 2048³ (pipe 0/1, 8×8 to 16×16 micro-tiles), its 12 fastest at 4096³;
 # the small-tile list plus those 12 at 1024³; the fastest of both at 1000³; cuBLAS and Triton's configs in every
 # run; then Nsight Compute on the 2048³ winner beside cuBLAS.
 set -uo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 7, first pass: can ncu read counters here (winners of session 1), the existing matmul space sampled at
-# 2048³/4096³/1000³, layer norm at M = 16384 over the issue's widths, and the same-bytes copy at 4096 × 768.
+# First pass over the shapes: can ncu read counters here (the d = 768 and 1024³ winners), the existing matmul space sampled at
+# 2048³/4096³/1000³, layer norm at M = 16384 over seven widths, and the same-bytes copy at 4096 × 768.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 mt() { python -m mage_tune "$@"; }

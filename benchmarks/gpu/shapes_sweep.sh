@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 7, second pass: layer norm at M ∈ {4096, 16384} × d ∈ {700, 768, 1000, 1024, 2048, 4096, 8192}, swept
+# Second pass over the shapes: layer norm at M ∈ {4096, 16384} × d ∈ {700, 768, 1000, 1024, 2048, 4096, 8192}, swept
 # over threads (a warp per row up to 1024), rows per block and access width, with Triton at every num_warps,
 # torch and the same-bytes copies in each run; matmul at 2048³: the 12 fastest of the first pass crossed with
 # k_unroll and stages, the fastest 6 of those at 4096³; Nsight Compute on the layer-norm winner at 16384 × 4096.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 mt() { python -m mage_tune "$@"; }
-P=runs/h200-issue7/matmul
+P=runs/h200-2026-11-29-shapes/matmul
 python analysis/top_configs.py $P/mm_2048.json --top 12 > "$OUT/top12.json"
 python benchmarks/gpu/expand_configs.py matmul "$OUT/top12.json" --m 2048 --n 2048 --k 2048 --set k_unroll=0,4,8 --set stages=2,3,4 > "$OUT/list_2048.json"
 mt bench matmul --m 2048 --n 2048 --k 2048 --configs "$OUT/list_2048.json" --rounds 5 --out "$OUT/mm_2048.json" > "$OUT/mm_2048.txt" 2>&1
