@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mage_tune import toolchain
+from mage_tune.arch import ARCH_NAMES, get_arch
 from mage_tune.errors import CompileError, InputError
 
-SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
+SUPPORTED_ARCHS = ARCH_NAMES
 
 
 def check_arch(arch: str) -> str:
-    if arch not in SUPPORTED_ARCHS:
-        raise InputError(f"unknown arch {arch!r}; supported: {', '.join(SUPPORTED_ARCHS)}")
-    return arch
+    """The canonical name of `arch` ("90a" -> "sm_90a"); InputError naming the choices for an unknown one."""
+    return get_arch(arch).name
 
 
 @dataclass(frozen=True)

@@ -189,10 +189,14 @@ def test_arch_facts():
         "sm_86": (48, 16, 100, 99),
         "sm_89": (48, 24, 100, 99),
         "sm_90": (64, 32, 228, 227),
+        "sm_90a": (64, 32, 228, 227),
+        "sm_100a": (64, 32, 228, 227),
+        "sm_120": (48, 24, 100, 99),
     }
     for arch, (warps, blocks, smem, optin) in facts.items():
         lim = arch_limits(arch)
         assert lim.name == arch
+        assert lim.base == arch.rstrip("af")
         assert (lim.max_warps_per_sm, lim.max_blocks_per_sm) == (warps, blocks)
         assert (lim.smem_per_sm, lim.smem_per_block_optin) == (smem * KB, optin * KB)
         assert (lim.regs_per_sm, lim.regs_per_block, lim.reserved_smem_per_block) == (65536, 65536, 1024)
@@ -202,7 +206,8 @@ def test_arch_facts():
 def test_unknown_arch():
     with pytest.raises(InputError) as info:
         arch_limits("sm_75")
-    assert str(info.value) == "unknown arch 'sm_75'; supported: sm_80, sm_86, sm_89, sm_90"
+    assert str(info.value) == f"unknown arch 'sm_75'; supported: {', '.join(ARCHS)}"
+    assert "sm_90a" in str(info.value)
     with pytest.raises(InputError):
         occupancy("sm_75", 128, 32, 0)
 

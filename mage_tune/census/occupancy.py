@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mage_tune.errors import InputError
+from mage_tune.arch import ARCHS, Arch, get_arch
 
 __all__ = ["ARCHS", "LIMITERS", "UNLIMITED", "ArchLimits", "Occupancy", "arch_limits", "occupancy"]
 
@@ -20,72 +20,8 @@ UNLIMITED = 2**31 - 1
 # Order in which a tie between equally binding limits is resolved.
 LIMITERS = ("warps", "blocks", "registers", "shared", "barriers")
 
-KB = 1024
-
-
-@dataclass(frozen=True)
-class ArchLimits:
-    """Per-SM and per-block limits of one compute capability, as the occupancy calculator uses them."""
-
-    name: str  # "sm_90"
-    regs_per_sm: int
-    regs_per_block: int
-    max_regs_per_thread: int  # 256 in the header for cc 7.x and later (ptxas itself stops at 255)
-    max_warps_per_sm: int
-    max_blocks_per_sm: int
-    smem_per_sm: int  # largest carveout, bytes
-    smem_per_block_optin: int  # bytes, without the per-block reservation
-    reserved_smem_per_block: int  # the driver's per-block reservation, bytes
-    compute_major: int
-    compute_minor: int
-    carveout_steps: tuple[int, ...]  # shared-memory sizes (bytes) the SM can be configured to, ascending
-    barriers_per_sm: int | None  # named-barrier budget; None where the header models no barrier limit
-    smem_per_block: int = 48 * KB  # limit without opt-in
-    max_threads_per_block: int = 1024
-    warp_size: int = 32
-    reg_alloc_unit: int = 256  # registers are granted per warp in multiples of this
-    smem_alloc_unit: int = 128  # shared memory is granted per block in multiples of this, bytes
-    sub_partitions: int = 4  # SM sub-partitions (schedulers); each holds a quarter of the register file
-
-    @property
-    def max_threads_per_sm(self) -> int:
-        return self.max_warps_per_sm * self.warp_size
-
-
-_STEPS_GA100 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100, 132, 164))  # cc 8.0 (and 8.7)
-_STEPS_GA10X = tuple(s * KB for s in (0, 8, 16, 32, 64, 100))  # other cc 8.x
-_STEPS_GH100 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100, 132, 164, 196, 228))  # cc 9.0
-
-
-def _arch(name: str, major: int, minor: int, warps: int, blocks: int, smem_kb: int, steps: tuple[int, ...]):
-    return ArchLimits(
-        name=name,
-        regs_per_sm=64 * KB,
-        regs_per_block=64 * KB,
-        max_regs_per_thread=256,
-        max_warps_per_sm=warps,
-        max_blocks_per_sm=blocks,
-        smem_per_sm=smem_kb * KB,
-        # The opt-in maximum leaves room for the reservation: one block may take the whole carveout.
-        smem_per_block_optin=(smem_kb - 1) * KB,
-        reserved_smem_per_block=1 * KB,
-        compute_major=major,
-        compute_minor=minor,
-        carveout_steps=steps,
-        # Hopper has two barrier sets per block slot; the header only applies a barrier limit from cc 9.0 on.
-        barriers_per_sm=2 * blocks if major >= 9 else None,
-    )
-
-
-ARCHS: dict[str, ArchLimits] = {
-    a.name: a
-    for a in (
-        _arch("sm_80", 8, 0, warps=64, blocks=32, smem_kb=164, steps=_STEPS_GA100),
-        _arch("sm_86", 8, 6, warps=48, blocks=16, smem_kb=100, steps=_STEPS_GA10X),
-        _arch("sm_89", 8, 9, warps=48, blocks=24, smem_kb=100, steps=_STEPS_GA10X),
-        _arch("sm_90", 9, 0, warps=64, blocks=32, smem_kb=228, steps=_STEPS_GH100),
-    )
-}
+# The per-SM limits live on the Arch value object (mage_tune.arch); the old name stays for callers.
+ArchLimits = Arch
 
 
 @dataclass(frozen=True)
@@ -100,12 +36,9 @@ class Occupancy:
     limits: dict[str, int] = field(hash=False)  # blocks per SM each resource allows; UNLIMITED when unconstrained
 
 
-def arch_limits(arch: str) -> ArchLimits:
-    """The limits of `arch` ("sm_80", "sm_86", "sm_89" or "sm_90")."""
-    try:
-        return ARCHS[arch]
-    except (KeyError, TypeError):
-        raise InputError(f"unknown arch {arch!r}; supported: {', '.join(ARCHS)}") from None
+def arch_limits(arch: str | Arch) -> Arch:
+    """The limits of `arch` (any name `mage_tune.arch.get_arch` takes); InputError naming the choices otherwise."""
+    return get_arch(arch)
 
 
 def _round_up(x: int, unit: int) -> int:
@@ -171,7 +104,7 @@ def _barriers_limit(lim: ArchLimits, barriers: int) -> int:
     return lim.barriers_per_sm // barriers
 
 
-def occupancy(arch: str, block: int, registers: int, shared_bytes: int, barriers: int = 1) -> Occupancy:
+def occupancy(arch: str | Arch, block: int, registers: int, shared_bytes: int, barriers: int = 1) -> Occupancy:
     """Theoretical occupancy of a kernel launched with `block` threads per block on `arch`.
 
     `registers` is registers per thread and `shared_bytes` the kernel's static plus dynamic shared memory per block as

@@ -11,7 +11,7 @@ _PTXAS_USED = re.compile(r"Used (\d+) registers(.*)")
 _RES_FN = re.compile(r"^\s*Function ([\w$.]+):")
 _RES_KV = re.compile(r"([A-Z_]+(?:\[\d+\])?):(\d+)")
 
-RESERVED_SMEM = 1024  # per block on sm_80+; cuobjdump's SHARED includes it on sm_90, ptxas never does
+RESERVED_SMEM = 1024  # per block on sm_80+; cuobjdump's SHARED includes it from sm_90 on, ptxas never does
 
 
 @dataclass(frozen=True)
@@ -66,4 +66,6 @@ def parse_res_usage(text: str) -> dict[str, dict[str, int]]:
 
 def reserved_in_res_usage(arch: str) -> int:
     """Bytes of the per-block reservation that cuobjdump -res-usage folds into SHARED for this arch."""
-    return RESERVED_SMEM if arch == "sm_90" else 0
+    from mage_tune.arch import get_arch
+
+    return get_arch(arch).res_usage_reserved

@@ -6,12 +6,18 @@ import json
 
 import click
 
-ARCHS = ["sm_80", "sm_86", "sm_89", "sm_90"]
+from mage_tune.arch import ARCH_NAMES
+
+ARCHS = list(ARCH_NAMES)
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
 @click.argument("target")
-@click.option("--arch", default=None, help="Target arch where the input does not fix it (default sm_90).")
+@click.option(
+    "--arch",
+    default=None,
+    help=f"Target arch ({', '.join(ARCHS)}; '90a' works too). Default: a PTX's .target, a cubin's own, else sm_90.",
+)
 @click.option("--kernel", "kernel", default=None, help="Only this kernel (mangled or demangled name).")
 @click.option("--block", type=int, default=None, help="Threads per block for occupancy (default: .reqntid/.maxntid).")
 @click.option("--compare", "other", default=None, help="A second file: print both side by side, differences marked.")

@@ -37,8 +37,34 @@ def doctor():
     for lib in ("triton", "cupy", "torch", "optuna"):
         table.append([lib, _version(lib), "python package", "" if lib in ("triton", "optuna") else "GPU extra"])
     click.echo(tabulate(table, headers=["tool", "version", "where", "note"], tablefmt="simple"))
+    click.echo()
+    click.echo(_arch_table())
     if missing:
         raise click.exceptions.Exit(1)
+
+
+def _arch_table() -> str:
+    """One row per arch mage-tune knows: its limits, and whether a ptxas found here can assemble it (SASS view)."""
+    from tabulate import tabulate
+
+    from mage_tune.arch import ARCHS, assemblable
+
+    rows = []
+    for arch in ARCHS.values():
+        ok = assemblable(arch)
+        rows.append(
+            [
+                arch.name,
+                f"{arch.capability[0]}.{arch.capability[1]}",
+                arch.sm_count or "-",
+                arch.max_warps_per_sm,
+                arch.max_blocks_per_sm,
+                f"{arch.smem_per_block_optin // 1024} KB",
+                "yes" if ok else "no: PTX view only (needs a newer ptxas)",
+            ]
+        )
+    headers = ["arch", "cc", "SMs", "warps/SM", "blocks/SM", "smem/block", "ptxas can assemble"]
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
 def _version(package: str) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mage_tune.arch import ARCHS
 from mage_tune.census.model import Census
 
 
@@ -31,12 +32,19 @@ class Machine:
     fp32_tflops: float
 
 
-# Nominal datasheet figures of one representative GPU per arch: the model's constants, not measurements.
+# Nominal datasheet figures of one representative GPU per arch: the model's constants, not measurements. SM counts
+# come from the Arch (mage_tune.arch); a suffixed arch (sm_90a) uses its base part's figures.
+_NOMINAL = {  # base arch -> (part, DRAM GB/s, FP32 TFLOP/s)
+    "sm_80": ("A100-SXM (nominal)", 2039.0, 19.5),
+    "sm_86": ("RTX A6000 (nominal)", 768.0, 38.7),
+    "sm_89": ("RTX 4090 (nominal)", 1008.0, 82.6),
+    "sm_90": ("H200-SXM (nominal)", 4800.0, 67.0),
+    "sm_100": ("B200 (nominal)", 8000.0, 80.0),
+}
 MACHINES = {
-    "sm_80": Machine("A100-SXM (nominal)", 108, 2039.0, 19.5),
-    "sm_86": Machine("RTX A6000 (nominal)", 84, 768.0, 38.7),
-    "sm_89": Machine("RTX 4090 (nominal)", 128, 1008.0, 82.6),
-    "sm_90": Machine("H200-SXM (nominal)", 132, 4800.0, 67.0),
+    arch.name: Machine(_NOMINAL[arch.base][0], arch.sm_count, *_NOMINAL[arch.base][1:])
+    for arch in ARCHS.values()
+    if arch.base in _NOMINAL and arch.sm_count
 }
 LATENCY_S = 0.8e-6
 LAUNCH_US = 2.0

@@ -1,0 +1,202 @@
+"""GPU architectures as one value object: what an `sm_XY[a|f]` target is, and the per-SM limits that go with it.
+
+Every per-arch fact mage-tune uses lives here: compile (which `-arch` to pass), the census (which arch a PTX's
+`.target` names, what cuobjdump folds into SHARED), occupancy (the limits `cuda_occupancy.h` uses), the static
+search model (SM count) and the CLI (`--arch` choices). The occupancy limits follow NVIDIA's host-only calculator,
+`cuda_occupancy.h` (CUDA 13); tests/test_occupancy.py checks them against it for every arch listed here.
+
+A feature suffix changes what code may run, not the hardware limits: `sm_90a` is `sm_90` with the
+architecture-specific instructions (wgmma, setmaxnreg) that only run on that exact part; `f` marks a
+family-portable target (Blackwell). Whether the local toolchain can assemble an arch is a property of the machine,
+not of the arch: `assemblable(arch)` asks the ptxas copies found by `mage_tune.toolchain`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from mage_tune.errors import InputError
+
+__all__ = ["ARCH_NAMES", "DEFAULT_ARCH", "Arch", "arch_of_ptx_target", "assemblable", "get_arch", "parse_arch_name"]
+
+KB = 1024
+
+# Carveout steps (bytes) the SM's unified L1/shared memory can be configured to, ascending (cuda_occupancy.h).
+_STEPS_100 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100))  # cc 8.6, 8.9, 12.x
+_STEPS_164 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100, 132, 164))  # cc 8.0
+_STEPS_228 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100, 132, 164, 196, 228))  # cc 9.0, 10.0
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One compile target and the per-SM and per-block limits of the parts that run it."""
+
+    name: str  # "sm_90a"
+    capability: tuple[int, int]  # compute capability, (9, 0)
+    suffix: str  # "" plain, "a" arch-specific features, "f" family-portable features
+    sm_count: int | None  # SMs of the usual part (A100 108, H100/H200 SXM 132); None where parts differ widely
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    smem_per_sm: int  # largest carveout, bytes
+    smem_per_block_optin: int  # most shared memory one block may opt in to, bytes, without the reservation
+    carveout_steps: tuple[int, ...]  # shared-memory sizes (bytes) the SM can be configured to, ascending
+    barriers_per_sm: int | None  # named-barrier budget; None where the calculator models no barrier limit
+    res_usage_reserved: int  # bytes of the per-block reservation that `cuobjdump -res-usage` folds into SHARED
+    regs_per_sm: int = 64 * KB
+    regs_per_block: int = 64 * KB
+    max_regs_per_thread: int = 256  # the calculator's limit (ptxas itself stops at 255)
+    reserved_smem_per_block: int = 1 * KB  # the driver's per-block reservation (cc 8.0 on)
+    smem_per_block: int = 48 * KB  # static shared memory limit without opt-in
+    max_threads_per_block: int = 1024
+    warp_size: int = 32
+    reg_alloc_unit: int = 256  # registers are granted per warp in multiples of this
+    smem_alloc_unit: int = 128  # shared memory is granted per block in multiples of this, bytes
+    sub_partitions: int = 4  # SM sub-partitions (schedulers); each holds a quarter of the register file
+    max_cluster_size: int = 1  # portable thread-block cluster size (8 from cc 9.0); 1 where there are no clusters
+
+    @property
+    def base(self) -> str:
+        """The name without the feature suffix: "sm_90a" -> "sm_90" (same hardware limits)."""
+        return f"sm_{self.capability[0]}{self.capability[1]}"
+
+    @property
+    def compute(self) -> str:
+        """The virtual architecture NVRTC and nvcc compile for: "compute_90a"."""
+        return f"compute_{self.capability[0]}{self.capability[1]}{self.suffix}"
+
+    @property
+    def compute_major(self) -> int:
+        return self.capability[0]
+
+    @property
+    def compute_minor(self) -> int:
+        return self.capability[1]
+
+    @property
+    def max_threads_per_sm(self) -> int:
+        return self.max_warps_per_sm * self.warp_size
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _family(
+    capability: tuple[int, int],
+    suffixes: tuple[str, ...],
+    *,
+    sm_count: int | None,
+    warps: int,
+    blocks: int,
+    smem_kb: int,
+    steps: tuple[int, ...],
+    barriers_per_block_slot: int | None,
+    res_usage_reserved: int,
+) -> list[Arch]:
+    major, minor = capability
+    return [
+        Arch(
+            name=f"sm_{major}{minor}{suffix}",
+            capability=capability,
+            suffix=suffix,
+            sm_count=sm_count,
+            max_warps_per_sm=warps,
+            max_blocks_per_sm=blocks,
+            smem_per_sm=smem_kb * KB,
+            # The opt-in maximum leaves room for the reservation: one block may take the whole carveout.
+            smem_per_block_optin=(smem_kb - 1) * KB,
+            carveout_steps=steps,
+            barriers_per_sm=barriers_per_block_slot * blocks if barriers_per_block_slot else None,
+            res_usage_reserved=res_usage_reserved,
+            max_cluster_size=8 if major >= 9 else 1,
+        )
+        for suffix in suffixes
+    ]
+
+
+# The calculator applies a barrier limit from cc 9.0 on: two barrier sets per block slot (one on cc 10.1, 12.x).
+_ALL: tuple[Arch, ...] = (
+    *_family((8, 0), ("",), sm_count=108, warps=64, blocks=32, smem_kb=164, steps=_STEPS_164,
+             barriers_per_block_slot=None, res_usage_reserved=0),
+    *_family((8, 6), ("",), sm_count=84, warps=48, blocks=16, smem_kb=100, steps=_STEPS_100,
+             barriers_per_block_slot=None, res_usage_reserved=0),
+    *_family((8, 9), ("",), sm_count=128, warps=48, blocks=24, smem_kb=100, steps=_STEPS_100,
+             barriers_per_block_slot=None, res_usage_reserved=0),
+    *_family((9, 0), ("", "a"), sm_count=132, warps=64, blocks=32, smem_kb=228, steps=_STEPS_228,
+             barriers_per_block_slot=2, res_usage_reserved=1 * KB),
+    *_family((10, 0), ("", "a", "f"), sm_count=148, warps=64, blocks=32, smem_kb=228, steps=_STEPS_228,
+             barriers_per_block_slot=2, res_usage_reserved=1 * KB),
+    *_family((12, 0), ("", "a", "f"), sm_count=None, warps=48, blocks=24, smem_kb=100, steps=_STEPS_100,
+             barriers_per_block_slot=1, res_usage_reserved=1 * KB),
+)  # fmt: skip
+
+ARCHS: dict[str, Arch] = {a.name: a for a in _ALL}
+ARCH_NAMES: tuple[str, ...] = tuple(ARCHS)
+DEFAULT_ARCH = "sm_90"
+
+_NAME = re.compile(r"^(?:sm_?|compute_)?(\d)(\d+)([af]?)$", re.I)
+
+
+def parse_arch_name(name: str) -> str:
+    """Normalise "90a", "sm90a", "SM_90A", "compute_90a" to "sm_90a" (known or not); InputError if not that shape."""
+    m = _NAME.match(str(name).strip())
+    if not m:
+        raise InputError(f"not an arch name: {name!r}; expected sm_XY[a|f], one of {', '.join(ARCH_NAMES)}")
+    return f"sm_{m.group(1)}{m.group(2)}{m.group(3).lower()}"
+
+
+def get_arch(name: str | Arch) -> Arch:
+    """The Arch called `name` ("sm_90a", "90a", "sm_100a", ...); InputError naming the choices otherwise."""
+    if isinstance(name, Arch):
+        return name
+    key = parse_arch_name(name)
+    try:
+        return ARCHS[key]
+    except KeyError:
+        raise InputError(f"unknown arch {name!r}; supported: {', '.join(ARCH_NAMES)}") from None
+
+
+def arch_of_ptx_target(target: str) -> Arch:
+    """The Arch a PTX `.target` directive names: "sm_90a", "sm_90a, texmode_independent", "sm_80, debug"."""
+    first = target.split(",")[0].strip()
+    return get_arch(first)
+
+
+@functools.cache
+def _ptxas_archs() -> frozenset[str]:
+    """Every `sm_` name some ptxas found here lists in its --help."""
+    import subprocess
+
+    from mage_tune import toolchain
+
+    names: set[str] = set()
+    for tool in toolchain.candidates("ptxas"):
+        try:
+            text = subprocess.run([tool.path, "--help"], capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        names.update(re.findall(r"\bsm_\d+[af]?\b", text))
+    return frozenset(names)
+
+
+def assemblable(arch: str | Arch) -> bool:
+    """Whether a ptxas found on this machine can assemble for `arch`."""
+    return get_arch(arch).name in _ptxas_archs()
+
+
+def assembler_note(arch: str | Arch) -> str:
+    """Why SASS for `arch` cannot be made here, and the fix; "" when it can."""
+    a = get_arch(arch)
+    if assemblable(a):
+        return ""
+    from mage_tune import toolchain
+
+    found = toolchain.candidates("ptxas")
+    if not found:
+        return f"no ptxas found, so no SASS view; {toolchain.FIXES['ptxas']}"
+    versions = ", ".join(sorted({t.version or "?" for t in found}))
+    return (
+        f"no ptxas here can assemble {a.name} (found {versions}), so no SASS view; "
+        "install a CUDA toolkit that supports it and set CUDA_HOME, or pass --arch for one it supports"
+    )

@@ -1,0 +1,66 @@
+"""The Arch value object: names, facts, errors, and whether this machine's ptxas can assemble each arch."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from conftest import tool
+
+from mage_tune.arch import ARCH_NAMES, Arch, arch_of_ptx_target, assemblable, get_arch
+from mage_tune.compile import check_arch
+from mage_tune.errors import InputError
+
+KB = 1024
+
+
+@pytest.mark.parametrize(
+    ("spelling", "name"),
+    [("sm_90a", "sm_90a"), ("90a", "sm_90a"), ("SM_90A", "sm_90a"), ("compute_90a", "sm_90a"), ("sm100a", "sm_100a")],
+)
+def test_spellings(spelling, name):
+    assert get_arch(spelling).name == name
+    assert check_arch(spelling) == name
+
+
+def test_facts():
+    h = get_arch("sm_90a")
+    assert isinstance(h, Arch)
+    assert (h.capability, h.suffix, h.base, h.compute) == ((9, 0), "a", "sm_90", "compute_90a")
+    assert (h.sm_count, h.smem_per_block_optin, h.max_threads_per_sm) == (132, 227 * KB, 2048)
+    assert {a: get_arch(a).sm_count for a in ("sm_80", "sm_86", "sm_89", "sm_90")} == {
+        "sm_80": 108,
+        "sm_86": 84,
+        "sm_89": 128,
+        "sm_90": 132,
+    }
+    assert get_arch("sm_120").sm_count is None
+    assert get_arch("sm_86").smem_per_block_optin == get_arch("sm_89").smem_per_block_optin == 99 * KB
+    assert get_arch("sm_80").smem_per_block_optin == 163 * KB
+    # Same hardware: a feature suffix changes the code allowed, never the limits.
+    plain = get_arch("sm_90")
+    assert {k: v for k, v in vars(h).items() if k not in ("name", "suffix")} == {
+        k: v for k, v in vars(plain).items() if k not in ("name", "suffix")
+    }
+
+
+@pytest.mark.parametrize("bad", ["sm_75", "sm_103a", "banana", ""])
+def test_unknown_names_the_choices(bad):
+    with pytest.raises(InputError) as info:
+        get_arch(bad)
+    assert "sm_90a" in str(info.value) and "sm_120" in str(info.value)
+
+
+def test_ptx_target():
+    assert arch_of_ptx_target("sm_90a").name == "sm_90a"
+    assert arch_of_ptx_target("sm_80, debug").name == "sm_80"
+    with pytest.raises(InputError):
+        arch_of_ptx_target("sm_75")
+
+
+def test_assemblable_matches_ptxas_help():
+    listed = subprocess.run([tool("ptxas"), "--help"], capture_output=True, text=True).stdout
+    for name in ARCH_NAMES:
+        if f"{name} " in listed or f"{name}," in listed or f"{name}\n" in listed:
+            assert assemblable(name), name
+    assert assemblable("sm_90a")
