@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,7 +95,8 @@ def test_explain_refuses_what_is_not_a_record(tmp_path):
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"schema": "mage-tune.census/1"}))
     result = _explain(str(other))
-    assert result.returncode == 2 and f"{other}: not a mage-tune.bench record" in result.stderr
+    assert result.returncode == 2 and f"{other}: not a bench record" in result.stderr
+    assert "take a search run directory" in result.stderr
     broken = tmp_path / "broken.json"
     broken.write_text('{"schema":\n')
     result = _explain(str(broken))
@@ -150,3 +152,46 @@ def test_configs_file_excludes_other_selections():
         text=True,
     )
     assert done.returncode == 2 and "--configs lists the configs itself" in done.stderr
+
+
+BENCH_RECORDS = sorted(
+    path.relative_to(ROOT)
+    for path in (ROOT / "runs").rglob("*.json")
+    if '"schema": "mage-tune.bench/' in path.read_text()[:200]
+)
+SEARCH_RUNS = sorted(path.parent.relative_to(ROOT) for path in (ROOT / "runs").rglob("trials.jsonl"))
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from mage_tune.cli import cli
+
+    return CliRunner().invoke(cli, list(args), env={"COLUMNS": "100"}, catch_exceptions=False)
+
+
+@pytest.mark.parametrize("path", BENCH_RECORDS, ids=str)
+def test_explain_and_report_read_every_committed_bench_record(path):
+    """Records of any age: knobs added after a record was written read as their defaults (Family.with_defaults)."""
+    for command in ("explain", "report"):
+        result = _cli(command, str(ROOT / path))
+        assert result.exit_code == 0, result.output
+        assert max(len(line) for line in result.output.splitlines()) <= 100
+
+
+@pytest.mark.parametrize("path", SEARCH_RUNS, ids=str)
+def test_explain_and_report_read_every_committed_search_run(path, tmp_path):
+    run = tmp_path / path.name  # report writes report.md and plots beside the record: a copy keeps runs/ as committed
+    shutil.copytree(ROOT / path, run)
+    outputs = []
+    for args in (("report", str(run), "--no-plots"), ("explain", str(run))):
+        result = _cli(*args)
+        assert result.exit_code == 0, result.output
+        assert max(len(line) for line in result.output.splitlines()) <= 100
+        outputs.append(result.output)
+    if path.name == "search_ln":
+        assert "trials by outcome: duplicate 14, measured 69, pruned 17" in outputs[0]
+
+
+def test_committed_records_are_all_found():
+    assert len(BENCH_RECORDS) >= 71 and len(SEARCH_RUNS) == 2

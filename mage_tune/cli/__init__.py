@@ -36,6 +36,24 @@ SUMMARIES = {
 }
 
 
+def _with_wide(command: click.Command) -> click.Command:
+    """Every command takes --wide: output at full width instead of fitting 100 columns (or the terminal's width)."""
+    if not any(p.name == "wide" for p in command.params):
+        from mage_tune import textwidth
+
+        command.params.append(
+            click.Option(
+                ["--wide"],
+                is_flag=True,
+                expose_value=False,
+                is_eager=True,
+                callback=lambda ctx, param, value: textwidth.set_wide(value),
+                help="Print everything at full width (default: fit 100 columns, or the terminal when wider).",
+            )
+        )
+    return command
+
+
 class LazyGroup(click.Group):
     """Imports a command's module only when that command runs."""
 
@@ -51,11 +69,12 @@ class LazyGroup(click.Group):
 
         module, attr = COMMANDS[name]
         try:
-            return getattr(importlib.import_module(module), attr)
+            command = getattr(importlib.import_module(module), attr)
         except ModuleNotFoundError as exc:
             if exc.name == module:
                 return None
             raise
+        return _with_wide(command)
 
     def format_commands(self, ctx, formatter):
         rows = [(name, SUMMARIES[name]) for name in COMMANDS]

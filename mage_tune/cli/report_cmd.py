@@ -1,4 +1,4 @@
-"""`mage-tune report RUN` and `mage-tune explain RUN`: from a run directory's record alone."""
+"""`mage-tune report` and `mage-tune explain`: from a search run directory or a `mage-tune bench --out` record alone."""
 
 from __future__ import annotations
 
@@ -6,27 +6,48 @@ from pathlib import Path
 
 import click
 
+TAKES = "a search run directory (with trials.jsonl) or a `mage-tune bench --out` record (schema mage-tune.bench/)"
+
 
 def _run_dir(run: str) -> Path:
     from mage_tune.errors import InputError
 
     path = Path(run)
     if not (path / "trials.jsonl").exists():
-        raise InputError("not a search run directory (no trials.jsonl) nor a bench record", file=run)
+        raise InputError(f"not a search run directory (no trials.jsonl); report and explain take {TAKES}", file=run)
     return path
+
+
+def _bench_record(run: str) -> dict:
+    from mage_tune.errors import InputError
+    from mage_tune.measure.saved import read_json
+
+    record = read_json(run)
+    schema = record.get("schema") if isinstance(record, dict) else None
+    if not str(schema or "").startswith("mage-tune.bench/"):
+        raise InputError(f"not a bench record (schema {schema!r}); report and explain take {TAKES}", file=run)
+    return record
 
 
 @click.command()
 @click.argument("run", type=click.Path())
 @click.option("--no-plots", is_flag=True, help="Tables only.")
 def report(run, no_plots):
-    """Rebuild RUN's report.md, tables and plots (PNG) from its trials.jsonl and baselines.jsonl."""
+    """Rebuild RUN's tables: for a search run directory, its report.md, tables and plots (PNG) from trials.jsonl and
+    baselines.jsonl; for a `mage-tune bench --out` record, its fastest variants, baselines and failures."""
+    from mage_tune.textwidth import wrap
+
+    if Path(run).is_file():
+        from mage_tune.measure.explain import report_bench
+
+        click.echo(wrap(report_bench(_bench_record(run))))
+        return
     from mage_tune.search import report as rep
 
     path = _run_dir(run)
-    text = rep.markdown(path)
-    (path / "report.md").write_text(text)
-    click.echo(text)
+    (path / "report.md").write_text(rep.markdown(path))
+    click.echo(wrap(rep.terminal(path)))
+    click.echo(f"wrote {path / 'report.md'}")
     if not no_plots:
         for png in rep.plots(path):
             click.echo(f"wrote {png}")
@@ -47,13 +68,15 @@ def explain(run, counters_path):
     RUN is a search run directory or a `mage-tune bench --out` record; for a record, also what the winner is
     measured against (Triton, torch, the same-bytes copy, the floor) and what its census shows holding it back
     (occupancy limiter, bytes in flight per SM, waves of blocks)."""
-    from mage_tune.search import report as rep
+    from mage_tune.textwidth import wrap
 
     if Path(run).is_file():
         from mage_tune.measure.explain import explain_bench
         from mage_tune.measure.saved import read_record
 
         counters = read_record(counters_path, "mage-tune.counters/") if counters_path else None
-        click.echo(explain_bench(read_record(run, "mage-tune.bench/"), counters))
+        click.echo(wrap(explain_bench(_bench_record(run), counters)))
         return
-    click.echo(rep.explain_text(_run_dir(run)))
+    from mage_tune.search import report as rep
+
+    click.echo(wrap(rep.explain_text(_run_dir(run))))

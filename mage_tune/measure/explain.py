@@ -57,7 +57,9 @@ def _held_back(record: dict, best: dict) -> list[str]:
     occ, sass = census["occupancy"], census.get("sass") or {}
     sms = record["environment"].get("sm_count", 132)
     family = get_family(record["family"])
-    launch = family.launch(best["config"], record["shape"]) if "source" not in best["config"] else None
+    # A record written before a knob existed was measured with the knob's default: read it so.
+    config = family.with_defaults(best["config"]) if "source" not in best["config"] else None
+    launch = family.launch(config, record["shape"], record_arch(record)) if config else None
     lines = [
         f"census of the winner: {census['registers']} registers, {occ['blocks_per_sm']} block(s) of {occ['block']} "
         f"threads per SM ({occ['fraction']:.0%} occupancy, limited by {occ['limiter']}), "
@@ -82,6 +84,12 @@ def _held_back(record: dict, best: dict) -> list[str]:
                 f"costs up to {1 - blocks / (waves * slots):.0%} of the SMs' time)"
             )
     return lines
+
+
+def record_arch(record: dict) -> str:
+    """The arch a bench record was measured on, from its GPU's compute capability ("9.0" -> sm_90)."""
+    cc = str(record["environment"].get("compute_capability") or "9.0")
+    return "sm_" + cc.replace(".", "")
 
 
 def _runner_ups(record: dict, variants: list[dict], regime: str) -> list[str]:
@@ -142,3 +150,64 @@ def _counter_lines(counters: dict) -> list[str]:
                 f"stalls per issue: {stalls}"
             )
     return lines
+
+
+def report_bench(record: dict, top: int = 10, regime: str = "cold") -> str:
+    """A bench record's tables: what was checked and timed, the fastest variants (knobs that differ from the family's
+    defaults, census), the baselines beside the best, and the failures."""
+    from mage_tune.textwidth import short_config, table
+
+    results = record["results"]
+    env = record["environment"]
+    variants = [r for r in results if r["kind"] == "variant"]
+    failed = [r for r in results if not r["ok"]]
+    timed = timed_results(record, "variant", regime, session=None)
+    shape = " ".join(f"{k}={v}" for k, v in record["shape"].items())
+    lines = [
+        f"{record['family']} {shape} on {env.get('gpu', '?')}: {len(variants)} variant(s), "
+        f"{sum(r['ok'] for r in variants)} passed the check, {len(timed)} timed ({regime}); "
+        f"{len(results) - len(variants)} baseline result(s); {len(record['sessions'])} session(s)",
+    ]
+    best_us = result_time(timed[0], regime) if timed else None
+    floor = floor_us(record)
+    lines.append(
+        f"floor {floor:.2f} µs"
+        + (f"; best variant {best_us:.2f} µs, {floor / best_us:.0%} of the floor" if best_us else "")
+    )
+    if timed:
+        rows = []
+        for rank, r in enumerate(timed[:top], 1):
+            c = record["census"].get(r["label"]) or {}
+            occ = c.get("occupancy") or {}
+            rows.append(
+                [
+                    rank,
+                    f"{result_time(r, regime):.2f}",
+                    f"{result_time(r, regime) / best_us:.3f}",
+                    c.get("registers", "-"),
+                    f"{occ['fraction']:.0%}" if occ else "-",
+                    r["config"].get("source") or short_config(record["family"], r["config"]),
+                ]
+            )
+        lines += ["", f"fastest variants ({regime}; config: knobs that differ from the family's defaults)"]
+        lines.append(table(rows, ["#", "µs", "/ best", "regs", "occ", "config"]))
+    base = [r for r in results if r["kind"] != "variant" and r["ok"] and result_time(r, regime) is not None]
+    if base:
+        rows = [
+            [
+                r["label"],
+                r["session"],
+                f"{result_time(r, regime):.2f}",
+                f"{best_us / result_time(r, regime):.3f}" if best_us else "-",
+            ]
+            for r in sorted(base, key=lambda r: (r["kind"], result_time(r, regime)))
+        ]
+        lines += ["", "baselines in the same run"]
+        lines.append(table(rows, ["baseline", "session", "µs", "best / it"]))
+    if failed:
+        lines += ["", f"failed ({len(failed)}):"]
+        lines += [
+            f"  {short_config(record['family'], r['config']) if r['kind'] == 'variant' else r['label']}: {r['error']}"
+            for r in failed[:top]
+        ]
+    return "\n".join(lines)

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-from tabulate import tabulate
 
 from mage_tune.search import record
+from mage_tune.textwidth import constant_columns, short_config, table
 
 CENSUS_COLUMNS = (
     "registers",
@@ -20,6 +20,7 @@ CENSUS_COLUMNS = (
     "cp_async_groups_in_flight",
     "barriers",
 )
+CENSUS_SHORT = ("regs", "smem B", "occ", "limiter", "load bits", "loads in flight", "cp.async groups", "barriers")
 
 
 def _search_meta(run_dir: Path) -> dict:
@@ -45,16 +46,23 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def top_table(run_dir: Path, n: int = 10) -> str:
+def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
+    """The n best trials; `fit`: a plain table that fits the terminal (textwidth), else Markdown at full width.
+    Configs are shown as the knobs that differ from the family's defaults."""
+    family = _search_meta(run_dir).get("family", "")
     rows = []
     for t in scored(run_dir)[:n]:
         census = t.get("census", {})
-        rows.append([t["number"], f"{t['value']:.2f}", t["label"], *(_fmt(census.get(c)) for c in CENSUS_COLUMNS)])
+        config = short_config(family, t["config"]) if "config" in t else t["label"]
+        rows.append([t["number"], f"{t['value']:.2f}", config, *(_fmt(census.get(c)) for c in CENSUS_COLUMNS)])
     unit = "µs (model)" if (scored(run_dir)[:1] or [{}])[0].get("outcome") == "modelled" else "µs (cold)"
-    return tabulate(rows, headers=["trial", unit, "config", *CENSUS_COLUMNS], tablefmt="github", disable_numparse=True)
+    if fit:  # short names, columns equal in every row said once: the table fits the terminal
+        rows, headers, note = constant_columns(rows, ["trial", unit, "config (≠ defaults)", *CENSUS_SHORT])
+        return table(rows, headers, "simple") + (f"\n{note}" if note else "")
+    return table(rows, ["trial", unit, "config (≠ defaults)", *CENSUS_COLUMNS], "github", fit=False)
 
 
-def baseline_table(run_dir: Path, best_us: float | None) -> str:
+def baseline_table(run_dir: Path, best_us: float | None, fit: bool = False) -> str:
     rows = []
     for b in baselines(run_dir):
         r, s = b["result"], b["session"]
@@ -71,12 +79,8 @@ def baseline_table(run_dir: Path, best_us: float | None) -> str:
                 f"{s['control_us']:.2f}",
             ]
         )
-    return tabulate(
-        rows,
-        headers=["baseline", "session", "check", "cold µs", "best / baseline", "copy GB/s", "control µs"],
-        tablefmt="github",
-        disable_numparse=True,
-    )
+    headers = ["baseline", "session", "check", "cold µs", "best / baseline", "copy GB/s", "control µs"]
+    return table(rows, headers, "simple" if fit else "github", fit=fit)
 
 
 def outcome_counts(run_dir: Path) -> dict[str, int]:
@@ -104,6 +108,26 @@ def markdown(run_dir: Path) -> str:
         ]
     lines += ["## Why the winner wins", "", "```", explain_text(run_dir, with_triton=False), "```", ""]
     return "\n".join(lines)
+
+
+def terminal(run_dir: Path) -> str:
+    """What `report` prints: report.md's content as plain tables that fit the terminal."""
+    meta = _search_meta(run_dir)
+    best = scored(run_dir)[:1]
+    lines = [
+        f"search {meta.get('family', '?')} {' '.join(f'{k}={v}' for k, v in meta.get('shape', {}).items())} on "
+        f"{meta.get('arch', '?')}; trials by outcome: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(outcome_counts(run_dir).items())),
+        "",
+        top_table(run_dir, fit=True),
+    ]
+    if baselines(run_dir):
+        lines += [
+            "",
+            "baselines measured in the same run",
+            baseline_table(run_dir, best[0]["value"] if best else None, fit=True),
+        ]
+    return "\n".join([*lines, "", explain_text(run_dir, with_triton=False)])
 
 
 def _rank(values: np.ndarray) -> np.ndarray:
