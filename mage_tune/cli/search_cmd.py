@@ -63,11 +63,21 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
     run_path = Path(run_dir or Path("runs") / f"search-{study_name}")
     spec = SearchSpec(fam.name, shape, arch, trials, sampler, storage, study_name, run_path, workers, static, seed)
     runner = Search(spec, fam, click.echo)
+    resumed = report.recorded_trials(runner.study)
+    click.echo(
+        f"resuming {resumed} recorded trial(s) of study {study_name} (asked for {trials})"
+        + ("; nothing left to run: raise --trials to search on" if resumed >= trials else "")
+        if resumed
+        else f"new study {study_name}",
+        err=True,
+    )
     (run_path / "search.json").write_text(spec_json(spec))
     from mage_tune.measure.device import environment
 
     record.add_environment(run_path, environment())
-    bar = tqdm(total=trials, desc=f"search {study_name}", unit="trial", file=sys.stderr)
+    from mage_tune.textwidth import columns
+
+    bar = tqdm(total=trials, desc=f"search {study_name}", unit="trial", file=sys.stderr, ncols=columns())
 
     def progress(done: int, best: float) -> None:
         bar.n = done
@@ -82,10 +92,14 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
         sys.exit(130)
     bar.close()
     best = write_summary(spec, fam)
+    outcomes = report.outcome_counts(run_path)
     if as_json:
-        click.echo(json.dumps(best, indent=1, default=str))
+        said = {"run_dir": str(run_path), "resumed_trials": resumed, "outcomes": outcomes}
+        click.echo(json.dumps({**best, **said}, indent=1, default=str))
         return
-    click.echo(f"\nrun directory: {run_path}\n")
-    click.echo(report.top_table(run_path))
+    click.echo("\n" + report.top_table(run_path, fit=True))
     if report.baselines(run_path):
-        click.echo("\n" + report.baseline_table(run_path, best.get("value")))
+        click.echo("\n" + report.baseline_table(run_path, best.get("value"), fit=True))
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+    click.echo(f"\ntrials by outcome: {counts}" + (f" ({resumed} recorded before this run)" if resumed else ""))
+    click.echo(f"run directory: {run_path} (report.md, best/, trials.jsonl)")

@@ -90,6 +90,11 @@ def outcome_counts(run_dir: Path) -> dict[str, int]:
     return counts
 
 
+def recorded_trials(study) -> int:
+    """Trials of an Optuna study that ended with an outcome (resumed from an earlier run)."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get("outcome"))
+
+
 def markdown(run_dir: Path) -> str:
     meta = _search_meta(run_dir)
     best = scored(run_dir)[:1]
