@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from mage_tune.census.model import Census, View
 
 
@@ -98,4 +96,6 @@ def render(columns: list[tuple[str, list[tuple[str, str]]]], mark_differences: b
         mark = "≠" if mark_differences and len(columns) > 1 and len(set(values)) > 1 else ""
         table.append([mark, key, *values])
     headers = ["", "property", *[header for header, _ in columns]]
-    return tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
+    from mage_tune.textwidth import table as fit_table  # fits 100 columns (or the terminal); --wide: all of it
+
+    return fit_table(table, headers)

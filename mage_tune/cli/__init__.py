@@ -88,11 +88,18 @@ def cli():
     """mage-tune: generate, census, compare, measure and search GPU kernel variants."""
 
 
+def main_error_text(exc: MageError) -> str:
+    """How `mage-tune` says an error: one message, wrapped to fit the terminal."""
+    from mage_tune.textwidth import wrap
+
+    return wrap(f"mage-tune: error: {exc}")
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except MageError as exc:
-        click.echo(f"mage-tune: error: {exc}", err=True)
+        click.echo(main_error_text(exc), err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

@@ -85,9 +85,8 @@ def counters(family, d, m, n, k_, arch, settings, baseline_labels, as_json, out_
 
 def format_counters(record: dict) -> str:
     """Metric rows, one column per profiled kernel; the census's static prediction for the variant first."""
-    from tabulate import tabulate
-
     from mage_tune.measure.counters import pick
+    from mage_tune.textwidth import table as fit_table
 
     census = record["census"]
     occ = census["occupancy"] or {}
@@ -118,6 +117,6 @@ def format_counters(record: dict) -> str:
         f"{record['family']} {record['shape']}  variant {record['variant']}",
         f"census: occupancy limiter {occ.get('limiter', '?')}, {occ.get('blocks_per_sm', '?')} blocks/SM"
         + ("; DRAM traffic predicted: the bytes the kernel must move" if not record["flops"] else ""),
-        tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True),
+        fit_table(table, headers),
     ]
     return "\n".join(lines)

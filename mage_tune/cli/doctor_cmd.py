@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
+from mage_tune.textwidth import table as fit_table
+
 
 @click.command()
 def doctor():
     """Show NVRTC, ptxas, cuobjdump, nvdisasm and the GPU libraries: where found, version, or how to get them."""
-    from tabulate import tabulate
-
     from mage_tune import toolchain
     from mage_tune.errors import ToolchainError
 
@@ -36,7 +36,7 @@ def doctor():
             )
     for lib in ("triton", "cupy", "torch", "optuna"):
         table.append([lib, _version(lib), "python package", "" if lib in ("triton", "optuna") else "GPU extra"])
-    click.echo(tabulate(table, headers=["tool", "version", "where", "note"], tablefmt="simple"))
+    click.echo(fit_table(table, ["tool", "version", "where", "note"]))
     click.echo()
     click.echo(_arch_table())
     if missing:
@@ -45,8 +45,6 @@ def doctor():
 
 def _arch_table() -> str:
     """One row per arch mage-tune knows: its limits, and whether a ptxas found here can assemble it (SASS view)."""
-    from tabulate import tabulate
-
     from mage_tune.arch import ARCHS, assemblable
 
     rows = []
@@ -64,7 +62,7 @@ def _arch_table() -> str:
             ]
         )
     headers = ["arch", "cc", "SMs", "warps/SM", "blocks/SM", "smem/block", "ptxas can assemble"]
-    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+    return fit_table(rows, headers)
 
 
 def _version(package: str) -> str:

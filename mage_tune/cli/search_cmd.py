@@ -75,7 +75,7 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
     from mage_tune.measure.device import environment
 
     record.add_environment(run_path, environment())
-    from mage_tune.textwidth import columns
+    from mage_tune.textwidth import columns, wrap
 
     bar = tqdm(total=trials, desc=f"search {study_name}", unit="trial", file=sys.stderr, ncols=columns())
 
@@ -102,4 +102,4 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
         click.echo("\n" + report.baseline_table(run_path, best.get("value"), fit=True))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
     click.echo(f"\ntrials by outcome: {counts}" + (f" ({resumed} recorded before this run)" if resumed else ""))
-    click.echo(f"run directory: {run_path} (report.md, best/, trials.jsonl)")
+    click.echo(wrap(f"run directory: {run_path} (report.md, best/, trials.jsonl)"))

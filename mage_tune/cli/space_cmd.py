@@ -37,9 +37,9 @@ def with_shape(func=None, *, arch_default: str = "sm_90"):
 @click.option("--json", "as_json", is_flag=True, help="Knobs, constraints and every valid config as JSON.")
 def space(family, d, m, n, k_, arch, as_list, as_json):
     """Show FAMILY's knobs, their domains, the constraints, and how many configs are valid for this shape."""
-    from tabulate import tabulate
-
     from mage_tune.compile import check_arch
+    from mage_tune.textwidth import table as fit_table
+    from mage_tune.textwidth import wrap
     from mage_tune.kernels import get_family
 
     check_arch(arch)
@@ -67,14 +67,14 @@ def space(family, d, m, n, k_, arch, as_list, as_json):
     shape_text = ", ".join(f"{k}={v}" for k, v in shape.items())
     click.echo(f"{fam.name} ({shape_text}, {arch})\n")
     rows = [[k.name, ", ".join(map(str, k.domain)), k.help] for k in fam.knobs]
-    click.echo(tabulate(rows, headers=["knob", "domain", "meaning"], tablefmt="simple"))
+    click.echo(fit_table(rows, ["knob", "domain", "meaning"]))
     click.echo("\nconstraints:")
     for text in fam.constraint_text():
-        click.echo(f"  - {text}")
+        click.echo(wrap(f"  - {text}"))
     click.echo(f"\n{count} valid configs of {fam.space_size()} in the product of the domains")
     if as_list:
         names = [k.name for k in fam.knobs]
-        click.echo(tabulate([[c[n] for n in names] for c in configs], headers=names, tablefmt="simple"))
+        click.echo(fit_table([[c[n] for n in names] for c in configs], names))
 
 
 @click.command()
