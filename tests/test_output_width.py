@@ -116,3 +116,23 @@ def test_report_of_a_search_run_fits(tmp_path):
     result = run("report", str(run_dir), "--no-plots")
     assert result.exit_code == 0 and not too_wide(result.output)
     assert "trials by outcome:" in result.output
+
+
+def test_equal_values_are_equal_whatever_their_source():
+    from mage_tune.census.table import render
+
+    table = render([("a", [("registers", "32 [ptxas -v]")]), ("b", [("registers", "32 [cuobjdump]")])])
+    assert "≠" not in table
+    table = render([("a", [("registers", "32 [ptxas -v]")]), ("b", [("registers", "40 [ptxas -v]")])])
+    assert "≠" in table
+
+
+def test_did_you_mean_for_a_family_and_a_file():
+    def said(*args: str) -> str:
+        return " ".join(run(*args).output.split())  # unwrapped
+
+    assert "did you mean the family layernorm?" in said("census", "layernrom")
+    assert f"did you mean {ROOT / 'tests' / 'kernels' / 'flight.cu'}?" in said(
+        "census", str(ROOT / "tests" / "kernels" / "flight.c")
+    )
+    assert "did you mean layernorm?" in said("space", "layernrom")

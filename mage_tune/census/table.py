@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from mage_tune.census.model import Census, View
 
 
@@ -93,7 +95,9 @@ def render(columns: list[tuple[str, list[tuple[str, str]]]], mark_differences: b
     table = []
     for key in keys:
         values = [dict(column).get(key, "-") for _, column in columns]
-        mark = "≠" if mark_differences and len(columns) > 1 and len(set(values)) > 1 else ""
+        # Equal values are equal whatever their source: "32 [ptxas -v]" and "32 [cuobjdump]" are not marked.
+        same = {re.sub(r"\s*\[[^\]]*\]$", "", str(v)) for v in values}
+        mark = "≠" if mark_differences and len(columns) > 1 and len(same) > 1 else ""
         table.append([mark, key, *values])
     headers = ["", "property", *[header for header, _ in columns]]
     from mage_tune.textwidth import table as fit_table  # fits 100 columns (or the terminal); --wide: all of it

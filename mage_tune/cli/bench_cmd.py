@@ -81,6 +81,7 @@ def bench(
     if configs_file and (settings or all_configs or source):
         raise click.UsageError("--configs lists the configs itself: leave out --set, --all and --source")
     device.require_gpu()
+    click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     if arch == "auto" or arch is None:
         arch = device.arch_of_device()
     fam = get_family(family)

@@ -49,6 +49,7 @@ def counters(family, d, m, n, k_, arch, settings, baseline_labels, as_json, out_
     from mage_tune.measure.counters import profile
 
     device.require_gpu()
+    click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     if arch == "auto" or arch is None:
         arch = device.arch_of_device()
     fam = get_family(family)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from mage_tune.textwidth import table as fit_table
+from mage_tune.textwidth import wrap
 
 
 @click.command()
@@ -39,8 +40,24 @@ def doctor():
     click.echo(fit_table(table, ["tool", "version", "where", "note"]))
     click.echo()
     click.echo(_arch_table())
-    if missing:
+    mode, usable = _mode()
+    click.echo("\n" + wrap(mode))
+    if missing or not usable:
         raise click.exceptions.Exit(1)
+
+
+def _mode() -> tuple[str, bool]:
+    """Which mode search and bench run in here, and why; (line, False) where a GPU is here but cannot be used."""
+    from mage_tune.errors import NoDeviceError
+    from mage_tune.measure.device import gpu_mode
+
+    try:
+        mode, why = gpu_mode()
+    except NoDeviceError as exc:
+        return f"mode: none: {exc}", False
+    if mode == "measured":
+        return f"mode: measured: search and bench time kernels on {why}", True
+    return f"mode: static: search scores with the census model and bench refuses: {why}", True
 
 
 def _arch_table() -> str:

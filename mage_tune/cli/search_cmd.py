@@ -40,22 +40,30 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
     from mage_tune.kernels import get_family
     from mage_tune.search import record, report
     from mage_tune.search.runner import Search, SearchSpec, spec_json, write_summary
+    from mage_tune.textwidth import wrap
 
     fam = get_family(family)
     shape = fam.shape_from(d=d, m=m, n=n, k=k_)
     if not static:
-        from mage_tune.measure.device import arch_of_device, has_gpu
+        from mage_tune.measure.device import arch_of_device, gpu_mode
 
-        if not has_gpu():
+        mode_name, why = gpu_mode()  # a GPU here that cannot be used is an error, never a quiet static run
+        if mode_name == "static":
             click.secho(
-                "NOTICE: no CUDA device here: running the STATIC census model, not measurements "
-                "(pass --static to silence this).",
+                wrap(
+                    f"NOTICE: no CUDA device here: running the STATIC census model, not measurements ({why}; "
+                    "pass --static to silence this)."
+                ),
                 fg="yellow",
                 err=True,
             )
             static = True
-        elif arch in (None, "auto"):
-            arch = arch_of_device()
+        else:
+            click.echo(wrap(f"measuring on the GPU: {why}"), err=True)
+            if arch in (None, "auto"):
+                arch = arch_of_device()
+    else:
+        click.echo("static census model (--static): no GPU is used", err=True)
     arch = check_arch("sm_90" if arch in (None, "auto") else arch)
     mode = "static" if static else "measured"
     shape_text = "-".join(f"{k}{v}" for k, v in shape.items())
@@ -75,7 +83,7 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
     from mage_tune.measure.device import environment
 
     record.add_environment(run_path, environment())
-    from mage_tune.textwidth import columns, wrap
+    from mage_tune.textwidth import columns
 
     bar = tqdm(total=trials, desc=f"search {study_name}", unit="trial", file=sys.stderr, ncols=columns())
 

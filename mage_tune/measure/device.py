@@ -21,11 +21,60 @@ def has_gpu() -> bool:
         return False
 
 
+def gpu_hardware() -> str:
+    """What shows an NVIDIA GPU on this machine without any Python GPU library ("" where nothing does): a listed
+    GPU of `nvidia-smi -L`, or the device node /dev/nvidia0."""
+    import os
+
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+        listed = [line for line in out.stdout.splitlines() if line.startswith("GPU ")] if out.returncode == 0 else []
+        if listed:
+            return listed[0].split(" (UUID")[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "/dev/nvidia0" if os.path.exists("/dev/nvidia0") else ""
+
+
+@functools.cache
+def gpu_mode() -> tuple[str, str]:
+    """("measured", on what) where a CUDA device answers through cupy and torch imports; ("static", why) where this
+    machine shows no NVIDIA GPU. A GPU that is here but cannot be used (cupy or torch will not import, no driver, no
+    device answers) is a NoDeviceError that says what is missing, never a quiet static run."""
+    hardware = gpu_hardware()
+    fix = "run ./setup.sh (it installs the gpu extra where it sees a GPU) or pip install -e '.[gpu]'"
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or a cupy built for another CUDA failing as it loads
+        if not hardware:
+            return "static", "no NVIDIA GPU here (nvidia-smi lists none, no /dev/nvidia0)"
+        raise NoDeviceError(f"an NVIDIA GPU is here ({hardware}) but cupy will not import ({exc}); {fix}") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError: no driver, or a driver older than cupy's CUDA
+        if not hardware:
+            return "static", f"no NVIDIA GPU here (cupy: {exc})"
+        raise NoDeviceError(
+            f"an NVIDIA GPU is here ({hardware}) but CUDA does not answer through cupy: {exc}"
+        ) from None
+    if count == 0:
+        if not hardware:
+            return "static", "no NVIDIA GPU here (CUDA counts no device)"
+        raise NoDeviceError(f"an NVIDIA GPU is here ({hardware}) but CUDA counts no device it may use")
+    try:
+        import torch  # the baselines (torch, Triton) need it
+    except Exception as exc:
+        raise NoDeviceError(f"cupy sees {count} CUDA device(s) but torch will not import ({exc}); {fix}") from None
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    return "measured", f"{name} (cupy {cupy.__version__}, torch {torch.__version__})"
+
+
 def require_gpu() -> None:
-    if not has_gpu():
+    if gpu_mode()[0] != "measured":
         raise NoDeviceError(
             "no CUDA device found (this command times kernels on a GPU); the CPU commands census, compare, "
-            "space, render and search --static work without one"
+            f"space, render and search --static work without one ({gpu_mode()[1]})"
         )
 
 
