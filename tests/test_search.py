@@ -229,6 +229,7 @@ def test_report_from_the_record_alone(static_run, tmp_path, env):
 AS_IF_GPU = (
     "-c",
     "import sys; import mage_tune.measure.device as d; d.has_gpu = lambda: True; "
+    "d.gpu_mode = lambda: ('measured', 'a GPU (simulated)'); "
     "from mage_tune.cli import main; sys.argv[0] = 'mage-tune'; main()",
 )
 

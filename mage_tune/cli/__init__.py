@@ -89,10 +89,8 @@ def cli():
 
 
 def main_error_text(exc: MageError) -> str:
-    """How `mage-tune` says an error: one message, wrapped to fit the terminal."""
-    from mage_tune.textwidth import wrap
-
-    return wrap(f"mage-tune: error: {exc}")
+    """How `mage-tune` says an error: one line (for logs and grep; the terminal wraps it), never a traceback."""
+    return f"mage-tune: error: {exc}"
 
 
 def main() -> None:

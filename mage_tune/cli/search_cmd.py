@@ -58,12 +58,13 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
                 err=True,
             )
             static = True
+            said = ""
         else:
-            click.echo(wrap(f"measuring on the GPU: {why}"), err=True)
+            said = f"measuring on the GPU: {why}; "
             if arch in (None, "auto"):
                 arch = arch_of_device()
     else:
-        click.echo("static census model (--static): no GPU is used", err=True)
+        said = "static census model (--static), no GPU used; "
     arch = check_arch("sm_90" if arch in (None, "auto") else arch)
     mode = "static" if static else "measured"
     shape_text = "-".join(f"{k}{v}" for k, v in shape.items())
@@ -72,11 +73,16 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
     spec = SearchSpec(fam.name, shape, arch, trials, sampler, storage, study_name, run_path, workers, static, seed)
     runner = Search(spec, fam, click.echo)
     resumed = report.recorded_trials(runner.study)
-    click.echo(
-        f"resuming {resumed} recorded trial(s) of study {study_name} (asked for {trials})"
-        + ("; nothing left to run: raise --trials to search on" if resumed >= trials else "")
-        if resumed
-        else f"new study {study_name}",
+    click.echo(  # said once the run directory and study are known to match: a refused run says only why
+        wrap(
+            said
+            + (
+                f"resuming {resumed} recorded trial(s) of study {study_name} (asked for {trials})"
+                + ("; nothing left to run: raise --trials to search on" if resumed >= trials else "")
+                if resumed
+                else f"new study {study_name}"
+            )
+        ),
         err=True,
     )
     (run_path / "search.json").write_text(spec_json(spec))
