@@ -42,6 +42,7 @@ class Artifact:
     source: str | None = None
     dynamic_shared: int = 0  # bytes the launcher adds (Triton's metadata.shared); PTX cannot say
     tools: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # one line each: what the census could not do for this input, and why
 
     @property
     def cubin_sha256(self) -> str | None:
@@ -119,16 +120,25 @@ def nvrtc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ())
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+class UnsupportedTarget(InputError):
+    """No ptxas found here can assemble this PTX for this arch (too old for its .version or its target)."""
+
+
 _PTXAS_ERROR = re.compile(r"line (\d+); (?:error|fatal)\s*:\s*(.*)")
 _TOO_NEW = re.compile(r"Unsupported \.version|Unsupported \.target|not supported by|PTX ISA", re.I)
 
 
 def ptxas(
-    ptx: str, arch: str, label: str, ptxas_tools: tuple[toolchain.Tool, ...] | None = None
+    ptx: str,
+    arch: str,
+    label: str,
+    ptxas_tools: tuple[toolchain.Tool, ...] | None = None,
+    options: tuple[str, ...] = (),
 ) -> tuple[bytes, str, str]:
-    """Assemble PTX into a cubin with `ptxas -v`; returns (cubin, report, ptxas version).
+    """Assemble PTX into a cubin with `ptxas -v` (plus `options`); returns (cubin, report, ptxas version).
 
-    Falls back to the next ptxas found when one is too old for the file's `.version`.
+    Falls back to the next ptxas found when one is too old for the file's `.version` or target; when none can,
+    raises UnsupportedTarget.
     """
     tools = ptxas_tools or toolchain.candidates("ptxas")
     if not tools:
@@ -139,7 +149,7 @@ def ptxas(
         src.write_text(ptx)
         for tool in tools:
             run = subprocess.run(
-                [tool.path, "-v", f"-arch={arch}", str(src), "-o", str(out)],
+                [tool.path, "-v", *options, f"-arch={arch}", str(src), "-o", str(out)],
                 capture_output=True,
                 text=True,
                 timeout=300,
@@ -150,6 +160,10 @@ def ptxas(
             last_error = report
             if not _TOO_NEW.search(report):
                 break
+    if _TOO_NEW.search(last_error) or re.search(r"not defined for option 'gpu-name'", last_error):
+        versions = ", ".join(t.version or "?" for t in tools)
+        why = next((ln.strip() for ln in last_error.splitlines() if _TOO_NEW.search(ln)), last_error.strip()[:200])
+        raise UnsupportedTarget(f"no ptxas here ({versions}) can assemble it for {arch}: {why}", file=label)
     first = _PTXAS_ERROR.search(last_error)
     if first:
         raise InputError(f"ptxas: {first.group(2).strip()}", file=label, line=int(first.group(1)))
@@ -159,12 +173,15 @@ def ptxas(
 
 
 def disassemble(cubin: bytes, label: str) -> tuple[str, str, str]:
-    """(SASS listing, -res-usage report, cuobjdump version) for a cubin, from one cuobjdump run (it is slow)."""
+    """(SASS listing, -elf dump followed by the -res-usage report, cuobjdump version) for a cubin, from one
+    cuobjdump run (it is slow)."""
     tool = toolchain.find("cuobjdump")
     with tempfile.TemporaryDirectory(prefix="mage-cuobjdump-") as tmp:
         path = Path(tmp) / "in.cubin"
         path.write_bytes(cubin)
-        run = subprocess.run([tool.path, "-res-usage", "-sass", str(path)], capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [tool.path, "-elf", "-res-usage", "-sass", str(path)], capture_output=True, text=True, timeout=300
+        )
     if run.returncode != 0:
         why = (run.stderr or run.stdout).strip().splitlines()
         raise InputError(f"not a readable cubin (cuobjdump: {why[-1] if why else 'failed'})", file=label)
@@ -176,7 +193,7 @@ def disassemble(cubin: bytes, label: str) -> tuple[str, str, str]:
 
 def build_from_cu(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> Artifact:
     check_arch(arch)
-    key = _key("cu", source.encode(), arch, options)
+    key = _key("cu+elf", source.encode(), arch, options)
     cached = _load_cached(key, label, arch, source)
     if cached:
         return cached
@@ -186,19 +203,27 @@ def build_from_cu(source: str, arch: str, label: str, options: tuple[str, ...] =
     return art
 
 
-def build_from_ptx(ptx: str, arch: str, label: str) -> Artifact:
+def build_from_ptx(ptx: str, arch: str, label: str, ptxas_options: tuple[str, ...] = ()) -> Artifact:
+    """Assemble and disassemble a PTX file; `ptxas_options` are passed to ptxas (Triton's, when known)."""
     check_arch(arch)
-    key = _key("ptx", ptx.encode(), arch, ())
+    key = _key("ptx+elf", ptx.encode(), arch, ptxas_options)
     cached = _load_cached(key, label, arch, None)
     if cached:
         return cached
-    art = _from_ptx(ptx, arch, label)
+    art = _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)
     _store(key, art)
     return art
 
 
-def _from_ptx(ptx: str, arch: str, label: str, source: str | None = None, tools: dict | None = None) -> Artifact:
-    cubin, report, ptxas_version = ptxas(ptx, arch, label)
+def _from_ptx(
+    ptx: str,
+    arch: str,
+    label: str,
+    source: str | None = None,
+    tools: dict | None = None,
+    ptxas_options: tuple[str, ...] = (),
+) -> Artifact:
+    cubin, report, ptxas_version = ptxas(ptx, arch, label, options=ptxas_options)
     sass, res, cuobjdump_version = disassemble(cubin, label)
     tools = {**(tools or {}), "ptxas": ptxas_version, "cuobjdump": cuobjdump_version}
     return Artifact(
@@ -208,7 +233,7 @@ def _from_ptx(ptx: str, arch: str, label: str, source: str | None = None, tools:
 
 def build_from_cubin(cubin: bytes, label: str) -> Artifact:
     sass, res, version = disassemble(cubin, label)
-    found = re.search(r"code for (sm_\d+)", sass) or re.search(r"EF_CUDA_SM(\d+)", sass)
+    found = re.search(r"code for (sm_\d+[af]?)", sass) or re.search(r"EF_CUDA_SM(\d+)", sass)
     if not found:
         raise InputError("cubin names no sm_ architecture", file=label)
     arch = found.group(1) if found.group(1).startswith("sm_") else f"sm_{found.group(1)}"

@@ -39,6 +39,8 @@ TOP_KEYS = {
     "tools",
     "ptx",
     "sass",
+    "notes",
+    "cluster",
 }
 OCCUPANCY_KEYS = {"block", "blocks_per_sm", "warps_per_sm", "fraction", "limiter"}
 VIEW_KEYS = {
@@ -54,6 +56,14 @@ VIEW_KEYS = {
     "shuffles",
     "special",
     "loads_in_flight",
+    "matrix_loads",
+    "matrix_stores",
+    "mbarrier",
+    "bulk",
+    "bulk_waits",
+    "wgmma_waits",
+    "setmaxnreg",
+    "cluster_barriers",
 }
 
 
@@ -97,7 +107,7 @@ def test_json_record(build):
     mine, usage = b.ptxas["cp_async_double"], b.res_usage["cp_async_double"]
     record = json.loads(invoke(str(KERNELS / "cp_async_double.cu"), "--arch", "sm_90", "--block", "128", "--json"))
     assert isinstance(record, dict)
-    assert record["schema"] == "mage-tune.census/1"
+    assert record["schema"] == "mage-tune.census/2"
     assert set(record) >= TOP_KEYS
     assert set(record["occupancy"]) >= OCCUPANCY_KEYS
     assert (record["kernel"], record["arch"]) == ("cp_async_double", "sm_90")
@@ -131,8 +141,8 @@ def test_json_record(build):
 
 def test_json_multi_kernel_is_a_list():
     records = json.loads(invoke(str(KERNELS / "flight.cu"), "--arch", "sm_90", "--json"))
-    assert [r["kernel"] for r in records] == ["two_loads", "chase"]
-    assert all(r["schema"] == "mage-tune.census/1" for r in records)
+    assert [r["kernel"] for r in records] == ["chase", "two_loads"]  # one order for every input kind: by name
+    assert all(r["schema"] == "mage-tune.census/2" for r in records)
     assert records[0]["occupancy"] is None  # no --block and no __launch_bounds__
 
 
@@ -145,7 +155,7 @@ def test_kernel_option(name):
 def test_compare_marks_differences(build):
     double, single = KERNELS / "cp_async_double.cu", KERNELS / "cp_async_single.cu"
     ref = [build("cp_async_double.cu", "sm_89"), build("cp_async_single.cu", "sm_89")]
-    out = invoke(str(double), "--arch", "sm_89", "--compare", str(single))
+    out = invoke(str(double), "--arch", "sm_89", "--compare", str(single), "--wide")
     header = out.splitlines()[0]
     assert f"cp_async_double ({double})" in header and f"cp_async_single ({single})" in header
     rows = rows_of(out)

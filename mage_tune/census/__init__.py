@@ -6,37 +6,33 @@ the caller already made (templates, Triton). Both return one `Census` per kernel
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
+from mage_tune.arch import ARCH_NAMES, arch_of_ptx_target, assembler_note
 from mage_tune.census import ptx as ptx_view
 from mage_tune.census import resources as res
 from mage_tune.census import sass as sass_view
-from mage_tune.census.model import SCHEMA, Census, ParamAccess, Resources, View
+from mage_tune.census.elf import ElfFacts, parse_elf
+from mage_tune.census.model import SCHEMA, Census, Cluster, ParamAccess, Resources, View
+from mage_tune.census.names import demangle, demangle_all, ordered, select
 from mage_tune.census.occupancy import Occupancy, occupancy
-from mage_tune.compile import Artifact, build_from_cu, build_from_cubin, build_from_ptx, check_arch
+from mage_tune.compile import Artifact, UnsupportedTarget, build_from_cu, build_from_cubin, build_from_ptx, check_arch
 from mage_tune.errors import InputError
+from mage_tune.inputs import read_input
 
-__all__ = ["SCHEMA", "Census", "ParamAccess", "Resources", "View", "census_artifact", "census_path"]
-
-
-def demangle(name: str) -> str:
-    """The qualified function name inside an Itanium-mangled symbol (`_Z6kernelPfi` -> `kernel`)."""
-    if not name.startswith("_Z"):
-        return name
-    rest = name[2:]
-    nested = rest.startswith("N")
-    if nested:
-        rest = rest[1:]
-    parts = []
-    while rest and rest[0].isdigit():
-        digits = re.match(r"\d+", rest).group(0)
-        size = int(digits)
-        parts.append(rest[len(digits) : len(digits) + size])
-        rest = rest[len(digits) + size :]
-        if not nested:
-            break
-    return "::".join(parts) if parts else name
+__all__ = [
+    "SCHEMA",
+    "Census",
+    "Cluster",
+    "ParamAccess",
+    "Resources",
+    "View",
+    "census_artifact",
+    "census_path",
+    "demangle",
+]
 
 
 def _source_param_names(source: str | None, kernel: str) -> list[str]:
@@ -69,43 +65,94 @@ def _rename_params(view: View | None, kernel: ptx_view.Kernel, names: list[str])
     return View(**{**view.__dict__, "params": renamed})
 
 
-def _matches(wanted: str, name: str) -> bool:
-    return wanted in (name, demangle(name), demangle(name).split("::")[-1])
-
-
 def census_artifact(
     art: Artifact,
     kernel: str | None = None,
     block: int | None = None,
     param_names: list[str] | None = None,
 ) -> list[Census]:
-    """One Census per kernel of a compiled artifact (or only `kernel`, by mangled or demangled name)."""
+    """One Census per kernel of a compiled artifact, in one order for every input kind (by readable name), or only
+    `kernel` (symbol, full demangled name such as `reduce6<256u>`, or an unambiguous prefix)."""
     module = ptx_view.parse(art.ptx, art.label) if art.ptx is not None else None
     sass_funcs = sass_view.parse(art.sass, art.label) if art.sass is not None else {}
     names = [k.name for k in module.kernels] if module else list(sass_funcs)
+    readable = demangle_all(names)
+    names = ordered(names, readable)
     if kernel is not None:
-        names = [n for n in names if _matches(kernel, n)]
-        if not names:
-            known = ", ".join(k.name for k in module.kernels) if module else ", ".join(sass_funcs)
-            raise InputError(f"no kernel named {kernel!r}; kernels here: {known}", file=art.label)
+        names = select(kernel, names, readable, art.label)
     reports = res.parse_ptxas(art.ptxas_log) if art.ptxas_log else {}
     usage = res.parse_res_usage(art.res_usage) if art.res_usage else {}
+    if art.sass is not None and not usage:  # a saved listing may carry cuobjdump -res-usage lines of its own
+        usage = res.parse_res_usage(art.sass)
+    elf = parse_elf(art.res_usage) if art.res_usage else {}
     out = []
     for name in names:
         k = next((k for k in module.kernels if k.name == name), None) if module else None
         ptx = ptx_view.view(k) if k else None
         if k is not None:
-            ptx = _rename_params(ptx, k, param_names or _source_param_names(art.source, demangle(name)))
+            ptx = _rename_params(ptx, k, param_names or _source_param_names(art.source, readable[name]))
         sass = sass_view.view(sass_funcs[name]) if name in sass_funcs else None
-        resources = _resources(art, reports.get(name), usage.get(name))
-        bounds = k.launch_bounds if k else {}
+        facts = elf.get(name)
+        resources = _resources(art, reports.get(name), usage.get(name), facts)
+        bounds = dict(k.launch_bounds) if k else _elf_bounds(facts)
         threads = block or bounds.get("reqntid") or bounds.get("maxntid")
         occ = _occupancy(art.arch, threads, resources)
-        out.append(Census(name, demangle(name), art.label, art.arch, resources, occ, bounds, ptx, sass, art.tools))
+        out.append(
+            Census(
+                name,
+                readable[name],
+                art.label,
+                art.arch,
+                resources,
+                occ,
+                bounds,
+                ptx,
+                sass,
+                art.tools,
+                notes=art.notes,
+                cluster=_cluster(k, facts),
+            )
+        )
     return out
 
 
-def _resources(art: Artifact, report: res.PtxasReport | None, usage: dict[str, int] | None) -> Resources:
+def _elf_bounds(facts: ElfFacts | None) -> dict[str, int]:
+    """Launch bounds a cubin states (EIATTR_REQNTID / EIATTR_MAX_THREADS), as PTX would write them."""
+    if facts is None:
+        return {}
+    bounds = {}
+    for key, dims in (("reqntid", facts.reqntid), ("maxntid", facts.max_threads)):
+        if dims:
+            bounds[key] = math.prod(dims)
+    if facts.min_ctas_per_sm:
+        bounds["minnctapersm"] = facts.min_ctas_per_sm
+    return bounds
+
+
+def _cluster(kernel: ptx_view.Kernel | None, facts: ElfFacts | None) -> Cluster | None:
+    """The thread-block cluster a kernel declares: from its PTX directives, else from the cubin's ELF."""
+    if kernel is not None and kernel.cluster:
+        dims = kernel.cluster.get("reqnctapercluster")
+        rank = kernel.cluster.get("maxclusterrank")
+        return Cluster(
+            dims=_dims3(dims), explicit="explicitcluster" in kernel.cluster, max_rank=rank[0] if rank else None,
+            source="PTX",
+        )  # fmt: skip
+    if facts is not None and (facts.cluster_dims or facts.explicit_cluster or facts.max_cluster_rank):
+        return Cluster(_dims3(facts.cluster_dims), facts.explicit_cluster, facts.max_cluster_rank, "cubin ELF")
+    return None
+
+
+def _dims3(dims: tuple[int, ...] | None) -> tuple[int, int, int] | None:
+    if not dims:
+        return None
+    padded = (*dims, 1, 1)[:3]
+    return (padded[0], padded[1], padded[2])
+
+
+def _resources(
+    art: Artifact, report: res.PtxasReport | None, usage: dict[str, int] | None, facts: ElfFacts | None = None
+) -> Resources:
     """Prefer ptxas -v (it separates spills from local arrays); fill the rest from cuobjdump -res-usage."""
     sources: dict[str, str] = {}
     values: dict[str, int | None] = dict.fromkeys(
@@ -143,31 +190,32 @@ def _resources(art: Artifact, report: res.PtxasReport | None, usage: dict[str, i
                 # Without static shared memory -res-usage shows 0, not the reservation: nothing was taken out.
                 note = f" (minus the {reserved} B reservation)" if adjust and usage[key] else ""
                 sources[field] = "cuobjdump -res-usage" + note
+    if facts is not None:
+        for field, value in (("registers", facts.registers), ("barriers_used", facts.barriers)):
+            if values[field] is None and value is not None:
+                values[field], sources[field] = value, "cuobjdump -elf"
     if art.dynamic_shared:
         sources["dynamic_shared_bytes"] = "launcher metadata"
     return Resources(dynamic_shared_bytes=art.dynamic_shared, sources=sources, **values)
 
 
 def _occupancy(arch: str, threads: int | None, resources: Resources) -> Occupancy | None:
-    if not threads or resources.registers is None:
+    if not threads or resources.registers is None or arch not in ARCH_NAMES:
         return None
     shared = (resources.shared_bytes or 0) + resources.dynamic_shared_bytes
     return occupancy(arch, threads, resources.registers, shared, barriers=resources.barriers_used or 1)
 
 
-def load(path: str | Path, arch: str | None = None) -> Artifact:
+def load(path: str | Path, arch: str | None = None, ptxas_options: tuple[str, ...] = ()) -> Artifact:
     """Read and compile a file as what its suffix or content says it is."""
     path = Path(path)
     label = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=label) from None
+    data = read_input(path)  # a regular file, bounded: never a device read for ever
     if not data.strip():
         raise InputError("empty file", file=label)
     if arch is not None:
         try:
-            check_arch(arch)
+            arch = check_arch(arch)
         except InputError as exc:
             raise InputError(exc.message, file=label) from None  # say which input the arch was meant for
     if data[:4] == b"\x7fELF":
@@ -180,9 +228,8 @@ def load(path: str | Path, arch: str | None = None) -> Artifact:
         raise InputError("binary data, not PTX, CUDA source, SASS text or a cubin", file=label)
     suffix = path.suffix.lower()
     if suffix == ".ptx" or (suffix not in (".cu", ".cuh") and re.search(r"^\s*\.version\s", text, re.M)):
-        target = re.search(r"^\s*\.target\s+(sm_\d+)", text, re.M)
-        ptx_view.parse(text, label)  # a garbled file fails here, with its line, before ptxas sees it
-        return build_from_ptx(text, arch or (target.group(1) if target else "sm_90"), label)
+        module = ptx_view.parse(text, label)  # a garbled file fails here, with its line, before ptxas sees it
+        return _load_ptx(text, module.target, arch, label, ptxas_options)
     if suffix in (".cu", ".cuh"):
         return build_from_cu(text, arch or "sm_90", label)
     if sass_view.looks_like_sass(text):
@@ -190,8 +237,40 @@ def load(path: str | Path, arch: str | None = None) -> Artifact:
     raise InputError("not PTX, CUDA source (.cu), SASS text or a cubin", file=label)
 
 
+def _ptx_only(ptx: str, arch: str, label: str, why: str, source: str | None = None) -> Artifact:
+    """An artifact with the PTX view only, and a note that names the file, why SASS is missing and the fix."""
+    return Artifact(label, arch, ptx=ptx, source=source, notes=(f"{label}: no SASS view: {why}",))
+
+
+def _load_ptx(text: str, target: str, arch: str | None, label: str, ptxas_options: tuple[str, ...] = ()) -> Artifact:
+    """PTX -> artifact for `arch`, or for the arch its `.target` names; the PTX view alone where ptxas cannot help."""
+    if arch is None:
+        try:
+            arch = arch_of_ptx_target(target).name
+        except InputError:
+            why = f".target {target} is not an arch mage-tune models ({', '.join(ARCH_NAMES)})"
+            return _ptx_only(text, target, label, why + "; pass --arch to assemble it for one of them")
+    elif target[-1] in "af" and re.fullmatch(r"sm_\d+[af]", target) and arch != target:
+        raise InputError(
+            f".target {target} holds arch-specific code that assembles only for {target}, not {arch}: "
+            f"drop --arch or pass --arch {target}",
+            file=label,
+        )
+    note = assembler_note(arch)
+    if note:
+        return _ptx_only(text, arch, label, note)
+    try:
+        return build_from_ptx(text, arch, label, ptxas_options=ptxas_options)
+    except UnsupportedTarget as exc:
+        return _ptx_only(text, arch, label, exc.message + "; install a newer CUDA toolkit and set CUDA_HOME")
+
+
 def census_path(
-    path: str | Path, arch: str | None = None, kernel: str | None = None, block: int | None = None
+    path: str | Path,
+    arch: str | None = None,
+    kernel: str | None = None,
+    block: int | None = None,
+    ptxas_options: tuple[str, ...] = (),
 ) -> list[Census]:
     """Census every kernel in a file (or only `kernel`)."""
-    return census_artifact(load(path, arch), kernel=kernel, block=block)
+    return census_artifact(load(path, arch, ptxas_options=ptxas_options), kernel=kernel, block=block)

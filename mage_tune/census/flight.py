@@ -102,7 +102,7 @@ def _split_operands(operands: str) -> list[str]:
 
 
 def ptx_in_flight(kernel: Kernel) -> InFlight:
-    from mage_tune.census.ptx import access_bits, opcode_parts, space_of
+    from mage_tune.census.ptx import access_bits, opcode_parts, space_of, wait_depth
 
     walk = _Walk()
     live = walk.bits  # the walk's own dict of loads in flight (never rebound)
@@ -119,7 +119,8 @@ def ptx_in_flight(kernel: Kernel) -> InFlight:
         if parts == ():
             parts = opcode_parts(ins.opcode)
             load = parts[0] in ("ld", "ldu") and space_of(parts) == "global"
-            parts = kinds[ins.opcode] = parts if load or (parts[0] == "cp" and "async" in parts) else None
+            copy = parts[0] == "cp" and "async" in parts and "bulk" not in parts
+            parts = kinds[ins.opcode] = parts if load or copy else None
         if parts is None:
             continue
         if parts[0] in ("ld", "ldu"):
@@ -127,8 +128,10 @@ def ptx_in_flight(kernel: Kernel) -> InFlight:
         elif parts[0] == "cp" and "async" in parts:
             if "commit_group" in parts:
                 walk.commit()
-            elif "wait_group" in parts:
-                walk.wait(int(ins.operands.split(",")[0]))
+            elif "wait_group" in parts and "bulk" not in parts:
+                depth = wait_depth(ins.operands)
+                if depth is not None:
+                    walk.wait(depth)
             elif "wait_all" in parts:
                 walk.wait(0)
     return walk.result()
@@ -213,7 +216,8 @@ def param_access(kernel: Kernel) -> dict[str, ParamAccess]:
         if parts == ():
             parts = opcode_parts(ins.opcode)
             access = parts[0] in ("ld", "ldu", "st") and space_of(parts) == "global"
-            access = access or (parts[0] == "cp" and "async" in parts and "global" in parts)
+            # cp.async copies count as loads; bulk and tensor copies (TMA) name a tensor map, not a plain pointer
+            access = access or (parts[0] == "cp" and "async" in parts and "global" in parts and "bulk" not in parts)
             parts = accesses[ins.opcode] = parts if access else None
         if parts is None:
             continue

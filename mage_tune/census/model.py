@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from mage_tune.census.occupancy import Occupancy
 
-SCHEMA = "mage-tune.census/1"
+SCHEMA = "mage-tune.census/2"
 
 Widths = dict[int, int]  # access width in bits -> instruction count
 
@@ -38,7 +38,7 @@ class View:
     cp_async: Widths
     cp_async_commits: int
     cp_async_wait: tuple[int, ...]  # depth of each wait, in program order; wait_all is 0
-    bulk_copies: int  # cp.async.bulk / UTMALDG (tensor-memory-accelerator copies)
+    bulk_copies: int  # bulk and tensor (TMA) copies of every direction; commit and wait groups are not copies
     predicated: dict[str, int]  # category -> instructions carrying a guard predicate
     barriers: int
     shuffles: int
@@ -48,6 +48,23 @@ class View:
     loads_in_flight: int  # see flight.py: most global loads issued and not yet consumed at one point
     bytes_in_flight: int
     cp_async_groups_in_flight: int
+    # Hopper and later (docs/census-schema.md says which PTX and SASS instruction each field counts).
+    matrix_loads: dict[str, int] = field(default_factory=dict)  # ldmatrix / LDSM by "x1".."x4" (+ ".trans")
+    matrix_stores: dict[str, int] = field(default_factory=dict)  # stmatrix / STSM, same keys
+    shared_load_bytes: int = 0  # per thread, static: shared loads plus matrix loads (4 bytes per xN matrix)
+    shared_store_bytes: int = 0  # per thread, static: shared stores plus matrix stores
+    mbarrier: dict[str, int] = field(default_factory=dict)  # init, arrive, arrive_expect_tx, try_wait, ...
+    bulk: dict[str, int] = field(default_factory=dict)  # load, store, prefetch, multicast, reduce, shared
+    bulk_commits: int = 0  # cp.async.bulk.commit_group / UTMACMDFLUSH
+    bulk_waits: tuple[int, ...] = ()  # cp.async.bulk.wait_group N / the DEPBAR.LE SB0 after a bulk commit
+    matrix_shapes: dict[str, int] = field(default_factory=dict)  # matrix ops by shape and types
+    wmma_loads: int | None = None  # wmma.load (PTX only: SASS has plain loads); None in SASS
+    wmma_stores: int | None = None
+    wgmma_fences: int = 0  # wgmma.fence / WARPGROUP.ARRIVE
+    wgmma_commits: int = 0  # wgmma.commit_group / HGMMA closing a group (gsb0)
+    wgmma_waits: tuple[int, ...] = ()  # wgmma.wait_group N / WARPGROUP.DEPBAR.LE gsb0, N
+    setmaxnreg: tuple[tuple[str, int], ...] = ()  # ("dec", 40), ("inc", 232) in program order
+    cluster_barriers: dict[str, int] = field(default_factory=dict)  # arrive / wait (barrier.cluster, UCGABAR_*)
     params: dict[str, ParamAccess] | None = None  # PTX only
     registers_declared: dict[str, int] | None = None  # PTX only: .reg declarations by type
     shared_declared: dict[str, int] | None = None  # PTX only: name -> bytes (-1 for extern/dynamic)
@@ -69,6 +86,16 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """The thread-block cluster a kernel declares (sm_90+)."""
+
+    dims: tuple[int, int, int] | None  # .reqnctapercluster / __cluster_dims__; None where the launch decides
+    explicit: bool  # .explicitcluster: must be launched as a cluster
+    max_rank: int | None  # .maxclusterrank: most blocks a launch's cluster may have
+    source: str  # "PTX" or "cubin ELF"
+
+
+@dataclass(frozen=True)
 class Census:
     kernel: str  # name as in the binary (mangled where the source was C++)
     demangled: str
@@ -80,6 +107,8 @@ class Census:
     ptx: View | None
     sass: View | None
     tools: dict[str, str]
+    notes: tuple[str, ...] = ()  # one line each: what could not be done for this input (no SASS view: why, fix)
+    cluster: Cluster | None = None
 
     def to_json(self) -> dict:
         """The documented JSON record (schema `mage-tune.census/1`)."""
@@ -102,6 +131,10 @@ class Census:
             "occupancy": asdict(self.occupancy) if self.occupancy else None,
             "launch_bounds": self.launch_bounds,
             "tools": self.tools,
+            "notes": list(self.notes),
+            "cluster": None
+            if self.cluster is None
+            else {**asdict(self.cluster), "dims": list(self.cluster.dims) if self.cluster.dims else None},
         }
         for name in ("ptx", "sass"):
             view = getattr(self, name)
@@ -111,7 +144,9 @@ class Census:
 
 def _view_json(view: View) -> dict:
     data = asdict(view)
-    data["cp_async_wait"] = list(view.cp_async_wait)
+    for key in ("cp_async_wait", "bulk_waits", "wgmma_waits"):
+        data[key] = list(getattr(view, key))
+    data["setmaxnreg"] = [{"action": action, "registers": regs} for action, regs in view.setmaxnreg]
     for key, value in list(data.items()):
         if isinstance(value, dict) and value and all(isinstance(k, int) for k in value):
             data[key] = {str(k): v for k, v in sorted(value.items())}
@@ -126,3 +161,34 @@ def _view_json(view: View) -> dict:
             for name, acc in view.params.items()
         }
     return data
+
+
+_HOPPER_COUNTERS = ("matrix_loads", "matrix_stores", "mbarrier", "bulk", "matrix_shapes", "cluster_barriers")
+
+
+def hopper_tallies() -> dict:
+    """Scalar tallies a view keeps beside its counters for the Hopper-era fields (see hopper_fields)."""
+    return {
+        "bulk_commits": 0,
+        "bulk_waits": [],
+        "wgmma_fences": 0,
+        "wgmma_commits": 0,
+        "wgmma_waits": [],
+        "setmaxnreg": [],
+        "matrix_load_bytes": 0,
+        "matrix_store_bytes": 0,
+    }
+
+
+def hopper_fields(counters: dict, tallies: dict) -> dict:
+    """The Hopper-era View fields of one view from its counters by name and its tallies: matrix loads and stores
+    count into shared traffic per thread; lists become tuples; PTX-only tallies (wmma) pass through."""
+    tallies = dict(tallies)
+    load_bytes = sum(b * n for b, n in counters["shared_loads"].items()) // 8 + tallies.pop("matrix_load_bytes")
+    store_bytes = sum(b * n for b, n in counters["shared_stores"].items()) // 8 + tallies.pop("matrix_store_bytes")
+    return {
+        **{name: dict(counters[name]) for name in _HOPPER_COUNTERS},
+        "shared_load_bytes": load_bytes,
+        "shared_store_bytes": store_bytes,
+        **{name: tuple(v) if isinstance(v, list) else v for name, v in tallies.items()},
+    }

@@ -11,20 +11,21 @@ import functools
 import gc
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from mage_tune.census import flight
-from mage_tune.census.model import View
+from mage_tune.census.model import View, hopper_fields, hopper_tallies
 from mage_tune.errors import InputError
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ENTRY = re.compile(r"\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)\s*\(", re.S)
 _PARAM = re.compile(r"\.param\s+\.(\w+)(?:\s+\.ptr)?(?:\s+\.\w+)*?(?:\s+\.align\s+\d+)?\s+([\w$]+)")
 _LABEL = re.compile(r"^[\w$.]+:(?!:)")
-_OPCODE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_:]+)*$")
+_OPCODE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[A-Za-z0-9_:]+)*$")
 _GUARD = re.compile(r"^@!?%?[\w$]+\s+")
 _BOUNDS = re.compile(r"\.(reqntid|maxntid|minnctapersm|maxnreg)\s+([\d\s,]+)")
+_CLUSTER = re.compile(r"\.(reqnctapercluster|maxclusterrank|explicitcluster)\b\s*([\d\s,]*)")
 _REG_DECL = re.compile(r"\.reg\s+\.(\w+)\s+%?[\w$]+<(\d+)>")
 _SHARED_DECL = re.compile(r"^(\.extern\s+)?\.shared\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$]+)((?:\[\d*\])*)")
 _TYPE_BITS = re.compile(r"^[bsuf](8|16|32|64|128)$|^(?:bf16|f16|e4m3|e5m2)(?:x2)?$")
@@ -49,6 +50,8 @@ class Kernel:
     launch_bounds: dict[str, int]
     registers_declared: dict[str, int]
     shared_declared: dict[str, int]
+    block_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)  # reqntid / maxntid as written (x, y, z)
+    cluster: dict[str, tuple[int, ...]] = field(default_factory=dict)  # reqnctapercluster, maxclusterrank, explicit..
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,12 @@ def _kernel(
     if open_brace < 0:
         raise InputError(f"kernel {name}: no body", file=label, line=line_of(close))
     header = text[close:open_brace]
-    bounds = {m.group(1): int(m.group(2).split(",")[0]) for m in _BOUNDS.finditer(header)}
+    dims = {m.group(1): tuple(int(v) for v in m.group(2).replace(",", " ").split()) for m in _BOUNDS.finditer(header)}
+    # A block size is the product of its dimensions (.reqntid 32, 4 is 128 threads); the others are single numbers.
+    bounds = {key: _product(values) if key in ("reqntid", "maxntid") else values[0] for key, values in dims.items()}
+    cluster = {
+        m.group(1): tuple(int(v) for v in m.group(2).replace(",", " ").split()) for m in _CLUSTER.finditer(header)
+    }
     end = _matching_brace(text, open_brace, name, label)
     body = text[open_brace + 1 : end]
     first_line = line_of(open_brace)
@@ -199,7 +207,15 @@ def _kernel(
         if not _valid_opcode(parts[0]):
             raise InputError(f"not a PTX instruction: {stmt[:40]!r}", file=label, line=start_line)
         instrs.append(_new_instr(Instr, (start_line, None, parts[0], parts[1] if len(parts) > 1 else "")))
-    return Kernel(name, params, tuple(instrs), bounds, dict(regs), shared)
+    block_dims = {k: v for k, v in dims.items() if k in ("reqntid", "maxntid")}
+    return Kernel(name, params, tuple(instrs), bounds, dict(regs), shared, block_dims, cluster)
+
+
+def _product(values: tuple[int, ...]) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
 
 
 _BRACE = re.compile(r"[{}]")
@@ -260,6 +276,24 @@ def _access_bits(parts: tuple[str, ...]) -> int:
     return vec * bits
 
 
+_PTX_INT = re.compile(r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|0[bB]([01]+)|0([0-7]+)|(\d+))[uU]?")
+
+
+def ptx_int(text: str) -> int | None:
+    """A PTX integer literal in any form the ISA allows (`2`, `0x2`, `2U`, `0b10`, `02`); None if not a literal."""
+    m = _PTX_INT.fullmatch(text.strip())
+    if not m:
+        return None
+    sign, hexa, binary, octal, dec = m.groups()
+    value = int(hexa, 16) if hexa else int(binary, 2) if binary else int(octal, 8) if octal else int(dec)
+    return -value if sign == "-" else value
+
+
+def wait_depth(operands: str) -> int | None:
+    """The N of `cp.async.wait_group N` / `cp.async.bulk.wait_group N`, whatever its literal form."""
+    return ptx_int(operands.split(",")[0])
+
+
 def copy_bits(size: str) -> int:
     """Bits one cp.async copies, from its size operand (`16` from nvcc, `0x10` from Triton); 0 if not a literal."""
     try:
@@ -279,7 +313,59 @@ def space_of(parts: tuple[str, ...] | list[str]) -> str:
 _LOAD_HINTS = ("nc", "ca", "cg", "cs", "lu", "cv")
 _SPECIAL = ("rsqrt", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh", "div")
 _MATRIX = ("mma", "wgmma", "wmma")
-_COUNTED_ROOTS = frozenset(("ld", "ldu", "st", "cp", "bar", "barrier", "shfl", "atom", "red", *_SPECIAL, *_MATRIX))
+_HOPPER_ROOTS = ("ldmatrix", "stmatrix", "mbarrier", "setmaxnreg")
+_COUNTED_ROOTS = frozenset(
+    ("ld", "ldu", "st", "cp", "bar", "barrier", "shfl", "atom", "red", *_SPECIAL, *_MATRIX, *_HOPPER_ROOTS)
+)
+_SHAPE = re.compile(r"^m\d+n\d+k\d+$")
+_MMA_TYPES = frozenset(
+    ("f64", "f32", "f16", "bf16", "tf32", "e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "s32", "s8", "u8", "s4", "u4", "b1")
+)
+_STATE_SPACES = ("global", "shared")
+
+
+@functools.lru_cache(maxsize=1024)
+def matrix_shape_key(parts: tuple[str, ...]) -> str:
+    """`mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` -> "mma.m16n8k16.f32.f16.f16.f32" (op, shape, types)."""
+    shape = next((p for p in parts if _SHAPE.match(p)), "")
+    types = [p for p in parts[1:] if p in _MMA_TYPES]
+    kind = [parts[0], "sp"] if "sp" in parts else [parts[0]]
+    return ".".join([*kind, *([shape] if shape else []), *types])
+
+
+@functools.lru_cache(maxsize=1024)
+def matrix_move_key(parts: tuple[str, ...]) -> tuple[str, int]:
+    """ldmatrix/stmatrix -> ("x4.trans", 4 bytes per matrix per thread x 4); shapes other than m8n8 prefix the key."""
+    count = next((p for p in parts if p in ("x1", "x2", "x4")), "x1")
+    shape = next((p for p in parts if re.match(r"^m\d+n\d+$", p)), "m8n8")
+    key = ("" if shape == "m8n8" else shape + ".") + count + (".trans" if "trans" in parts else "")
+    return key, 4 * int(count[1:])
+
+
+@functools.lru_cache(maxsize=256)
+def bulk_kind(parts: tuple[str, ...]) -> str:
+    """Direction of a bulk / tensor copy: load (global -> shared), store, shared (cluster), prefetch, multicast."""
+    if "prefetch" in parts:
+        return "prefetch"
+    if parts[1] == "reduce":
+        return "reduce"
+    if any(p.startswith("multicast") for p in parts):
+        return "multicast"
+    spaces = [p.split("::")[0] for p in parts[2:] if p.split("::")[0] in _STATE_SPACES]
+    if len(spaces) >= 2:
+        dst, src = spaces[:2]
+        if dst == "global":
+            return "store"
+        return "load" if src == "global" else "shared"
+    return "other"
+
+
+def mbarrier_kind(parts: tuple[str, ...]) -> str:
+    """`mbarrier.arrive.expect_tx.shared::cta.b64` -> "arrive_expect_tx"; `mbarrier.try_wait.parity` -> "try_wait"."""
+    kind = parts[1] if len(parts) > 1 else "?"
+    if kind in ("arrive", "arrive_drop") and "expect_tx" in parts:
+        kind += "_expect_tx"
+    return kind
 
 
 @_gc_paused
@@ -301,10 +387,17 @@ def view(kernel: Kernel) -> View:
             "matrix",
             "predicated",
             "hints",
+            "matrix_loads",
+            "matrix_stores",
+            "mbarrier",
+            "bulk",
+            "matrix_shapes",
+            "cluster_barriers",
         ]
     }
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []
+    t = {**hopper_tallies(), "wmma_loads": 0, "wmma_stores": 0}
     counted: dict[str, tuple[str, ...] | None] = {}  # opcode -> its parts, None where no branch below takes it
     counted_parts = counted.get
     for ins in kernel.instrs:
@@ -327,13 +420,28 @@ def view(kernel: Kernel) -> View:
                         c["hints"][hint] += 1
             if ins.guard:
                 c["predicated"][key] += 1
+        elif root == "cp" and len(parts) > 2 and parts[1] == "reduce" and "bulk" in parts:
+            bulk += 1
+            c["bulk"]["reduce"] += 1
         elif root == "cp" and len(parts) > 1 and parts[1] == "async":
             if "bulk" in parts:
-                bulk += 1
+                if "commit_group" in parts:
+                    t["bulk_commits"] += 1
+                elif "wait_group" in parts:
+                    depth = wait_depth(ins.operands)
+                    if depth is not None:
+                        t["bulk_waits"].append(depth)
+                else:
+                    bulk += 1
+                    c["bulk"][bulk_kind(parts)] += 1
+            elif "mbarrier" in parts:
+                c["mbarrier"]["cp_async_arrive"] += 1
             elif "commit_group" in parts:
                 commits += 1
             elif "wait_group" in parts:
-                waits.append(int(ins.operands.split(",")[0]))
+                depth = wait_depth(ins.operands)
+                if depth is not None:
+                    waits.append(depth)
             elif "wait_all" in parts:
                 waits.append(0)
             elif "shared" in ins.opcode and "global" in ins.opcode:
@@ -341,6 +449,8 @@ def view(kernel: Kernel) -> View:
                 c["cp_async"][copy_bits(size)] += 1
                 if ins.guard:
                     c["predicated"]["cp_async"] += 1
+        elif root == "barrier" and len(parts) > 2 and parts[1] == "cluster":
+            c["cluster_barriers"][parts[2]] += 1
         elif root in ("bar", "barrier") and "warp" not in parts:
             barriers += 1
         elif root == "shfl":
@@ -353,7 +463,38 @@ def view(kernel: Kernel) -> View:
             mode = next((p for p in parts[1:] if p in ("approx", "rn", "full", "rz", "rm", "rp")), "")
             c["special"][f"{root}.{mode}" if mode else root] += 1
         elif root in _MATRIX:
-            c["matrix"][".".join(parts[:2]) if root == "wgmma" else root] += 1
+            op = parts[1] if len(parts) > 1 else ""
+            if root == "wgmma" and op != "mma_async":
+                if op == "fence":
+                    t["wgmma_fences"] += 1
+                elif op == "commit_group":
+                    t["wgmma_commits"] += 1
+                elif op == "wait_group":
+                    depth = wait_depth(ins.operands)
+                    if depth is not None:
+                        t["wgmma_waits"].append(depth)
+            elif root == "wmma" and op in ("load", "store"):
+                if op == "load":
+                    t["wmma_loads"] += 1
+                else:
+                    t["wmma_stores"] += 1
+            else:
+                c["matrix"][root] += 1
+                c["matrix_shapes"][matrix_shape_key(parts)] += 1
+        elif root in ("ldmatrix", "stmatrix"):
+            key, nbytes = matrix_move_key(parts)
+            if root == "ldmatrix":
+                c["matrix_loads"][key] += 1
+                t["matrix_load_bytes"] += nbytes
+            else:
+                c["matrix_stores"][key] += 1
+                t["matrix_store_bytes"] += nbytes
+        elif root == "mbarrier":
+            c["mbarrier"][mbarrier_kind(parts)] += 1
+        elif root == "setmaxnreg" and len(parts) > 1:
+            regs = ptx_int(ins.operands)
+            if regs is not None:
+                t["setmaxnreg"].append((parts[1], regs))
     in_flight = flight.ptx_in_flight(kernel)
     return View(
         instructions=len(kernel.instrs),
@@ -379,6 +520,7 @@ def view(kernel: Kernel) -> View:
         loads_in_flight=in_flight.loads,
         bytes_in_flight=in_flight.bytes,
         cp_async_groups_in_flight=in_flight.groups,
+        **hopper_fields(c, t),
         params=flight.param_access(kernel),
         registers_declared=kernel.registers_declared,
         shared_declared=kernel.shared_declared,

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from mage_tune.census import flight
-from mage_tune.census.model import View
+from mage_tune.census.model import View, hopper_fields, hopper_tallies
 from mage_tune.errors import InputError
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)|^\s*\.section\s+\.text\.([\w$.]+)\s*,")
@@ -44,7 +44,7 @@ def parse(text: str, label: str) -> dict[str, list[SassInstr]]:
     """Function name -> instructions, in listing order."""
     functions: dict[str, list[SassInstr]] = {}
     current: list[SassInstr] | None = None
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
         head = _FUNCTION.match(line)
         if head:
             current = functions.setdefault(head.group(1) or head.group(2), [])
@@ -59,6 +59,8 @@ def parse(text: str, label: str) -> dict[str, list[SassInstr]]:
             guard = g.group(1)
             body = body[g.end() :]
         parts = body.split(None, 1)
+        if not parts:  # `/*0000*/ ;`: an address and no instruction
+            raise InputError("an instruction address with no instruction", file=label, line=number)
         current.append(SassInstr(guard, parts[0], parts[1] if len(parts) > 1 else ""))
     if not functions or not any(functions.values()):
         raise InputError("no SASS functions found (expected cuobjdump -sass or nvdisasm output)", file=label)
@@ -90,10 +92,58 @@ _LDG_HINTS = ("CONSTANT", "EF", "EL", "LU", "NA", "LTC64B", "LTC128B", "LTC256B"
 _MATRIX = ("HMMA", "HGMMA", "IMMA", "DMMA", "QGMMA", "IGMMA")
 
 
+_MBARRIER = {  # SYNCS opcode -> the PTX mbarrier operation it implements (read off ptxas 13 output for sm_90a)
+    "SYNCS.EXCH.64": "init",
+    "SYNCS.ARRIVE.TRANS64.A1T0": "arrive",
+    "SYNCS.ARRIVE.TRANS64": "arrive_expect_tx",
+    "SYNCS.ARRIVE.TRANS64.RED.A1T0": "arrive",  # remote (cluster) arrive
+    "SYNCS.PHASECHK.TRANS64.TRYWAIT": "try_wait",
+    "SYNCS.PHASECHK.TRANS64": "test_wait",
+    "SYNCS.CCTL.IV": "inval",
+}
+_LDSM_SHAPES = {"M88": "", "MT88": ".trans"}
+
+
+def matrix_move_key(opcode: str) -> tuple[str, int]:
+    """`LDSM.16.MT88.2` -> ("x2.trans", 8 bytes per thread), keyed like the PTX view's ldmatrix."""
+    mods = opcode.split(".")[1:]
+    count = next((m for m in mods if m in ("2", "4")), "1")
+    shape = next((m for m in mods if m.startswith("M")), "M88")
+    if shape not in _LDSM_SHAPES:
+        return opcode, 4 * int(count)
+    return f"x{count}{_LDSM_SHAPES[shape]}", 4 * int(count)
+
+
+def bulk_kind(opcode: str) -> str | None:
+    """Direction of a TMA / bulk-copy opcode, as the PTX view names it; None for what is not a copy."""
+    root = opcode.split(".")[0]
+    if root == "UTMALDG":
+        return "multicast" if "MULTICAST" in opcode else "load"
+    if root == "UTMASTG":
+        return "store"
+    if root in ("UTMAPF", "UBLKPF"):
+        return "prefetch"
+    if root in ("UTMAREDG", "UBLKRED"):
+        return "reduce"
+    if root == "UBLKCP":
+        mods = opcode.split(".")[1:3]
+        if "MULTICAST" in opcode:
+            return "multicast"
+        return {("S", "G"): "load", ("G", "S"): "store", ("S", "S"): "shared"}.get(tuple(mods), "other")
+    return None
+
+
 def view(instrs: list[SassInstr]) -> View:
-    c: dict[str, Counter] = {k: Counter() for k in [*_MEMORY.values(), "special", "matrix", "predicated", "hints"]}
+    keys = [*_MEMORY.values(), "special", "matrix", "predicated", "hints", "matrix_loads", "matrix_stores"]
+    keys += ["mbarrier", "bulk", "matrix_shapes", "cluster_barriers"]
+    c: dict[str, Counter] = {k: Counter() for k in keys}
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []
+    t = hopper_tallies()
+    # DEPBAR.LE SB0 waits for cp.async groups (after LDGDEPBAR) and for bulk groups (after UTMACMDFLUSH) alike: a
+    # wait belongs to the kind of the last commit before it in the listing, or to the only kind the function has.
+    opcodes = {ins.opcode.split(".")[0] for ins in instrs}
+    last_commit = "bulk" if "UTMACMDFLUSH" in opcodes and "LDGDEPBAR" not in opcodes else "cp_async"
     executed = []
     collective = False
     for ins in instrs:
@@ -121,10 +171,37 @@ def view(instrs: list[SassInstr]) -> View:
                 c["predicated"][key] += 1
         elif root == "LDGDEPBAR":
             commits += 1
+            last_commit = "cp_async"
+        elif root == "UTMACMDFLUSH":
+            t["bulk_commits"] += 1
+            last_commit = "bulk"
         elif root == "DEPBAR":
             depth = re.search(r"SB0,\s*(0x[0-9a-f]+|\d+)", ins.operands)
             if depth:
-                waits.append(int(depth.group(1), 0))
+                (t["bulk_waits"] if last_commit == "bulk" else waits).append(int(depth.group(1), 0))
+        elif root in ("LDSM", "STSM"):
+            key, nbytes = matrix_move_key(ins.opcode)
+            if root == "LDSM":
+                c["matrix_loads"][key] += 1
+                t["matrix_load_bytes"] += nbytes
+            else:
+                c["matrix_stores"][key] += 1
+                t["matrix_store_bytes"] += nbytes
+        elif root == "SYNCS":
+            c["mbarrier"][_MBARRIER.get(ins.opcode, ins.opcode)] += 1
+        elif root in ("UCGABAR_ARV", "UCGABAR_WAIT"):
+            c["cluster_barriers"]["arrive" if root == "UCGABAR_ARV" else "wait"] += 1
+        elif root == "WARPGROUP":
+            if ins.opcode == "WARPGROUP.ARRIVE":
+                t["wgmma_fences"] += 1
+            elif ins.opcode.startswith("WARPGROUP.DEPBAR"):
+                depth = re.search(r"gsb0\s*,\s*(0x[0-9a-f]+|\d+)", ins.operands)
+                if depth:
+                    t["wgmma_waits"].append(int(depth.group(1), 0))
+        elif root == "USETMAXREG":
+            regs = re.search(r"(0x[0-9a-f]+|\d+)\s*$", ins.operands)
+            if regs:
+                t["setmaxnreg"].append(("dec" if "DEALLOC" in ins.opcode else "inc", int(regs.group(1), 0)))
         elif root == "BAR" and "SYNCS" not in ins.opcode:
             barriers += 1
         elif root == "SHFL":
@@ -135,8 +212,12 @@ def view(instrs: list[SassInstr]) -> View:
             c["special"][ins.opcode] += 1
         elif root in _MATRIX:
             c["matrix"][root] += 1
-        elif root.startswith("UTMALDG") or root == "UBLKCP":
+            c["matrix_shapes"][ins.opcode] += 1
+            if root.endswith("GMMA") and re.search(r"\bgsb0\b", ins.operands):
+                t["wgmma_commits"] += 1  # the last HGMMA of a wgmma.commit_group carries the group's scoreboard
+        elif bulk_kind(ins.opcode) is not None:
             bulk += 1
+            c["bulk"][bulk_kind(ins.opcode)] += 1
     in_flight = flight.sass_in_flight(executed)
     return View(
         instructions=len(executed),
@@ -162,4 +243,5 @@ def view(instrs: list[SassInstr]) -> View:
         loads_in_flight=in_flight.loads,
         bytes_in_flight=in_flight.bytes,
         cp_async_groups_in_flight=in_flight.groups,
+        **hopper_fields(c, t),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from mage_tune.arch import ARCH_NAMES
 from mage_tune.census.model import Census, View
 
 
@@ -51,11 +52,39 @@ def _view_rows(prefix: str, view: View | None) -> list[tuple[str, str]]:
         ("loads in flight (bytes)", f"{view.loads_in_flight} ({view.bytes_in_flight} B)"),
         ("cp.async groups in flight", str(view.cp_async_groups_in_flight)),
     ]
+    rows += _hopper_rows(view)
     if view.generic_loads or view.generic_stores:
         rows.append(("generic loads / stores", f"{widths(view.generic_loads)} / {widths(view.generic_stores)}"))
     if view.params is not None:
         rows.append(("global traffic by parameter", _params(view)))
     return [(f"{prefix} {name}", value) for name, value in rows]
+
+
+def _hopper_rows(view: View) -> list[tuple[str, str]]:
+    """Rows for the Hopper-era fields, only where the kernel has any of them."""
+    rows = []
+    if view.matrix_loads or view.matrix_stores:
+        rows.append(
+            ("matrix loads / stores (ldmatrix)", f"{_mapping(view.matrix_loads)} / {_mapping(view.matrix_stores)}")
+        )
+        rows.append(("shared bytes per thread (ld / st)", f"{view.shared_load_bytes} / {view.shared_store_bytes}"))
+    if view.matrix_shapes:
+        rows.append(("matrix shapes", _mapping(view.matrix_shapes)))
+    if view.wmma_loads or view.wmma_stores:
+        rows.append(("wmma loads / stores", f"{view.wmma_loads} / {view.wmma_stores}"))
+    if view.wgmma_fences or view.wgmma_commits or view.wgmma_waits:
+        waits = list(view.wgmma_waits) or "-"
+        rows.append(("wgmma fences / commits / waits", f"{view.wgmma_fences} / {view.wgmma_commits} / {waits}"))
+    if view.mbarrier:
+        rows.append(("mbarrier ops", _mapping(view.mbarrier)))
+    if view.bulk or view.bulk_commits or view.bulk_waits:
+        rows.append(("bulk copies", _mapping(view.bulk)))
+        rows.append(("bulk commits / waits", f"{view.bulk_commits} / {list(view.bulk_waits) or '-'}"))
+    if view.setmaxnreg:
+        rows.append(("setmaxnreg", ", ".join(f"{action} {regs}" for action, regs in view.setmaxnreg)))
+    if view.cluster_barriers:
+        rows.append(("cluster barriers", _mapping(view.cluster_barriers)))
+    return rows
 
 
 def _na(value) -> str:
@@ -81,7 +110,18 @@ def rows(c: Census) -> list[tuple[str, str]]:
             ("occupancy (limiter)", f"{occ.fraction:.0%} ({occ.limiter})"),
         ]
     else:
-        out.append(("occupancy", "needs --block (no .reqntid/.maxntid)"))
+        why = "needs --block (no .reqntid/.maxntid)"
+        if r.registers is None:
+            why = "needs the register count (no ptxas report, cubin or -res-usage lines)"
+        elif c.arch not in ARCH_NAMES:
+            why = f"unknown for {c.arch}"
+        out.append(("occupancy", why))
+    if c.cluster:
+        cl = c.cluster
+        dims = "x".join(map(str, cl.dims)) if cl.dims else "set at launch"
+        extra = (", explicit" if cl.explicit else "") + (f", at most {cl.max_rank}" if cl.max_rank else "")
+        out.append(("cluster", f"{dims}{extra} [{cl.source}]"))
+    out += [("note", note) for note in c.notes[:1]]
     return out + _view_rows("PTX", c.ptx) + _view_rows("SASS", c.sass)
 
 
