@@ -7,8 +7,11 @@ __version__ = "0.1.0"
 __all__ = ["MageError", "__version__", "census"]
 
 
-def census(*args, **kwargs):
-    """Census every kernel of a file (see `mage_tune.census.census_path`)."""
-    from mage_tune.census import census_path
+def __getattr__(name: str):
+    # `mage_tune.census` is the census subpackage, and calling it censuses a file (`mage_tune.census("k.cu")` ->
+    # list of Census): imported on first use, so `import mage_tune` stays fast, and callable however often.
+    if name == "census":
+        import mage_tune.census as census
 
-    return census_path(*args, **kwargs)
+        return census
+    raise AttributeError(f"module 'mage_tune' has no attribute {name!r}")

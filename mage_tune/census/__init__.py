@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+import types
 from pathlib import Path
 
 from mage_tune.arch import ARCH_NAMES, arch_of_ptx_target, assembler_note
@@ -274,3 +276,21 @@ def census_path(
 ) -> list[Census]:
     """Census every kernel in a file (or only `kernel`)."""
     return census_artifact(load(path, arch, ptxas_options=ptxas_options), kernel=kernel, block=block)
+
+
+class _CallableModule(types.ModuleType):
+    """`mage_tune.census` is this package and, called, `census_path`: `mage_tune.census("k.cu")` works whatever was
+    imported before (a plain function of that name in `mage_tune` would be replaced by the subpackage on import)."""
+
+    def __call__(
+        self,
+        path: str | Path,
+        arch: str | None = None,
+        kernel: str | None = None,
+        block: int | None = None,
+        ptxas_options: tuple[str, ...] = (),
+    ) -> list[Census]:
+        return census_path(path, arch=arch, kernel=kernel, block=block, ptxas_options=ptxas_options)
+
+
+sys.modules[__name__].__class__ = _CallableModule
