@@ -209,7 +209,8 @@ def _triton_lines(run_dir: Path, best: dict) -> list[str]:
         ref = compile_reference(meta["family"], meta["shape"], meta["arch"], None, first)[0]
         c = census_artifact(ref.artifact, kernel=ref.name, block=ref.block, param_names=list(ref.param_names))[0]
         diff = _diff(best.get("census", {}), features(c))
-        return [f"vs Triton's {ref.name} {ref.config} (census, offline): " + ("; ".join(diff) or "same census")]
+        how = "as its JIT launches it" if getattr(ref, "specialized", False) else "generic, unspecialized"
+        return [f"vs Triton's {ref.name} {ref.config} (census, offline, {how}): " + ("; ".join(diff) or "same census")]
     except Exception as exc:  # explain must still print what it has when Triton cannot compile here
         return [f"(Triton comparison unavailable: {type(exc).__name__}: {exc})"]
 
