@@ -8,6 +8,39 @@ census's parameter names: the layer norm's pointers read x, y, scale, bias; the 
 import triton
 import triton.language as tl
 
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages). The tutorial's (03-matrix-multiplication) CUDA
+# autotune list is written for fp16; for FP32 we keep its tiles, groups, warps and stages and halve BLOCK_K, so one
+# pipeline stage holds the same bytes as the tutorial's. Triton allocates num_stages - 1 stages of shared memory:
+# the first config takes 96 KB, which fits the 99 KB a block may opt into on sm_86/sm_89.
+MATMUL_CONFIGS: tuple[tuple[int, int, int, int, int, int], ...] = (
+    (128, 256, 32, 8, 8, 3),
+    (64, 256, 16, 8, 4, 4),
+    (128, 128, 16, 8, 4, 4),
+    (128, 64, 16, 8, 4, 4),
+    (64, 128, 16, 8, 4, 4),
+    (128, 32, 16, 8, 4, 4),
+    (64, 32, 16, 8, 2, 5),
+    (32, 64, 16, 8, 2, 5),
+)
+MATMUL_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+
+NORM_SIGNATURE = {
+    "x": "*fp32",
+    "y": "*fp32",
+    "scale": "*fp32",
+    "bias": "*fp32",
+    "stride": "i32",
+    "N": "i32",
+    "eps": "fp32",
+    "BLOCK": "constexpr",
+}
+MATMUL_SIGNATURE = {
+    **dict.fromkeys(("A", "B", "C"), "*fp32"),
+    **dict.fromkeys(("M", "N", "K"), "i32"),
+    **dict.fromkeys(("stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn"), "i32"),
+    **dict.fromkeys(("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"), "constexpr"),
+}
+
 
 @triton.jit
 def norm_kernel(x, y, scale, bias, stride, N, eps, BLOCK: tl.constexpr):

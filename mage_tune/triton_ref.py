@@ -1,8 +1,8 @@
 """Triton kernels compiled offline for any arch and handed to the same census as our templates.
 
-`compile_reference(family, shape, arch, num_warps, config)` compiles Triton's reference kernel for a family
-(`triton_kernels.py`); `compile_user(spec, signature, constexprs, arch, num_warps)` compiles a user's own
-`@triton.jit` function from `path.py:kernel`. Both go through `triton.compiler.ASTSource` and
+`compile_jit(fn, signature, constexprs, arch, num_warps, ...)` compiles any `@triton.jit` function (the families'
+reference kernels, a Triton family's configs); `compile_user(spec, signature, constexprs, arch, num_warps)` compiles
+a user's own `@triton.jit` function from `path.py:kernel`. Both go through `triton.compiler.ASTSource` and
 `GPUTarget("cuda", cc, 32)`: no GPU, no launch. What the census reads:
 
 - PTX: Triton's own.
@@ -41,38 +41,6 @@ from mage_tune import toolchain
 from mage_tune.compile import Artifact, check_arch, disassemble, ptxas
 from mage_tune.errors import InputError, ToolchainError
 
-# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages). The tutorial's (03-matrix-multiplication) CUDA
-# autotune list is written for fp16; for FP32 we keep its tiles, groups, warps and stages and halve BLOCK_K, so one
-# pipeline stage holds the same bytes as the tutorial's. Triton allocates num_stages - 1 stages of shared memory:
-# the first config takes 96 KB, which fits the 99 KB a block may opt into on sm_86/sm_89.
-MATMUL_CONFIGS: tuple[tuple[int, int, int, int, int, int], ...] = (
-    (128, 256, 32, 8, 8, 3),
-    (64, 256, 16, 8, 4, 4),
-    (128, 128, 16, 8, 4, 4),
-    (128, 64, 16, 8, 4, 4),
-    (64, 128, 16, 8, 4, 4),
-    (128, 32, 16, 8, 4, 4),
-    (64, 32, 16, 8, 2, 5),
-    (32, 64, 16, 8, 2, 5),
-)
-MATMUL_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
-
-NORM_SIGNATURE = {
-    "x": "*fp32",
-    "y": "*fp32",
-    "scale": "*fp32",
-    "bias": "*fp32",
-    "stride": "i32",
-    "N": "i32",
-    "eps": "fp32",
-    "BLOCK": "constexpr",
-}
-MATMUL_SIGNATURE = {
-    **dict.fromkeys(("A", "B", "C"), "*fp32"),
-    **dict.fromkeys(("M", "N", "K"), "i32"),
-    **dict.fromkeys(("stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn"), "i32"),
-    **dict.fromkeys(("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"), "constexpr"),
-}
 _OPTION_KEYS = ("num_warps", "num_stages")
 
 
@@ -101,77 +69,6 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def norm_num_warps(block: int) -> int:
-    """The tutorial's choice for a one-row-per-program kernel: a warp per 256 elements, 1 to 8 warps."""
-    return min(max(block // 256, 1), 8)
-
-
-def matmul_config(index: int) -> dict:
-    if not 0 <= index < len(MATMUL_CONFIGS):
-        raise InputError(f"Triton matmul config {index} does not exist; 0..{len(MATMUL_CONFIGS) - 1}")
-    return dict(zip(MATMUL_KEYS, MATMUL_CONFIGS[index], strict=True))
-
-
-# --- the reference kernels ------------------------------------------------------------------------------------
-def compile_reference(
-    family: str,
-    shape: dict,
-    arch: str,
-    num_warps: int | None = None,
-    config: dict | None = None,
-    specialize: bool = False,
-) -> list[TritonKernel]:
-    """Triton's reference kernel of `family` for `shape` on `arch`, one TritonKernel per config.
-
-    layernorm: shape {"m", "d"}; config may set BLOCK (default next power of two >= d) and num_warps (default
-    `num_warps`, else the tutorial's block/256 rule). One kernel; grid (m,), block 32 * num_warps.
-    matmul: shape {"m", "n", "k"}; config is one of MATMUL_CONFIGS as a dict (MATMUL_KEYS); without it every
-    config in MATMUL_CONFIGS is compiled. `num_warps` overrides each config's. Grid cdiv(m, BM) * cdiv(n, BN).
-    """
-    check_arch(arch)
-    from mage_tune import triton_kernels as tk
-
-    if family == "layernorm":
-        m, d = int(shape["m"]), int(shape["d"])
-        config = dict(config or {})
-        block = int(config.get("BLOCK") or next_power_of_2(d))
-        if block < d:
-            raise InputError(f"Triton norm_kernel needs BLOCK >= d; BLOCK={block}, d={d}")
-        warps = int(config.get("num_warps") or num_warps or norm_num_warps(block))
-        values = {"x": None, "y": None, "scale": None, "bias": None, "stride": d, "N": d}
-        kernel = _compile(
-            tk.norm_kernel, dict(NORM_SIGNATURE), {"BLOCK": block}, arch, warps, None, "triton", values, specialize
-        )
-        return [dataclasses.replace(kernel, grid=(m, 1, 1))]
-    if family == "matmul":
-        m, n, k = int(shape["m"]), int(shape["n"]), int(shape["k"])
-        configs = [dict(config)] if config else [matmul_config(i) for i in range(len(MATMUL_CONFIGS))]
-        out = []
-        for cfg in configs:
-            missing = [key for key in MATMUL_KEYS if key not in cfg]
-            if missing:
-                raise InputError(f"Triton matmul config lacks {', '.join(missing)}")
-            constexprs = {key: int(cfg[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
-            warps = int(num_warps or cfg["num_warps"])
-            values = {"A": None, "B": None, "C": None, "M": m, "N": n, "K": k}
-            values.update(stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1, stride_cm=n, stride_cn=1)
-            kernel = _compile(
-                tk.matmul_kernel,
-                dict(MATMUL_SIGNATURE),
-                constexprs,
-                arch,
-                warps,
-                int(cfg["num_stages"]),
-                "triton",
-                values,
-                specialize,
-            )
-            grid = (cdiv(m, constexprs["BLOCK_M"]) * cdiv(n, constexprs["BLOCK_N"]), 1, 1)
-            out.append(dataclasses.replace(kernel, grid=grid))
-        return out
-    raise InputError(f"no Triton reference for family {family!r}; known: layernorm, matmul")
-
-
 # --- a user's kernel ------------------------------------------------------------------------------------------
 def compile_user(
     spec: str,
@@ -194,7 +91,7 @@ def compile_user(
     values = _parse_constexprs(constexprs, path)
     sig = _parse_signature(signature, fn, values, path)
     warps = num_warps or 4
-    kernel = _compile(fn, sig, values, arch, warps, num_stages, "user", None, False, file=path)
+    kernel = compile_jit(fn, sig, values, arch, warps, num_stages, "user", None, False, file=path)
     return dataclasses.replace(kernel, grid=grid)
 
 
@@ -397,7 +294,7 @@ def _attrs(fn, sig: dict, values: dict | None, backend) -> tuple[dict, dict, dic
     return sig, constexprs, attrs
 
 
-def _compile(
+def compile_jit(
     fn,
     signature: dict,
     constexprs: dict,
@@ -409,6 +306,7 @@ def _compile(
     specialize: bool,
     file: str | None = None,
 ) -> TritonKernel:
+    check_arch(arch)
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
     from triton.compiler import compile as triton_compile

@@ -13,6 +13,7 @@ from conftest import read_ptxas_v
 SEED = ["--set", "threads=128", "--set", "rows=1", "--set", "vec=16", "--set", "passes=regs"]
 SEED += ["--set", "reduce=shfl", "--set", "rsqrt=approx"]
 LN = ["compare", "layernorm", "--d", "768", "--arch", "sm_89", "--against", "triton", "--num-warps", "4"]
+GENERIC = ["--no-specialize"]  # Triton's plain offline compile: the assertions below read its scalar loads
 OK = "tests/data/user_triton_ok.py"
 TRITON_39 = tuple(int(p) for p in triton.__version__.split(".")[:2]) >= (3, 9)  # 3.6 has more bar.sync
 
@@ -49,9 +50,21 @@ def table(text: str) -> tuple[list[str], dict[str, tuple[bool, list[str]]]]:
 
 @pytest.fixture(scope="module")
 def seed_run():
-    run = mage(*LN, *SEED)
+    run = mage(*LN, *SEED, *GENERIC)
     assert run.returncode == 0, run.stderr
     return run
+
+
+def test_triton_is_compiled_as_launched_by_default():
+    """By default Triton's kernel is specialized as its JIT launches it at this shape (aligned pointers, d % 16 == 0):
+    its loads are 128-bit, as the kernel really run has them; the table says so."""
+    run = mage(*LN, *SEED)
+    assert run.returncode == 0, run.stderr
+    _, rows = table(run.stdout)
+    assert rows["PTX global loads"][1][1] == "6×128b"
+    assert "(as launched)" in rows["config"][1][1]
+    data = json.loads(mage(*LN, *SEED, "--json").stdout)
+    assert data["kernels"][1]["specialized"] is True
 
 
 def test_layernorm_against_triton_table(seed_run):
@@ -85,7 +98,7 @@ def test_layernorm_against_triton_table(seed_run):
 
 
 def test_layernorm_against_triton_json():
-    run = mage(*LN, *SEED, "--json")
+    run = mage(*LN, *SEED, *GENERIC, "--json")
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert data["schema"] == "mage-tune.compare/1"
@@ -152,6 +165,10 @@ def test_matmul_against_triton_json():
         "BLOCK_N": 64,
         "BLOCK_K": 16,
         "GROUP_M": 8,
+        # as launched: the JIT makes integer arguments equal to 1 constants
+        "stride_ak": 1,
+        "stride_bn": 1,
+        "stride_cn": 1,
         "num_warps": 2,
         "num_stages": 5,
     }

@@ -108,7 +108,7 @@ def test_seed_is_valid_and_the_default():
     assert FAMILY is get_family("layernorm")
     assert FAMILY.violations(SEED, D768, ARCH) == []
     assert FAMILY.parse_settings([], D768, ARCH) == SEED  # each domain lists the seed's value first
-    assert FAMILY.launch(SEED, D768).grid == (4096, 1, 1) and FAMILY.launch(SEED, D768).block == 128
+    assert FAMILY.launch(SEED, D768, ARCH).grid == (4096, 1, 1) and FAMILY.launch(SEED, D768, ARCH).block == 128
     source = FAMILY.render(SEED, D768)
     assert 'extern "C" __global__' in source and "void layernorm(" in source
     assert "constexpr int CHUNKS = 2;" in source and "constexpr int FULL = 1;" in source  # one quad, one masked
@@ -630,7 +630,7 @@ def _emulate(job: tuple[dict, int]) -> list[str]:
         source.write_text(_host_source(config, {"m": 37, "d": d}))
         subprocess.run([host_compiler(), "-std=c++20", "-O1", "-pthread", "-w", "-o", program, source], check=True)
         for m in (37, 5):
-            grid = FAMILY.launch(config, {"m": m, "d": d}).grid[0]
+            grid = FAMILY.launch(config, {"m": m, "d": d}, ARCH).grid[0]
             grids = sorted({1, 3, 7, grid}) if config["persist"] else [grid]  # persist=0 needs a block per group
             failures += _run_on_host(program, config, {"m": m, "d": d}, grids, Path(tmp))
     return failures

@@ -78,7 +78,7 @@ def test_space_size_and_seed_configs_are_valid():
     assert sum(1 for _ in FAMILY.configs(CUBE, ARCH)) == 332124
     for stages in (1, 2):
         assert FAMILY.violations({**SEED, "stages": stages}, CUBE, ARCH) == []
-    assert FAMILY.launch(SEED, CUBE).block == 256
+    assert FAMILY.launch(SEED, CUBE, "sm_90").block == 256
 
 
 def test_sample_of_the_cube_space_compiles():
@@ -257,7 +257,7 @@ def test_shared_memory_limit_depends_on_arch():
 
 def test_launch_inputs_and_reference():
     shape = {"m": 513, "n": 257, "k": 129}
-    launch = FAMILY.launch({**BASE, "bm": 128, "bn": 32}, shape)
+    launch = FAMILY.launch({**BASE, "bm": 128, "bn": 32}, shape, "sm_90")
     assert launch.grid == (9, 5, 1) and launch.dynamic_shared == FAMILY.shared_bytes({**BASE, "bm": 128, "bn": 32})
     inputs = FAMILY.make_inputs(shape, np.random.default_rng(0))
     assert inputs["A"].shape == (513, 129) and inputs["B"].shape == (129, 257)
@@ -334,7 +334,7 @@ def _emulate_matmul(job: tuple[dict, tuple[int, int, int]]) -> str | None:
     config, (m, n, k) = job
     shape = {"m": m, "n": n, "k": k}
     label = f"{config_label('matmul', config)} {m}x{n}x{k}"
-    launch = FAMILY.launch(config, shape)
+    launch = FAMILY.launch(config, shape, "sm_90")
     inputs = FAMILY.make_inputs(shape, np.random.default_rng(m + n + k))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -31,22 +31,23 @@ def test_bench_without_a_gpu_exits_2_with_one_line():
     assert "Traceback" not in proc.stderr
 
 
-def test_a_sweep_measures_every_valid_combination_and_skips_the_rest(capsys):
-    from mage_tune.cli.bench_cmd import _sweep
+def test_a_sweep_measures_every_valid_combination_and_skips_the_rest():
     from mage_tune.kernels import get_family
+    from mage_tune.kernels.select import sweep
 
     fam = get_family("layernorm")
     shape = fam.shape_from(d=256, m=64)
-    variants = _sweep(fam, shape, "sm_90", ["threads=64,1024", "rows=1,2", "passes=regs"])
-    labels = sorted(v.config["threads"] * v.config["rows"] for v in variants)
-    assert labels == [64, 128, 1024]  # 1024 threads x 2 rows is over the block limit: skipped, said on stderr
-    assert "skipped" in capsys.readouterr().err
+    skipped = []
+    configs = sweep(fam, shape, "sm_90", ["threads=64,1024", "rows=1,2", "passes=regs"], skipped.append)
+    labels = sorted(c["threads"] * c["rows"] for c in configs)
+    assert labels == [64, 128, 1024]  # 1024 threads x 2 rows is over the block limit: skipped, and said
+    assert len(skipped) == 1 and "1024" in skipped[0]
 
 
 @pytest.mark.gpu
 def test_planted_defects_fail_and_the_next_config_measures():
-    from mage_tune.cli.bench_cmd import _from_source
     from mage_tune.kernels import get_family
+    from mage_tune.kernels.select import from_source as _from_source
     from mage_tune.measure import bench
 
     fam = get_family("matmul")
@@ -57,7 +58,7 @@ def test_planted_defects_fail_and_the_next_config_measures():
         for name in ("matmul_wrong_last_tile.cu", "matmul_out_of_bounds.cu")
     ]
     variants.append(fam.build(config, shape, "sm_90"))
-    run = bench("matmul", shape, variants, baselines=("torch",), rounds=3, job_timeout_s=30)
+    run = bench(fam, shape, variants, baselines=("torch",), rounds=3, job_timeout_s=30)
     by_label = {r.label: r for r in run.results if r.kind == "variant"}
     wrong, oob, good = (by_label[v.label] for v in variants)
     assert not wrong.ok and "relative error" in wrong.error and not wrong.timings

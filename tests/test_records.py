@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from mage_tune.cli.bench_cmd import _listed
 from mage_tune.cli.counters_cmd import format_counters
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels import get_family
+from mage_tune.kernels.select import listed as _listed
 from mage_tune.measure.baselines import copy_jobs
 from mage_tune.measure.counters import parse_raw_csv, pick
 from mage_tune.measure.explain import explain_bench
@@ -105,11 +105,13 @@ def test_explain_refuses_what_is_not_a_record(tmp_path):
     assert result.returncode == 2 and f"{broken}:2: not JSON" in result.stderr
 
 
-def test_same_bytes_copy_baseline_is_layer_norm_only():
-    jobs = copy_jobs("layernorm", {"m": 4096, "d": 768})
+def test_same_bytes_copy_baseline_is_for_families_whose_output_copies_an_input():
+    layernorm = get_family("layernorm")
+    jobs = copy_jobs(layernorm, {"m": 4096, "d": 768})
     assert [j.kind for j in jobs] == ["copy", "copy"] and jobs[0].label == "copy[copy_one_per_thread]"
-    assert copy_jobs("layernorm", {"m": 3, "d": 7}) == []  # 21 floats are not whole float4s
-    assert copy_jobs("matmul", {"m": 1024, "n": 1024, "k": 1024}) == []
+    assert jobs[0].expect == "x" and jobs[0].config["bytes"] == 4096 * 768 * 4
+    assert copy_jobs(layernorm, {"m": 3, "d": 7}) == []  # 21 floats are not whole float4s
+    assert copy_jobs(get_family("matmul"), {"m": 1024, "n": 1024, "k": 1024}) == []
 
 
 def test_configs_file_errors_name_the_file(tmp_path):

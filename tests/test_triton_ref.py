@@ -13,20 +13,27 @@ import triton
 from conftest import count, ptx_functions, read_res_usage, run_tool, sass_functions, tool
 
 from mage_tune.census import census_artifact
-from mage_tune.errors import InputError
-from mage_tune.triton_ref import (
-    MATMUL_CONFIGS,
-    compile_reference,
-    compile_user,
-    matmul_config,
-    next_power_of_2,
-)
+from mage_tune.errors import ConfigError, InputError
+from mage_tune.kernels import load_family
+from mage_tune.triton_kernels import MATMUL_CONFIGS, MATMUL_KEYS
+from mage_tune.triton_ref import compile_user, next_power_of_2
 
 ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
 LN_SHAPE = {"m": 4096, "d": 768}
 MM_SHAPE = {"m": 1024, "n": 1024, "k": 1024}
 SMALL_MM = len(MATMUL_CONFIGS) - 1  # (32, 64, 16, 8, 2, 5): the quickest to compile
 DATA = "tests/data"
+
+
+def compile_reference(family, shape, arch, num_warps, config, specialize=False):
+    """A family's Triton reference kernels, compiled as the plain offline compile unless `specialize`."""
+    return load_family(family).reference_kernels(shape, arch, specialize=specialize, num_warps=num_warps, config=config)
+
+
+def matmul_config(index: int) -> dict:
+    return load_family("matmul").reference_configs()[index]
+
+
 # The counts quoted here were read off Triton 3.9; the GPU machine's 3.6 synchronises its reductions more.
 TRITON_39 = tuple(int(p) for p in triton.__version__.split(".")[:2]) >= (3, 9)
 
@@ -128,8 +135,7 @@ def test_matmul_configs_and_first_default():
     # FP32: (num_stages - 1) stages of an A tile and a B tile must fit the 99 KB a block may opt into on sm_89
     for bm, bn, bk, _, _, stages in MATMUL_CONFIGS:
         assert (stages - 1) * (bm * bk + bk * bn) * 4 <= 99 * 1024
-    with pytest.raises(InputError):
-        matmul_config(len(MATMUL_CONFIGS))
+    assert [list(c) for c in load_family("matmul").reference_configs()] == [list(MATMUL_KEYS)] * len(MATMUL_CONFIGS)
 
 
 def test_specialized_compile_vectorizes_like_a_real_launch():
@@ -151,7 +157,7 @@ def test_layernorm_block_and_warps():
         compile_reference("layernorm", {"m": 8, "d": 100}, "sm_89", None, {"BLOCK": 64})
     with pytest.raises(InputError, match="unknown arch"):
         compile_reference("layernorm", LN_SHAPE, "sm_75", None, None)
-    with pytest.raises(InputError, match="no Triton reference"):
+    with pytest.raises(ConfigError, match="unknown kernel family 'softmax'"):
         compile_reference("softmax", LN_SHAPE, "sm_89", None, None)
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
-from mage_tune.cli.space_cmd import with_shape
+from mage_tune.cli.options import family_and_shape, family_options
 
 
 @click.command()
 @click.argument("family")
-@with_shape(arch_default="auto")
+@family_options(arch_default="auto")
 @click.option(
     "--set",
     "settings",
@@ -39,9 +39,9 @@ from mage_tune.cli.space_cmd import with_shape
 @click.option("--regime", type=click.Choice(["cold", "hot", "both"]), default="cold", show_default=True)
 @click.option(
     "--baselines",
-    default="triton,torch,copy",
-    show_default=True,
-    help="Comma list, or 'none'. copy: x -> y copies of the same bytes (layer norm), the floor at this shape.",
+    default=None,
+    help="Comma list of baseline kinds, or 'none' (default: the family's own, e.g. triton,torch,copy). copy: "
+    "copies of the same bytes, the floor at this shape.",
 )
 @click.option("--rounds", type=int, default=7, show_default=True, help="Graph replays per regime (median, min, max).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per job.")
@@ -50,10 +50,7 @@ from mage_tune.cli.space_cmd import with_shape
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Also write the record here.")
 def bench(
     family,
-    d,
-    m,
-    n,
-    k_,
+    dims,
     arch,
     settings,
     source,
@@ -74,7 +71,6 @@ def bench(
     Baselines (Triton's reference kernel at each config, torch) run in the same worker process, on the same inputs,
     with the same timer. Without a GPU this exits with code 2.
     """
-    from mage_tune.kernels import get_family
     from mage_tune.measure import bench as run_bench
     from mage_tune.measure import device
 
@@ -84,14 +80,13 @@ def bench(
     click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     if arch == "auto" or arch is None:
         arch = device.arch_of_device()
-    fam = get_family(family)
-    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
-    if configs_file:
-        variants = _built(fam, shape, arch, _listed(fam, shape, arch, Path(configs_file)))
-    else:
-        variants = _variants(fam, shape, arch, settings, source, all_configs, sample)
+    fam, shape = family_and_shape(family, dims)
+    variants = _variants(fam, shape, arch, settings, source, configs_file, all_configs, sample)
     regimes = ("cold", "hot") if regime == "both" else (regime,)
-    names = () if baselines == "none" else tuple(b.strip() for b in baselines.split(",") if b.strip())
+    if baselines is None:
+        names = None  # the family's own
+    else:
+        names = () if baselines == "none" else tuple(b.strip() for b in baselines.split(",") if b.strip())
     partial = Path(out_path + ".partial.jsonl") if out_path else None
 
     def on_result(result) -> None:
@@ -102,7 +97,7 @@ def bench(
 
     with click.progressbar(length=len(variants) + 1, label="measuring", file=click.get_text_stream("stderr")) as bar:
         run = run_bench(
-            fam.name,
+            fam,
             shape,
             variants,
             regimes=regimes,
@@ -126,98 +121,22 @@ def bench(
         raise click.exceptions.Exit(1)
 
 
-def _variants(fam, shape, arch, settings, sources, all_configs, sample):
-    from mage_tune.kernels.sample import sample_configs
+def _variants(fam, shape, arch, settings, sources, configs_file, all_configs, sample):
+    from mage_tune.kernels import select
 
+    def failed(error) -> None:
+        click.echo(f"compile failed: {error}", err=True)
+
+    if configs_file:
+        return select.build_all(fam, shape, arch, select.listed(fam, shape, arch, Path(configs_file)), failed)
     if all_configs:
-        configs = list(fam.configs(shape, arch))
-        if sample:
-            configs = sample_configs(fam, shape, arch, sample, seed=0)
-        return _built(fam, shape, arch, configs)
-    sweep = [item for item in settings if "," in item.partition("=")[2]]
-    if sweep:
-        return _sweep(fam, shape, arch, settings)
+        return select.build_all(fam, shape, arch, select.whole_space(fam, shape, arch, sample), failed)
+    if select.is_sweep(settings):
+        configs = select.sweep(fam, shape, arch, settings, lambda why: click.echo(f"skipped: {why}", err=True))
+        return select.build_all(fam, shape, arch, configs, failed)
     config = fam.parse_settings(settings, shape, arch)
     # Hand-written sources first, then the template variant itself: a broken source must not stop the next one.
-    return [_from_source(fam, shape, arch, config, path) for path in sources] + [fam.build(config, shape, arch)]
-
-
-def _listed(fam, shape, arch, path: Path) -> list[dict]:
-    """Configs from a JSON list; one that is incomplete, unknown or invalid here is an error naming its index."""
-    from mage_tune.errors import ConfigError, InputError
-    from mage_tune.measure.saved import read_json
-
-    listed = read_json(path)
-    if not isinstance(listed, list) or not all(isinstance(c, dict) for c in listed):
-        raise InputError("expected a JSON list of configs (objects of knob -> value)", file=str(path))
-    configs = []
-    for index, config in enumerate(listed):
-        try:
-            configs.append(fam.parse_settings([f"{k}={v}" for k, v in config.items()], shape, arch))
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: config {index}: {exc}") from exc
-    return configs
-
-
-def _sweep(fam, shape, arch, settings):
-    """Every combination of the listed values that the constraints allow (others are reported and skipped)."""
-    import itertools
-
-    from mage_tune.errors import ConfigError
-
-    keys, choices = [], []
-    for item in settings:
-        key, _, values = item.partition("=")
-        keys.append(key.strip())
-        choices.append([v.strip() for v in values.split(",")])
-    configs, seen = [], set()
-    for combo in itertools.product(*choices):
-        try:
-            config = fam.parse_settings([f"{k}={v}" for k, v in zip(keys, combo, strict=True)], shape, arch)
-        except ConfigError as exc:
-            click.echo(f"skipped: {exc}", err=True)
-            continue
-        key = tuple(sorted(config.items()))
-        if key not in seen:
-            seen.add(key)
-            configs.append(config)
-    return _built(fam, shape, arch, configs)
-
-
-def _built(fam, shape, arch, configs):
-    """Compile in parallel; a config that fails to compile is reported and left out, the rest go on."""
-    from mage_tune.errors import MageError
-    from mage_tune.kernels.pool import build_many
-
-    variants = []
-    for _config, built in build_many(fam, shape, arch, configs):
-        if isinstance(built, MageError):
-            click.echo(f"compile failed: {built}", err=True)
-        else:
-            variants.append(built)
-    return variants
-
-
-def _from_source(fam, shape, arch, config, path):
-    """A hand-written kernel with the family's signature, launched on the config's grid and block. It declares its
-    own (static) shared memory, so no dynamic shared memory is passed."""
-    from mage_tune.compile import build_from_cu
-    from mage_tune.kernels.base import Launch, Variant
-
-    text = Path(path).read_text()
-    art = build_from_cu(text, arch, str(path))
-    launch = Launch(fam.launch(config, shape).grid, fam.launch(config, shape).block, 0)
-    return Variant(
-        fam.name,
-        {**config, "source": Path(path).name},
-        shape,
-        arch,
-        text,
-        fam.kernel_name,
-        fam.param_names,
-        launch,
-        art,
-    )
+    return [select.from_source(fam, shape, arch, config, path) for path in sources] + [fam.build(config, shape, arch)]
 
 
 def run_record(run, variants) -> dict:
@@ -232,6 +151,7 @@ def run_record(run, variants) -> dict:
     return {
         "schema": "mage-tune.bench/1",
         "family": run.family,
+        "family_origin": run.family_origin,
         "shape": run.shape,
         "bytes_moved": run.bytes_moved,
         "flops": run.flops,

@@ -7,23 +7,12 @@ from pathlib import Path
 
 import click
 
-ARCHS = ["sm_80", "sm_86", "sm_89", "sm_90"]
-FAMILIES = ["layernorm", "matmul"]
-
-PASSES_NOTE = (
-    "passes over x: floats of x loaded per thread (static PTX count, each load at its full width) ÷ floats one read "
-    "of the row puts on a thread (d for our kernel, Triton's BLOCK for Triton's, over the threads of one row, rounded "
-    "up to whole accesses)."
-)
+from mage_tune.cli.options import family_and_shape, family_options
 
 
 @click.command()
-@click.argument("family", type=click.Choice(FAMILIES))
-@click.option("--d", type=int, default=None, help="Row width (layernorm).")
-@click.option("--m", type=int, default=None, help="Rows (layernorm, default 4096) or M (matmul).")
-@click.option("--n", type=int, default=None, help="N (matmul).")
-@click.option("--k", "k_", type=int, default=None, help="K (matmul).")
-@click.option("--arch", type=click.Choice(ARCHS), default="sm_90", show_default=True, help="Target arch.")
+@click.argument("family")
+@family_options
 @click.option("--set", "settings", multiple=True, help="Our variant: knob=value (repeatable); unset knobs default.")
 @click.option(
     "--best",
@@ -38,7 +27,7 @@ PASSES_NOTE = (
     default="triton",
     show_default=True,
     metavar="triton|PATH.py:KERNEL",
-    help="Triton's reference kernel for the family, or your own @triton.jit kernel (needs --signature).",
+    help="The family's Triton reference kernel, or your own @triton.jit kernel (needs --signature).",
 )
 @click.option("--num-warps", type=int, default=None, help="Triton kernel's num_warps (default: its config's).")
 @click.option(
@@ -46,13 +35,14 @@ PASSES_NOTE = (
     "config_index",
     default="0",
     show_default=True,
-    help="matmul: which Triton config (index into the tutorial-style FP32 list), or 'all'.",
+    help="Where the family's reference has several configs (a matmul's): which one (an index), or 'all'.",
 )
 @click.option(
-    "--specialize",
-    is_flag=True,
-    help="Compile Triton's reference as its JIT would launch it: 16-byte aligned pointers and integers divisible "
-    "by 16 marked so, integers equal to 1 made constant (default: the plain offline compile, no such hints).",
+    "--specialize/--no-specialize",
+    default=True,
+    show_default=True,
+    help="Compile the Triton kernel as its JIT launches it for this shape: 16-byte aligned pointers and integers "
+    "divisible by 16 marked so, integers equal to 1 made constant. --no-specialize: the generic offline compile.",
 )
 @click.option(
     "--signature",
@@ -64,10 +54,7 @@ PASSES_NOTE = (
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema mage-tune.compare/1) instead of a table.")
 def compare(
     family,
-    d,
-    m,
-    n,
-    k_,
+    dims,
     arch,
     settings,
     best,
@@ -87,8 +74,8 @@ def compare(
     flight, spills), one column per kernel; rows that differ are marked ≠.
 
     Our variant is the family's default config, or --set knobs, or --best RUN. Triton's side is the family's
-    reference (mage_tune/triton_kernels.py: the one-program-per-row layer norm; the FP32 matmul with GROUP_M
-    swizzle and IEEE products), or with --against path.py:kernel your own kernel:
+    reference kernel (for the built-ins, mage_tune/triton_kernels.py), or with --against path.py:kernel your own
+    kernel:
 
     \b
       mage-tune compare layernorm --d 768 --against my.py:k \\
@@ -96,19 +83,17 @@ def compare(
     """
     from mage_tune.census import census_artifact
     from mage_tune.errors import InputError
-    from mage_tune.kernels import get_family
-    from mage_tune.triton_ref import compile_reference, compile_user, matmul_config
+    from mage_tune.triton_ref import compile_user
 
     user = against != "triton"
     if not user and (signature or constexprs or grid):
         raise InputError("--signature, --constexpr and --grid describe a user kernel: use --against path.py:kernel")
     if settings and best:
         raise InputError("give either --set knobs or --best RUN, not both")
-    if family != "matmul" and config_index != "0":
-        raise InputError("--config picks one of Triton's matmul configs; the layer norm has one kernel")
-
-    fam = get_family(family)
-    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+    fam, shape = family_and_shape(family, dims)
+    reference_configs = fam.reference_configs()
+    if not reference_configs and config_index != "0":
+        raise InputError(f"--config picks one of the reference's configs; {fam.name}'s reference has one kernel")
     items = [f"{key}={value}" for key, value in _best_config(best).items()] if best else list(settings)
     config = fam.parse_settings(items, shape, arch)
     variant = fam.build(config, shape, arch)
@@ -119,47 +104,30 @@ def compare(
     if user:
         theirs = [compile_user(against, signature, constexprs, arch, num_warps, grid=_parse_grid(grid))]
     else:
-        if family == "matmul":
-            chosen = None if config_index == "all" else matmul_config(_index(config_index))
-        else:
-            chosen = None
-        theirs = compile_reference(family, shape, arch, num_warps, chosen, specialize=specialize)
+        chosen = None
+        if reference_configs and config_index != "all":
+            chosen = _pick(reference_configs, config_index)
+        theirs = fam.reference_kernels(shape, arch, specialize=specialize, num_warps=num_warps, config=chosen)
+        if not theirs:
+            raise InputError(f"{fam.name} names no Triton reference kernel; compare with --against path.py:kernel")
 
     role = "user" if user else "triton"
     entries = [_entry("ours", variant.kernel_name, variant.config, variant.launch.grid, variant.block, ours)]
-    if family == "layernorm":
-        entries[0]["passes"] = passes_over_row(ours, "x", shape["d"], int(config["threads"]))
+    entries[0]["facts"] = fam.compare_facts(ours, variant.config, shape, reference=False)
     for tk in theirs:
         (census,) = census_artifact(tk.artifact, kernel=tk.name, block=tk.block, param_names=list(tk.param_names))
         entry = _entry(role, tk.name, tk.config, tk.grid, tk.block, census)
         entry["specialized"] = tk.specialized
-        if family == "layernorm" and not user:
-            entry["passes"] = passes_over_row(census, "x", int(tk.config["BLOCK"]), tk.block)
+        entry["facts"] = [] if user else fam.compare_facts(census, tk.config, shape, reference=True)
         entries.append(entry)
 
     if as_json:
-        click.echo(json.dumps(_json(family, shape, arch, entries), indent=2))
+        click.echo(json.dumps(_json(fam.name, shape, arch, entries), indent=2))
         return
-    click.echo(render_comparison(entries, family, multiple=len(theirs) > 1))
+    click.echo(render_comparison(entries, fam.compare_note, multiple=len(theirs) > 1))
 
 
 # --- pieces -----------------------------------------------------------------------------------------------------
-def passes_over_row(census, param: str, row_floats: int, threads_per_row: int) -> dict | None:
-    """How many times one thread's loads of `param` cover its share of the row.
-
-    loaded = Σ over the PTX loads attributed to `param` of (width / 32) floats; share = the floats one read of the
-    row puts on a thread: ceil(row_floats / (threads_per_row · w)) · w, w the widest load in floats. The count is
-    static (instructions in the code), exact where the row loop is unrolled: our templates unroll it (d is a
-    compile-time constant) and Triton's norm_kernel has no loop. None when the census attributes no loads to it.
-    """
-    params = census.ptx.params if census.ptx else None
-    acc = (params or {}).get(param)
-    if not acc or not acc.loads or not acc.load_bits:
-        return None
-    loaded = sum(count * bits // 32 for bits, count in acc.load_bits.items())
-    widest = max(1, max(acc.load_bits) // 32)
-    share = -(-row_floats // (threads_per_row * widest)) * widest
-    return {"value": loaded / share, "loaded_floats": loaded, "share_floats": share, "loads": acc.loads}
 
 
 def _entry(role, name, config, grid, block, census) -> dict:
@@ -191,13 +159,16 @@ def _best_config(run: str) -> dict:
     return config
 
 
-def _index(text: str) -> int:
+def _pick(configs: list[dict], text: str) -> dict:
     from mage_tune.errors import InputError
 
     try:
-        return int(text)
+        index = int(text)
     except ValueError:
         raise InputError(f"--config takes an index or 'all', got {text!r}") from None
+    if not 0 <= index < len(configs):
+        raise InputError(f"reference config {index} does not exist; 0..{len(configs) - 1}")
+    return configs[index]
 
 
 def _parse_grid(text: str | None) -> tuple[int, int, int] | None:
@@ -228,15 +199,7 @@ def _config_text(entry) -> str:
     return text
 
 
-def _passes_text(passes) -> str:
-    if passes is None:
-        return "-"
-    value = passes["value"]
-    shown = f"{value:g}" if value == int(value) else f"{value:.2f}"
-    return f"{shown} ({passes['loaded_floats']} of {passes['share_floats']} floats a thread)"
-
-
-def render_comparison(entries: list[dict], family: str, multiple: bool = False) -> str:
+def render_comparison(entries: list[dict], note: str = "", multiple: bool = False) -> str:
     from mage_tune.census.table import render, rows
 
     columns = []
@@ -248,21 +211,21 @@ def render_comparison(entries: list[dict], family: str, multiple: bool = False) 
             ("config", _config_text(entry)),
             ("grid × block", _grid_text(entry["grid"], entry["block"])),
         ]
-        if family == "layernorm":
-            head.append(("passes over x", _passes_text(entry.get("passes"))))
-        columns.append((header, head + rows(entry["census"])))
+        facts = [(fact.label, fact.text) for fact in entry.get("facts", ())]
+        columns.append((header, head + facts + rows(entry["census"])))
     table = render(columns, mark_differences=True)
-    if family != "layernorm":
+    if not note:
         return table
     import textwrap
 
-    return table + "\n\n" + textwrap.fill(PASSES_NOTE, width=118)
+    return table + "\n\n" + textwrap.fill(note, width=100)
 
 
 def _json(family: str, shape: dict, arch: str, entries: list[dict]) -> dict:
     kernels = []
     for entry in entries:
-        record = {key: value for key, value in entry.items() if key != "census"}
+        record = {key: value for key, value in entry.items() if key not in ("census", "facts")}
+        record.update({fact.key: fact.value for fact in entry.get("facts", ())})
         record["census"] = entry["census"].to_json()
         kernels.append(record)
     return {"schema": "mage-tune.compare/1", "family": family, "shape": shape, "arch": arch, "kernels": kernels}

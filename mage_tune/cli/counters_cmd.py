@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from mage_tune.cli.space_cmd import with_shape
+from mage_tune.cli.options import family_and_shape, family_options
 
 ROWS = (  # (label, picked field, format)
     ("time (ncu, one cold launch)", "duration_ns", lambda v: f"{v / 1e3:.2f} µs"),
@@ -28,7 +28,7 @@ ROWS = (  # (label, picked field, format)
 
 @click.command()
 @click.argument("family")
-@with_shape(arch_default="auto")
+@family_options(arch_default="auto")
 @click.option("--set", "settings", multiple=True, help="knob=value (repeatable): the variant to profile.")
 @click.option(
     "--baseline",
@@ -38,13 +38,12 @@ ROWS = (  # (label, picked field, format)
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Also write the record here.")
-def counters(family, d, m, n, k_, arch, settings, baseline_labels, as_json, out_path):
+def counters(family, dims, arch, settings, baseline_labels, as_json, out_path):
     """Profile one cold launch of a variant (and of named baselines) with Nsight Compute (`--clock-control none`):
     achieved occupancy, DRAM traffic and throughput, issue and FMA-pipe use, bank conflicts and stall reasons,
     beside what the census predicts from the binary alone (registers, occupancy, bytes the kernel must move)."""
     from mage_tune.census import census_artifact
     from mage_tune.errors import ConfigError
-    from mage_tune.kernels import get_family
     from mage_tune.measure import baseline_jobs, device, variant_job
     from mage_tune.measure.counters import profile
 
@@ -52,10 +51,9 @@ def counters(family, d, m, n, k_, arch, settings, baseline_labels, as_json, out_
     click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     if arch == "auto" or arch is None:
         arch = device.arch_of_device()
-    fam = get_family(family)
-    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+    fam, shape = family_and_shape(family, dims)
     variant = fam.build(fam.parse_settings(settings, shape, arch), shape, arch)
-    by_label = {job.label: job for job in baseline_jobs(fam.name, shape, ("triton", "torch", "copy"))}
+    by_label = {job.label: job for job in baseline_jobs(fam, shape, fam.baselines)}
     missing = [label for label in baseline_labels if label not in by_label]
     if missing:
         raise ConfigError(f"unknown baseline {missing[0]!r}; baselines at this shape: {', '.join(by_label)}")
@@ -66,7 +64,7 @@ def counters(family, d, m, n, k_, arch, settings, baseline_labels, as_json, out_
     profiled = {}
     with click.progressbar(jobs, label="profiling", file=click.get_text_stream("stderr")) as bar:
         for job in bar:
-            profiled[job.label] = profile(job, fam.name, shape)
+            profiled[job.label] = profile(job, fam.origin or fam.name, shape)
     record = {
         "schema": "mage-tune.counters/1",
         "family": fam.name,

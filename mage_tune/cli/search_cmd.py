@@ -7,22 +7,25 @@ from pathlib import Path
 
 import click
 
-from mage_tune.cli.space_cmd import with_shape
+from mage_tune.cli.options import family_and_shape, family_options
+
+TRIALS = click.IntRange(1, 1_000_000)  # 0 or fewer would end at once with an empty table
+WORKERS = click.IntRange(1, 256)  # 0 or fewer compile processes would run no trial, for ever
 
 
 @click.command()
 @click.argument("family")
-@with_shape(arch_default="auto")
-@click.option("--trials", type=int, default=100, show_default=True, help="Trials that count (see --help text).")
+@family_options(arch_default="auto")
+@click.option("--trials", type=TRIALS, default=100, show_default=True, help="Trials that count (see --help text).")
 @click.option("--sampler", type=click.Choice(["tpe", "random", "grid", "cmaes"]), default="tpe", show_default=True)
 @click.option("--storage", default=None, help="Optuna storage URL (sqlite:///…, postgresql://…) or journal:PATH.")
 @click.option("--study", "study_name", default=None, help="Study name (default: from family, shape, arch, mode).")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None, help="Default: runs/search-<study>.")
-@click.option("--workers", type=int, default=2, show_default=True, help="Compile processes running ahead.")
+@click.option("--workers", type=WORKERS, default=2, show_default=True, help="Compile processes running ahead.")
 @click.option("--static", is_flag=True, help="No GPU: score with the census model (docs/static-model.md).")
 @click.option("--seed", type=int, default=None, help="Sampler seed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the best trial as JSON.")
-def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_dir, workers, static, seed, as_json):
+def search(family, dims, arch, trials, sampler, storage, study_name, run_dir, workers, static, seed, as_json):
     """Search FAMILY's space: suggest, compile (cached, ahead in a pool), census (prune what cannot win), check and
     time on the GPU — or, with --static or where no GPU is present, score with the census model — and record
     every trial. Re-running the same command resumes; several processes on one --storage/--study share the work.
@@ -37,13 +40,12 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
     from tqdm import tqdm
 
     from mage_tune.compile import check_arch
-    from mage_tune.kernels import get_family
     from mage_tune.search import record, report
     from mage_tune.search.runner import Search, SearchSpec, spec_json, write_summary
+    from mage_tune.search.storage import storage_errors
     from mage_tune.textwidth import wrap
 
-    fam = get_family(family)
-    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+    fam, shape = family_and_shape(family, dims)
     if not static:
         from mage_tune.measure.device import arch_of_device, gpu_mode
 
@@ -70,7 +72,9 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
     shape_text = "-".join(f"{k}{v}" for k, v in shape.items())
     study_name = study_name or f"{fam.name}-{shape_text}-{arch}-{mode}"
     run_path = Path(run_dir or Path("runs") / f"search-{study_name}")
-    spec = SearchSpec(fam.name, shape, arch, trials, sampler, storage, study_name, run_path, workers, static, seed)
+    spec = SearchSpec(
+        fam.name, shape, arch, trials, sampler, storage, study_name, run_path, workers, static, seed, fam.origin
+    )
     runner = Search(spec, fam, click.echo)
     resumed = report.recorded_trials(runner.study)
     click.echo(  # said once the run directory and study are known to match: a refused run says only why
@@ -85,7 +89,7 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
         ),
         err=True,
     )
-    (run_path / "search.json").write_text(spec_json(spec))
+    record.write_atomic(run_path / "search.json", spec_json(spec))
     from mage_tune.measure.device import environment
 
     record.add_environment(run_path, environment())
@@ -99,12 +103,14 @@ def search(family, d, m, n, k_, arch, trials, sampler, storage, study_name, run_
         bar.refresh()
 
     try:
-        runner.run(progress)
+        with storage_errors(spec):
+            runner.run(progress)
     except KeyboardInterrupt:
         bar.close()
         click.echo(f"interrupted; finished trials are kept in {run_path}: re-run the same command to resume", err=True)
         sys.exit(130)
-    bar.close()
+    finally:
+        bar.close()
     best = write_summary(spec, fam)
     outcomes = report.outcome_counts(run_path)
     if as_json:

@@ -6,45 +6,25 @@ import json
 
 import click
 
-
-def with_shape(func=None, *, arch_default: str = "sm_90"):
-    """The problem-shape options every family command takes (--d --m --n --k --arch)."""
-
-    def decorate(f):
-        options = [
-            click.option("--d", type=int, default=None, help="Row width (layernorm)."),
-            click.option("--m", type=int, default=None, help="Rows (layernorm) or M (matmul)."),
-            click.option("--n", type=int, default=None, help="N (matmul)."),
-            click.option("--k", "k_", type=int, default=None, help="K (matmul)."),
-            click.option(
-                "--arch",
-                default=arch_default,
-                show_default=True,
-                help="sm_80, sm_86, sm_89, sm_90" + (" or auto (the GPU's)" if arch_default == "auto" else ""),
-            ),
-        ]
-        for option in reversed(options):
-            f = option(f)
-        return f
-
-    return decorate(func) if func is not None else decorate
+from mage_tune.cli.options import family_and_shape, family_options
 
 
 @click.command()
 @click.argument("family")
-@with_shape
+@family_options
 @click.option("--list", "as_list", is_flag=True, help="List every valid config.")
 @click.option("--json", "as_json", is_flag=True, help="Knobs, constraints and every valid config as JSON.")
-def space(family, d, m, n, k_, arch, as_list, as_json):
-    """Show FAMILY's knobs, their domains, the constraints, and how many configs are valid for this shape."""
+def space(family, dims, arch, as_list, as_json):
+    """Show FAMILY's knobs, their domains, the constraints, and how many configs are valid for this shape.
+
+    FAMILY is a built-in name, a family file (path/to/family.py or path/to/family.py:NAME) or an installed
+    plug-in's name (entry point group mage_tune.families)."""
     from mage_tune.compile import check_arch
     from mage_tune.textwidth import table as fit_table
     from mage_tune.textwidth import wrap
-    from mage_tune.kernels import get_family
 
     check_arch(arch)
-    fam = get_family(family)
-    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+    fam, shape = family_and_shape(family, dims)
     configs = list(fam.configs(shape, arch)) if (as_list or as_json) else None
     count = len(configs) if configs is not None else sum(1 for _ in fam.configs(shape, arch))
     if as_json:
@@ -52,6 +32,8 @@ def space(family, d, m, n, k_, arch, as_list, as_json):
             json.dumps(
                 {
                     "family": fam.name,
+                    "origin": fam.origin,
+                    "dims": {dim: fam.dim_help.get(dim, "") for dim in fam.dims},
                     "shape": shape,
                     "arch": arch,
                     "knobs": [{"name": k.name, "domain": list(k.domain), "help": k.help} for k in fam.knobs],
@@ -65,7 +47,9 @@ def space(family, d, m, n, k_, arch, as_list, as_json):
         )
         return
     shape_text = ", ".join(f"{k}={v}" for k, v in shape.items())
-    click.echo(f"{fam.name} ({shape_text}, {arch})\n")
+    click.echo(f"{fam.name} ({shape_text}, {arch})")
+    dims_text = ", ".join(f"{dim}: {fam.dim_help[dim]}" if fam.dim_help.get(dim) else dim for dim in fam.dims)
+    click.echo(f"dimensions: {dims_text}\n")
     rows = [[k.name, ", ".join(map(str, k.domain)), k.help] for k in fam.knobs]
     click.echo(fit_table(rows, ["knob", "domain", "meaning"]))
     click.echo("\nconstraints:")
@@ -79,16 +63,14 @@ def space(family, d, m, n, k_, arch, as_list, as_json):
 
 @click.command()
 @click.argument("family")
-@with_shape
+@family_options
 @click.option(
     "--set", "settings", multiple=True, help="knob=value (repeatable); unset knobs take the first valid value."
 )
-def render(family, d, m, n, k_, arch, settings):
-    """Print the CUDA source of one config of FAMILY."""
-    from mage_tune.kernels import get_family
-
-    fam = get_family(family)
-    shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+def render(family, dims, arch, settings):
+    """Print the source of one config of FAMILY (a CUDA family's rendered template; a Triton family's kernel and
+    the launch options of the config)."""
+    fam, shape = family_and_shape(family, dims)
     config = fam.parse_settings(settings, shape, arch)
     click.echo(f"// {fam.name} {config} {shape} {arch}")
     click.echo(fam.render(config, shape), nl=False)

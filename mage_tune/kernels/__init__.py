@@ -1,17 +1,11 @@
-"""Kernel families: each declares a parameter space, renders a template and knows its reference and baselines."""
+"""Kernel families: each declares a parameter space, builds any config and knows its reference and baselines.
+Found by name, path or entry point through registry.py."""
 
 from __future__ import annotations
 
-FAMILIES = ("layernorm", "matmul")
+from mage_tune.kernels.registry import builtin_names, known_names, load_family
 
+FAMILIES = builtin_names()
+get_family = load_family
 
-def get_family(name: str):
-    from mage_tune.errors import ConfigError
-
-    if name == "layernorm":
-        from mage_tune.kernels.layernorm import FAMILY
-    elif name == "matmul":
-        from mage_tune.kernels.matmul import FAMILY
-    else:
-        raise ConfigError(f"unknown kernel family {name!r}; known: {', '.join(FAMILIES)}")
-    return FAMILY
+__all__ = ["FAMILIES", "builtin_names", "get_family", "known_names", "load_family"]

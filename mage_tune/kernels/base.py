@@ -1,30 +1,38 @@
-"""The contract every kernel family meets: a declared space of knobs, constraints that exclude what cannot work,
-a Jinja template that renders any valid config to CUDA, its launch shape, a float64 reference and its baselines.
+"""The contract every kernel family meets, and the machinery they share.
 
-A family is a subclass of `Family` with class attributes `name`, `template`, `knobs`, `dims` and the methods
-marked abstract. Everything else (parsing `--set`, enumerating the space, rendering, compiling) is shared here.
+A *family* is a kernel and the space of its variants: a problem (its shape dimensions, inputs, float64 reference and
+tolerance, bytes and flops moved), knobs with domains and constraints, a way to build any valid config into a
+binary (a Jinja CUDA template, or a Triton kernel), its launch geometry, and the baselines it is timed against. A
+family is a plug-in: a built-in name, a `path/to/family.py[:NAME]`, or an installed package's entry point in the
+group `mage_tune.families` (registry.py finds it). Everything family-specific lives in the family; no other module
+asks which family it holds.
+
+Two bases implement the build: `CudaFamily` (a template anywhere on disk, compiled NVRTC → ptxas) and
+`TritonFamily` (triton_family.py: configs of a user's `@triton.jit` kernel, compiled offline by Triton).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from mage_tune.compile import Artifact, build_from_cu, check_arch
-from mage_tune.errors import ConfigError
+from mage_tune.errors import ConfigError, InputError
 
 Config = dict[str, int | str]
 Shape = dict[str, int]
 
-# Largest dynamic shared memory a block may opt into, by arch (bytes).
-SMEM_OPTIN = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024}
+MAX_DIM = 2**31 - 1  # kernels index with 32-bit ints; a larger dimension is refused where it enters
+DEFAULT_MAX_ELEMENTS = 2**31 - 1  # largest buffer, in elements, a family accepts unless it says otherwise
 
 
 @dataclass(frozen=True)
@@ -48,8 +56,28 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """A kernel a family's variants are timed against: `kind` is the name `--baselines` selects it by ("triton",
+    "torch", or the family's own); `config` is what the family's `launcher` needs to launch it."""
+
+    label: str
+    kind: str
+    config: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompareFact:
+    """A family's own row in `compare`: `key` and `value` go to the JSON, `label` and `text` to the table."""
+
+    key: str
+    label: str
+    value: object
+    text: str
+
+
+@dataclass(frozen=True)
 class Variant:
-    """One rendered and compiled config: what census, bench and search pass around."""
+    """One built config: what census, bench and search pass around."""
 
     family: str
     config: Config
@@ -74,7 +102,7 @@ def config_label(family: str, config: Config) -> str:
     return family + "[" + ",".join(f"{k}={v}" for k, v in config.items()) + "]"
 
 
-def template_dir() -> Path:
+def builtin_template_dir() -> Path:
     """kernels/templates/: installed as the package mage_tune.templates (pyproject's package-dir), or, when the
     checkout is merely on PYTHONPATH, found beside the package."""
     from importlib.resources import files
@@ -86,11 +114,11 @@ def template_dir() -> Path:
 
 
 @cache
-def _environment():
+def _environment(folder: str):
     import jinja2
 
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir())),
+        loader=jinja2.FileSystemLoader(folder),
         undefined=jinja2.StrictUndefined,  # a missing variable is an error, never an empty string
         trim_blocks=True,
         lstrip_blocks=True,
@@ -99,15 +127,55 @@ def _environment():
 
 
 class Family(ABC):
+    """A kernel family. Subclass `CudaFamily` or `TritonFamily` (which implement `build`) and give:
+
+    Class attributes
+      name          the family's name in tables, labels and run directories
+      dims          the shape dimensions it takes, e.g. ("m", "d"); each becomes a CLI option (`--shape m=4096,d=768`,
+                    and `--m`/`--d`/`--n`/`--k` where a dimension has that name)
+      default_dims  values of dims a user may leave out
+      dim_help      a few words per dimension for `--help` and `space`
+      knobs         Knob(name, domain, help) each; the first value of a domain is its default
+      baselines     kinds of baselines it is timed against by default ("triton", "torch", "copy")
+      tolerance     largest accepted ||out - ref|| / ||ref|| against the float64 reference
+      copy_of       an input whose bytes equal the output's (layer norm's x): the same-bytes copy baseline
+                    (x → out, timed exactly like the variants) then measures the floor at the shape; None if none
+      max_elements  largest input or output, in elements: a larger shape is refused before anything is built
+
+    Methods (abstract ones must be given)
+      violations(config, shape, arch)   why a config cannot work (sentences); [] when it can
+      constraint_text()                 the constraints, as sentences for `mage-tune space`
+      launch(config, shape, arch)       Launch(grid, block, dynamic_shared) for the Arch named by `arch`
+      build(config, shape, arch)        a Variant: the compiled binary and how to launch it (the bases do this)
+      render(config, shape)             the source a config builds from (the bases do this)
+      make_inputs(shape, rng)           host inputs as float32 numpy arrays, by parameter name
+      reference(inputs, shape)          the output in float64, from the inputs as the device holds them
+      output_shape(shape)               shape of the one output buffer
+      bytes_moved(shape), flops(shape)  each input read once, each output written once; 2·M·N·K for a matmul
+      device_dtype(name)                "float32" (default), "bfloat16" or "float16" for an input or "__out__"
+      baseline_kernels(shape)           the Baselines it offers (kinds as in `baselines`, copies aside)
+      launcher(job, shape)              GPU side, in the worker process: a callable(buffers) that launches a
+                                        baseline of this family (or a variant, for families that launch their own)
+                                        on torch's current stream; None lets the harness launch a variant's cubin
+      reference_kernels(shape, arch, specialize)
+                                        the Triton kernels `compare` puts beside a variant (compiled offline)
+      compare_facts(census, config, shape, reference)
+                                        its own rows for `compare` (CompareFact), e.g. passes over the row
+      best_files(configs)               files the search writes beside its best kernel (e.g. a triton.Config list)
+    """
+
     name: str
-    template: str
+    dims: tuple[str, ...]
+    default_dims: ClassVar[Mapping[str, int]] = {}
+    dim_help: ClassVar[Mapping[str, str]] = {}
     knobs: tuple[Knob, ...]
-    dims: tuple[str, ...]  # shape dimensions the family needs, e.g. ("m", "d")
-    default_dims: dict[str, int]
-    kernel_name: str
-    param_names: tuple[str, ...]
-    baselines: tuple[str, ...]
-    tolerance: float = 1e-5  # largest accepted ||out - ref|| / ||ref|| against the float64 reference
+    baselines: tuple[str, ...] = ()
+    tolerance: float = 1e-5
+    copy_of: str | None = None
+    max_elements: int = DEFAULT_MAX_ELEMENTS
+    origin: str = ""  # how the registry found it (a built-in name, path.py:NAME, or entry-point name); set there
+
+    _REQUIRED: ClassVar[tuple[str, ...]] = ("name", "dims", "knobs")
 
     # --- the space ---------------------------------------------------------------------------------------------
     @abstractmethod
@@ -119,11 +187,14 @@ class Family(ABC):
         """The constraints, as sentences for `mage-tune space`."""
 
     @abstractmethod
-    def launch(self, config: Config, shape: Shape) -> Launch: ...
+    def launch(self, config: Config, shape: Shape, arch: str) -> Launch: ...
 
     @abstractmethod
-    def template_vars(self, config: Config, shape: Shape) -> dict:
-        """Everything the template needs; the template must not compute what the constraints rely on."""
+    def build(self, config: Config, shape: Shape, arch: str) -> Variant: ...
+
+    @abstractmethod
+    def render(self, config: Config, shape: Shape) -> str:
+        """The source a config builds from, as text for a person (`mage-tune render`)."""
 
     # --- correctness and cost ---------------------------------------------------------------------------------
     @abstractmethod
@@ -137,35 +208,95 @@ class Family(ABC):
     def output_shape(self, shape: Shape) -> tuple[int, ...]: ...
 
     @abstractmethod
-    def scalar_args(self, shape: Shape) -> tuple:
-        """Non-pointer kernel arguments after the buffers, as (numpy scalar, ...)."""
-
-    @abstractmethod
     def bytes_moved(self, shape: Shape) -> int:
         """Each input read once, each output written once."""
 
     def flops(self, shape: Shape) -> int:
         return 0
 
+    def device_dtype(self, name: str) -> str:
+        """The dtype the device holds input `name` (or the output, "__out__") in."""
+        return "float32"
+
+    # --- baselines and comparison (optional) ------------------------------------------------------------------
+    def baseline_kernels(self, shape: Shape) -> list[Baseline]:
+        return []
+
+    def launcher(self, job, shape: Shape) -> Callable[[dict], object] | None:
+        """GPU side: a callable(buffers) launching `job` (a Baseline-like record: label, kind, config), or None."""
+        return None
+
+    def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
+        """Triton kernels (mage_tune.triton_ref.TritonKernel) that `compare` puts beside a variant."""
+        return []
+
+    def compare_facts(self, census, config: dict, shape: Shape, reference: bool) -> list[CompareFact]:
+        return []
+
+    compare_note: str = ""  # a sentence printed under `compare`'s table, explaining compare_facts
+
+    def reference_configs(self) -> list[dict]:
+        """Configs of the reference kernel that `compare --config INDEX` picks from (one kernel: [])."""
+        return []
+
+    def best_files(self, configs: list[Config]) -> dict[str, str]:
+        return {}
+
     # --- shared machinery -------------------------------------------------------------------------------------
-    def shape_from(self, **given: int | None) -> Shape:
+    def __reduce__(self):
+        """Pickled (to a compile process or a GPU worker) as how to find it again, so a family from a user's file
+        is imported there the same way, in isolation."""
+        if not self.origin:
+            return object.__reduce__(self)
+        from mage_tune.kernels.registry import load_family
+
+        return (load_family, (self.origin,))
+
+    @classmethod
+    def missing_members(cls) -> list[str]:
+        """Contract members a subclass left out (abstract methods and required attributes)."""
+        missing = sorted(getattr(cls, "__abstractmethods__", ()))
+        missing += [attr for attr in cls._REQUIRED if not hasattr(cls, attr)]
+        return missing
+
+    def shape_from(self, given: Mapping[str, int | None] | None = None, **more: int | None) -> Shape:
+        """The family's dims from `given` and `more` (CLI options, --shape), defaults filled, each checked."""
+        given = {**(given or {}), **more}
+        unknown = [k for k, v in given.items() if v is not None and k not in self.dims]
+        if unknown:
+            raise ConfigError(
+                f"{self.name} takes the dimensions {', '.join(self.dims)}; not {', '.join(sorted(unknown))}"
+            )
         shape = {}
         for dim in self.dims:
             value = given.get(dim)
             if value is None:
                 value = self.default_dims.get(dim)
             if value is None:
-                raise ConfigError(f"{self.name} needs --{dim}")
-            if value < 1:
-                raise ConfigError(f"--{dim} must be at least 1, got {value}")
+                raise ConfigError(f"{self.name} needs --{dim} (or --shape {dim}=...)")
+            if not 1 <= value <= MAX_DIM:
+                raise ConfigError(f"--{dim} must be between 1 and {MAX_DIM}, got {value}")
             shape[dim] = int(value)
+        self.check_shape(shape)
         return shape
+
+    def check_shape(self, shape: Shape) -> None:
+        """Refuse a shape whose buffers exceed max_elements (32-bit indexing, memory) before anything is built."""
+        biggest = int(np.prod(self.output_shape(shape), dtype=object))
+        if biggest > self.max_elements:
+            raise ConfigError(
+                f"{self.name} {shape}: the output would hold {biggest} elements, over this family's limit of "
+                f"{self.max_elements}"
+            )
 
     def knob(self, name: str) -> Knob:
         for knob in self.knobs:
             if knob.name == name:
                 return knob
         raise ConfigError(f"unknown knob {name!r} for {self.name}; knobs: {', '.join(k.name for k in self.knobs)}")
+
+    def defaults(self) -> Config:
+        return {k.name: k.domain[0] for k in self.knobs}
 
     def configs(self, shape: Shape, arch: str) -> Iterator[Config]:
         """Every valid config, in a fixed order."""
@@ -182,10 +313,7 @@ class Family(ABC):
         return size
 
     def default_config(self, shape: Shape, arch: str) -> Config:
-        try:
-            return next(iter(self.configs(shape, arch)))
-        except StopIteration:
-            raise ConfigError(f"{self.name}: no valid config for shape {shape} on {arch}") from None
+        return self.complete({}, shape, arch)
 
     def parse_settings(self, settings: list[str] | tuple[str, ...], shape: Shape, arch: str) -> Config:
         """`knob=value` strings -> a full valid config: unset knobs take the first valid completion."""
@@ -222,20 +350,86 @@ class Family(ABC):
                 return config
         # Say which constraint the fixed knobs break, with the rest at their first values.
         problems = self.violations(trial, shape, arch) or ["no completion satisfies the constraints"]
-        raise ConfigError(f"{', '.join(f'{k}={v}' for k, v in fixed.items())} is not valid: {'; '.join(problems)}")
+        fixed_text = ", ".join(f"{k}={v}" for k, v in fixed.items()) or f"{self.name} (all defaults)"
+        raise ConfigError(f"{fixed_text} is not valid: {'; '.join(problems)}")
 
-    def render(self, config: Config, shape: Shape) -> str:
-        return _environment().get_template(self.template).render(**self.template_vars(config, shape))
-
-    def build(self, config: Config, shape: Shape, arch: str) -> Variant:
+    def check_valid(self, config: Config, shape: Shape, arch: str) -> None:
         problems = self.violations(config, shape, arch)
         if problems:
             raise ConfigError(f"{config_label(self.name, config)} is not valid: {'; '.join(problems)}")
+
+
+class CudaFamily(Family):
+    """A family whose variants are one Jinja CUDA template rendered per config and compiled NVRTC → ptxas.
+
+    Besides Family's members it gives:
+      template        the template's file name: found beside the module that defines the family (or in
+                      `template_dir`), else among the built-in templates; an absolute path works too
+      template_dir    optional folder to look in first
+      kernel_name     the `extern "C" __global__` function the template defines
+      param_names     its pointer parameters in order: input names, and the output under any other name
+      template_vars(config, shape)   everything the template needs
+      scalar_args(shape)             the non-pointer arguments after the buffers, as numpy scalars
+    """
+
+    template: str
+    template_dir: str | None = None
+    kernel_name: str
+    param_names: tuple[str, ...]
+
+    _REQUIRED: ClassVar[tuple[str, ...]] = ("name", "dims", "knobs", "template", "kernel_name", "param_names")
+
+    @abstractmethod
+    def template_vars(self, config: Config, shape: Shape) -> dict:
+        """Everything the template needs; the template must not compute what the constraints rely on."""
+
+    @abstractmethod
+    def scalar_args(self, shape: Shape) -> tuple:
+        """Non-pointer kernel arguments after the buffers, as (numpy scalar, ...)."""
+
+    def template_path(self) -> Path:
+        given = Path(self.template)
+        if given.is_absolute():
+            return given
+        folders = [Path(self.template_dir)] if self.template_dir else []
+        folders += [Path(inspect.getfile(type(self))).resolve().parent, builtin_template_dir()]
+        for folder in folders:
+            if (folder / given).is_file():
+                return folder / given
+        where = ", ".join(str(f) for f in folders)
+        raise InputError(f"{self.name}: template {self.template!r} not found (looked in {where})")
+
+    def render(self, config: Config, shape: Shape) -> str:
+        import jinja2
+
+        path = self.template_path()
+        try:
+            return _environment(str(path.parent)).get_template(path.name).render(**self.template_vars(config, shape))
+        except jinja2.TemplateSyntaxError as exc:
+            raise InputError(f"template syntax error: {exc.message}", file=str(path), line=exc.lineno) from None
+        except jinja2.TemplateError as exc:
+            raise InputError(
+                f"rendering {config_label(self.name, config)} failed: {exc}", file=str(path), line=_template_line(exc)
+            ) from None
+
+    def build(self, config: Config, shape: Shape, arch: str) -> Variant:
+        self.check_valid(config, shape, arch)
         source = self.render(config, shape)
-        launch = self.launch(config, shape)
+        launch = self.launch(config, shape, arch)
         label = config_label(self.name, config)
         art = build_from_cu(source, arch, label)
         art = dataclasses.replace(art, dynamic_shared=launch.dynamic_shared)
         return Variant(
             self.name, dict(config), dict(shape), arch, source, self.kernel_name, self.param_names, launch, art
         )
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template line an error was raised at: Jinja rewrites its tracebacks so the template's frames carry it."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(".j2") or "template" in tb.tb_frame.f_code.co_name:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

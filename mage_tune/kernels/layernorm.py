@@ -34,12 +34,11 @@ its surplus rows (in the last group) redo the last row and store nothing, whatev
 
 from __future__ import annotations
 
-import dataclasses
 from typing import ClassVar
 
 import numpy as np
 
-from mage_tune.kernels.base import Config, Family, Knob, Launch, Shape, Variant, config_label
+from mage_tune.kernels.base import Baseline, CompareFact, Config, CudaFamily, Knob, Launch, Shape, config_label
 
 FLOAT = 4  # bytes
 EPS = 1e-5
@@ -54,14 +53,19 @@ HINTS = {"none": "", "nc": ".nc", "cs": ".cs"}
 # grid of one block or more computes the same y; on a part with another SM count the grid is merely a little off
 # persist × its SMs.
 SMS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132}
-DEFAULT_ARCH = "sm_90"  # launch() without an arch (the Family contract passes none): the H200 this project times on
+DEFAULT_SMS = 132  # an arch without a fixed SM count: the H200 this project times on
+PASSES_NOTE = (
+    "passes over x: floats of x loaded per thread (static PTX count, each load at its full width) ÷ floats one read "
+    "of the row puts on a thread (d for ours, Triton's BLOCK for Triton's, over the threads of one row, rounded up "
+    "to whole accesses)."
+)
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class LayerNorm(Family):
+class LayerNorm(CudaFamily):
     name = "layernorm"
     template = "layernorm.cu.j2"
     knobs = (
@@ -81,9 +85,11 @@ class LayerNorm(Family):
     )
     dims = ("m", "d")
     default_dims: ClassVar[dict[str, int]] = {"m": 4096}
+    dim_help: ClassVar[dict[str, str]] = {"m": "rows", "d": "row width (normalized over)"}
     kernel_name = "layernorm"
     param_names = ("x", "scale", "bias", "y")
     baselines = ("triton", "torch", "copy")
+    copy_of = "x"
 
     # --- derived sizes -------------------------------------------------------------------------------------------
     @staticmethod
@@ -154,15 +160,10 @@ class LayerNorm(Family):
             "(smem: rows·threads slots per reduction; shfl: one per warp).",
         ]
 
-    def launch(self, config: Config, shape: Shape, arch: str = DEFAULT_ARCH) -> Launch:
+    def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
         groups = _cdiv(shape["m"], config["rows"])
-        grid = min(groups, config["persist"] * SMS[arch]) if config["persist"] else groups
+        grid = min(groups, config["persist"] * SMS.get(arch, DEFAULT_SMS)) if config["persist"] else groups
         return Launch((grid, 1, 1), config["threads"] * config["rows"])
-
-    def build(self, config: Config, shape: Shape, arch: str) -> Variant:
-        """The shared build, with the launch taken for `arch` (a persistent grid counts its SMs)."""
-        variant = super().build(config, shape, arch)
-        return dataclasses.replace(variant, launch=self.launch(config, shape, arch))
 
     def template_vars(self, config: Config, shape: Shape) -> dict:
         threads, rows, d = config["threads"], config["rows"], shape["d"]
@@ -208,6 +209,93 @@ class LayerNorm(Family):
     def bytes_moved(self, shape: Shape) -> int:
         m, d = shape["m"], shape["d"]
         return FLOAT * (2 * m * d + 2 * d)
+
+    # --- baselines and comparison ---------------------------------------------------------------------------------
+    def baseline_kernels(self, shape: Shape) -> list[Baseline]:
+        """Triton's one-row-per-program layer norm at each num_warps that fits its block, and torch's."""
+        block = _next_power_of_2(shape["d"])
+        warps = [w for w in (1, 2, 4, 8, 16) if 32 * w <= max(32, block)]
+        triton = [Baseline(f"triton[num_warps={w}]", "triton", {"num_warps": w, "BLOCK": block}) for w in warps]
+        return [*triton, Baseline("torch.layer_norm", "torch")]
+
+    def launcher(self, job, shape: Shape):
+        m, d = shape["m"], shape["d"]
+        if job.kind == "torch":
+            import torch.nn.functional as F
+
+            # torch has no out= layer norm; return the fresh tensor instead of paying for a copy into __out__.
+            return lambda bufs: F.layer_norm(bufs["x"], (d,), bufs["scale"], bufs["bias"], EPS)
+        if job.kind == "triton":
+            from mage_tune.triton_kernels import norm_kernel
+
+            block, warps = job.config["BLOCK"], job.config["num_warps"]
+
+            def launch(bufs):
+                norm_kernel[(m,)](
+                    bufs["x"], bufs["__out__"], bufs["scale"], bufs["bias"], d, d, EPS, BLOCK=block, num_warps=warps
+                )
+
+            return launch
+        return None
+
+    def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
+        """Triton's norm_kernel: BLOCK the next power of two ≥ d (or options["config"]["BLOCK"]), num_warps as
+        given, else the tutorial's block/256 rule; grid (m,)."""
+        import dataclasses
+
+        from mage_tune import triton_kernels as tk
+        from mage_tune.errors import InputError
+        from mage_tune.triton_ref import compile_jit
+
+        config = dict(options.get("config") or {})
+        block = int(config.get("BLOCK") or _next_power_of_2(shape["d"]))
+        if block < shape["d"]:
+            raise InputError(f"Triton norm_kernel needs BLOCK >= d; BLOCK={block}, d={shape['d']}")
+        warps = int(config.get("num_warps") or options.get("num_warps") or min(max(block // 256, 1), 8))
+        values = {"x": None, "y": None, "scale": None, "bias": None, "stride": shape["d"], "N": shape["d"]}
+        kernel = compile_jit(
+            tk.norm_kernel, dict(tk.NORM_SIGNATURE), {"BLOCK": block}, arch, warps, None, "triton", values, specialize
+        )
+        return [dataclasses.replace(kernel, grid=(shape["m"], 1, 1))]
+
+    def compare_facts(self, census, config: dict, shape: Shape, reference: bool) -> list[CompareFact]:
+        if reference:
+            passes = passes_over_row(census, "x", int(config["BLOCK"]), 32 * int(config["num_warps"]))
+        else:
+            passes = passes_over_row(census, "x", shape["d"], int(config["threads"]))
+        return [CompareFact("passes", "passes over x", passes, _passes_text(passes))]
+
+    compare_note = PASSES_NOTE
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def passes_over_row(census, param: str, row_floats: int, threads_per_row: int) -> dict | None:
+    """How many times one thread's loads of `param` cover its share of the row.
+
+    loaded = Σ over the PTX loads attributed to `param` of (width / 32) floats; share = the floats one read of the
+    row puts on a thread: ceil(row_floats / (threads_per_row · w)) · w, w the widest load in floats. The count is
+    static (instructions in the code), exact where the row loop is unrolled: our templates unroll it (d is a
+    compile-time constant) and Triton's norm_kernel has no loop. None when the census attributes no loads to it.
+    """
+    params = census.ptx.params if census.ptx else None
+    acc = (params or {}).get(param)
+    if not acc or not acc.loads or not acc.load_bits:
+        return None
+    loaded = sum(count * bits // 32 for bits, count in acc.load_bits.items())
+    widest = max(1, max(acc.load_bits) // 32)
+    share = -(-row_floats // (threads_per_row * widest)) * widest
+    return {"value": loaded / share, "loaded_floats": loaded, "share_floats": share, "loads": acc.loads}
+
+
+def _passes_text(passes) -> str:
+    if passes is None:
+        return "-"
+    value = passes["value"]
+    shown = f"{value:g}" if value == int(value) else f"{value:.2f}"
+    return f"{shown} ({passes['loaded_floats']} of {passes['share_floats']} floats a thread)"
 
 
 FAMILY = LayerNorm()

@@ -14,9 +14,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from mage_tune.kernels.base import SMEM_OPTIN, Config, Family, Knob, Launch, Shape
+from mage_tune.kernels.base import Baseline, Config, CudaFamily, Knob, Launch, Shape
 
 FLOAT = 4  # bytes
+# Largest dynamic shared memory a block may opt into, by arch (bytes).
+SMEM_OPTIN = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024}
 MAX_ACCUMULATORS = 128  # per thread: with the fragments, about what fits in 255 registers without spilling
 
 
@@ -24,7 +26,7 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class Matmul(Family):
+class Matmul(CudaFamily):
     name = "matmul"
     template = "matmul.cu.j2"
     # The first value of each domain is the default a partial --set completes with; together they are the fastest
@@ -51,6 +53,7 @@ class Matmul(Family):
     )
     dims = ("m", "n", "k")
     default_dims: ClassVar[dict[str, int]] = {"m": 1024, "n": 1024, "k": 1024}
+    dim_help: ClassVar[dict[str, str]] = {"m": "rows of A and C", "n": "columns of B and C", "k": "the inner size"}
     kernel_name = "matmul"
     param_names = ("A", "B", "C")
     baselines = ("triton", "torch")
@@ -95,7 +98,7 @@ class Matmul(Family):
             out.append(f"smem_vec=1 needs tn % 4 == 0 (float4 runs of B columns), got tn={c['tn']}")
         if c["smem_vec"] and c["a_trans"] and c["tm"] % 4:
             out.append(f"smem_vec=1 with a_trans=1 needs tm % 4 == 0 (float4 runs of A rows), got tm={c['tm']}")
-        limit = SMEM_OPTIN[arch]
+        limit = SMEM_OPTIN.get(arch, SMEM_OPTIN["sm_90"])
         if self.shared_bytes(c) > limit:
             out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")
         return out
@@ -115,7 +118,7 @@ class Matmul(Family):
             "copies that do not divide evenly among the threads are guarded, so they constrain nothing",
         ]
 
-    def launch(self, config: Config, shape: Shape) -> Launch:
+    def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
         grid = (_cdiv(shape["n"], config["bn"]), _cdiv(shape["m"], config["bm"]), 1)
         return Launch(grid, self.threads(config), self.shared_bytes(config))
 
@@ -169,6 +172,85 @@ class Matmul(Family):
 
     def flops(self, shape: Shape) -> int:
         return 2 * shape["m"] * shape["n"] * shape["k"]
+
+    def check_shape(self, shape: Shape) -> None:
+        """A, B and C each within max_elements."""
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        for name, size in (("A", m * k), ("B", k * n), ("C", m * n)):
+            if size > self.max_elements:
+                from mage_tune.errors import ConfigError
+
+                raise ConfigError(f"matrix {name} of {shape} would hold {size} elements, over {self.max_elements}")
+
+    # --- baselines and comparison ---------------------------------------------------------------------------------
+    def baseline_kernels(self, shape: Shape) -> list[Baseline]:
+        """Triton's FP32 matmul at each of its configs, and torch.matmul (cuBLAS FP32, TF32 off)."""
+        from mage_tune.triton_kernels import MATMUL_CONFIGS, MATMUL_KEYS
+
+        configs = [dict(zip(MATMUL_KEYS, c, strict=True)) for c in MATMUL_CONFIGS]
+        triton = [Baseline("triton[" + ",".join(f"{k}={v}" for k, v in c.items()) + "]", "triton", c) for c in configs]
+        return [*triton, Baseline("torch.matmul (cuBLAS FP32)", "torch")]
+
+    def launcher(self, job, shape: Shape):
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        if job.kind == "torch":
+            import torch
+
+            return lambda bufs: torch.matmul(bufs["A"], bufs["B"], out=bufs["__out__"])
+        if job.kind != "triton":
+            return None
+        from mage_tune.triton_kernels import matmul_kernel
+
+        consts = {key: job.config[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+        grid = (_cdiv(m, consts["BLOCK_M"]) * _cdiv(n, consts["BLOCK_N"]),)
+        options = {"num_warps": job.config["num_warps"], "num_stages": job.config["num_stages"]}
+
+        def launch(bufs):
+            matmul_kernel[grid](bufs["A"], bufs["B"], bufs["__out__"], m, n, k, k, 1, n, 1, n, 1, **consts, **options)
+
+        return launch
+
+    def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
+        """Triton's FP32 matmul (GROUP_M swizzle, IEEE products) at options["config"] (a dict of MATMUL_KEYS) or at
+        every config of MATMUL_CONFIGS; options["num_warps"] overrides each config's."""
+        import dataclasses
+
+        from mage_tune import triton_kernels as tk
+        from mage_tune.errors import InputError
+        from mage_tune.triton_ref import compile_jit
+
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        chosen = options.get("config")
+        configs = [dict(chosen)] if chosen else [dict(zip(tk.MATMUL_KEYS, c, strict=True)) for c in tk.MATMUL_CONFIGS]
+        out = []
+        for cfg in configs:
+            missing = [key for key in tk.MATMUL_KEYS if key not in cfg]
+            if missing:
+                raise InputError(f"Triton matmul config lacks {', '.join(missing)}")
+            constexprs = {key: int(cfg[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+            warps = int(options.get("num_warps") or cfg["num_warps"])
+            values = {"A": None, "B": None, "C": None, "M": m, "N": n, "K": k}
+            values.update(stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1, stride_cm=n, stride_cn=1)
+            kernel = compile_jit(
+                tk.matmul_kernel,
+                dict(tk.MATMUL_SIGNATURE),
+                constexprs,
+                arch,
+                warps,
+                int(cfg["num_stages"]),
+                "triton",
+                values,
+                specialize,
+            )
+            grid = (_cdiv(m, constexprs["BLOCK_M"]) * _cdiv(n, constexprs["BLOCK_N"]), 1, 1)
+            out.append(dataclasses.replace(kernel, grid=grid))
+        return out
+
+    def reference_configs(self) -> list[dict]:
+        """The Triton configs `compare --config INDEX` picks from."""
+        from mage_tune.triton_kernels import MATMUL_CONFIGS, MATMUL_KEYS
+
+        return [dict(zip(MATMUL_KEYS, c, strict=True)) for c in MATMUL_CONFIGS]
 
 
 FAMILY = Matmul()

@@ -24,25 +24,19 @@ def variant_job(variant: Variant) -> Job:
     )
 
 
-def baseline_jobs(family: str, shape: dict, names: tuple[str, ...]) -> list[Job]:
+def baseline_jobs(family, shape: dict, names: tuple[str, ...] | None = None) -> list[Job]:
+    """The family's baselines of the kinds named (default: the family's own default kinds)."""
     from mage_tune.measure import baselines
 
-    jobs: list[Job] = []
-    if "triton" in names:
-        jobs += baselines.triton_jobs(family, shape)
-    if "torch" in names:
-        jobs += baselines.torch_jobs(family)
-    if "copy" in names:
-        jobs += baselines.copy_jobs(family, shape)
-    return jobs
+    return baselines.baseline_jobs(family, shape, family.baselines if names is None else tuple(names))
 
 
 def bench(
-    family: str,
+    family,
     shape: dict,
     variants: list[Variant],
     regimes: tuple[str, ...] = ("cold",),
-    baselines: tuple[str, ...] = ("triton", "torch"),
+    baselines: tuple[str, ...] | None = None,
     rounds: int = 7,
     seed: int | None = None,
     job_timeout_s: float = 60.0,
@@ -55,7 +49,7 @@ def bench(
 
     device.require_gpu()
     plan = Plan(
-        family=family,
+        family=family.origin or family.name,
         shape=dict(shape),
         jobs=tuple(baseline_jobs(family, shape, baselines) + [variant_job(v) for v in variants]),
         regimes=regimes,

@@ -56,7 +56,7 @@ def _held_back(record: dict, best: dict) -> list[str]:
         return []
     occ, sass = census["occupancy"], census.get("sass") or {}
     sms = record["environment"].get("sm_count", 132)
-    family = get_family(record["family"])
+    family = get_family(record.get("family_origin") or record["family"])
     # A record written before a knob existed was measured with the knob's default: read it so.
     config = family.with_defaults(best["config"]) if "source" not in best["config"] else None
     launch = family.launch(config, record["shape"], record_arch(record)) if config else None

@@ -16,6 +16,7 @@ import numpy as np
 
 from mage_tune.measure import ceilings
 from mage_tune.measure.records import Job, Plan, Result, Session, Timing
+from mage_tune.measure.streams import torch_stream
 
 GRAPH_TARGET_US = 3000.0  # work per graph replay: long enough that event resolution and replay overhead vanish
 MAX_LAUNCHES = 200
@@ -35,26 +36,31 @@ def _torch():
 
 
 class Buffers:
-    """Input/output buffer sets on the GPU: set 0 holds the checked inputs; the others are copies for rotation."""
+    """Input/output buffer sets on the GPU: set 0 holds the checked inputs; the others are copies for rotation.
+
+    Inputs go to the device in the family's dtype for each (`device_dtype`); `host` holds them as the device does
+    (rounded to that dtype, as float32), so the float64 reference is computed from exactly what the kernel reads."""
 
     def __init__(self, family, shape: dict, seed: int, sets: int):
         torch = _torch()
         rng = np.random.default_rng(seed)
-        self.host = family.make_inputs(shape, rng)
-        first = {k: torch.from_numpy(v).cuda() for k, v in self.host.items()}
+        made = family.make_inputs(shape, rng)
+        first = {k: torch.from_numpy(v).cuda().to(_dtype(family.device_dtype(k))) for k, v in made.items()}
+        self.host = {k: v.float().cpu().numpy() for k, v in first.items()}
         out_shape = family.output_shape(shape)
+        out_dtype = _dtype(family.device_dtype("__out__"))
         self.sets = [first] + [{k: v.clone() for k, v in first.items()} for _ in range(sets - 1)]
         for s in self.sets:
-            s["__out__"] = torch.empty(out_shape, dtype=torch.float32, device="cuda")
-        self.bytes_per_set = sum(v.numel() * 4 for v in self.sets[0].values())
+            s["__out__"] = torch.empty(out_shape, dtype=out_dtype, device="cuda")
+        self.bytes_per_set = sum(v.numel() * v.element_size() for v in self.sets[0].values())
 
 
-def _stream_ctx():
-    """CuPy launches must go on the stream torch is capturing, or the graph comes out empty."""
-    import cupy
-    import torch
-
-    return cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+def _dtype(name: str):
+    torch = _torch()
+    known = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in known:
+        raise ValueError(f"device dtype {name!r} is not one of {', '.join(known)}")
+    return known[name]
 
 
 class VariantLauncher:
@@ -82,13 +88,14 @@ class VariantLauncher:
             np.uint64(bufs[name].data_ptr()) if name in bufs else np.uint64(bufs["__out__"].data_ptr())
             for name in self.family.param_names
         ]
-        with _stream_ctx():
+        with torch_stream():
             self.fn(self.job.grid, (self.job.block, 1, 1), (*args, *self.scalars), shared_mem=self.job.dynamic_shared)
 
 
 def make_launcher(job: Job, family, shape: dict) -> Callable[[dict], None]:
+    """A variant launches as its cubin, unless its family launches its own (a Triton family: through its JIT)."""
     if job.kind == "variant":
-        return VariantLauncher(job, family, shape)
+        return family.launcher(job, shape) or VariantLauncher(job, family, shape)
     from mage_tune.measure import baselines
 
     return baselines.launcher(job, family, shape)
@@ -166,10 +173,10 @@ class Runner:
     """Holds one session's buffers and reference; measures jobs one by one."""
 
     def __init__(self, plan: Plan, session_index: int):
-        from mage_tune.kernels import get_family
+        from mage_tune.kernels import load_family
 
         self.plan = plan
-        self.family = get_family(plan.family)
+        self.family = load_family(plan.family)
         self.session_index = session_index
         probe = Buffers(self.family, plan.shape, plan.seed, 1)
         sets_for_cold = max(2, math.ceil(plan.cold_bytes / probe.bytes_per_set))
@@ -187,8 +194,8 @@ class Runner:
             "cubin_sha256": job.cubin_sha256,
         }
         launch = make_launcher(job, self.family, self.plan.shape)
-        # A copy baseline is checked as a copy: y must equal x.
-        reference = self.bufs.host["x"].astype(np.float64) if job.kind == "copy" else self.reference
+        # A copy is checked as a copy: the output must equal the input it copies.
+        reference = self.bufs.host[job.expect].astype(np.float64) if job.expect else self.reference
         ok, rel, max_abs, why = check(launch, self.family, self.plan.shape, self.bufs, reference)
         if not ok:
             return Result(ok=False, error=why, rel_err=rel, max_abs_err=max_abs, **base)
@@ -237,7 +244,7 @@ def measure_session(index: int, environment: dict) -> Session:
     for name, (fn, grid, block) in kernels.items():
 
         def launch(_bufs, fn=fn, grid=grid, block=block):
-            with _stream_ctx():
+            with torch_stream():
                 fn(grid, (block, 1, 1), (np.uint64(src.data_ptr()), np.uint64(dst.data_ptr()), np.int64(n4)))
 
         us = statistics.median(time_graph(launch, sets, 20, 5))

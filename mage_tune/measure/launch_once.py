@@ -15,12 +15,12 @@ import sys
 def main(job_file: str) -> None:
     import torch
 
-    from mage_tune.kernels import get_family
+    from mage_tune.kernels import load_family
     from mage_tune.measure.harness import Buffers, make_launcher
 
     with open(job_file, "rb") as f:
         job, family_name, shape, seed = pickle.load(f)
-    family = get_family(family_name)
+    family = load_family(family_name)
     bufs = Buffers(family, shape, seed, 1)
     launch = make_launcher(job, family, shape)
     launch(bufs.sets[0])

@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, field
 
 @dataclass(frozen=True)
 class Job:
-    """One kernel to check and time. `kind` is variant (a cubin of ours), triton, torch."""
+    """One kernel to check and time. `kind` is variant (a built config), copy, or a family's baseline kind (triton,
+    torch, ...). `expect` names an input the output must equal (a copy), else the family's reference is expected."""
 
     label: str
     kind: str
@@ -18,11 +19,12 @@ class Job:
     grid: tuple[int, int, int] = (1, 1, 1)
     block: int = 0
     dynamic_shared: int = 0
+    expect: str = ""
 
 
 @dataclass(frozen=True)
 class Plan:
-    family: str
+    family: str  # how the registry finds the family (its origin): a worker process loads it again from this
     shape: dict
     jobs: tuple[Job, ...]
     regimes: tuple[str, ...] = ("cold",)
@@ -89,3 +91,4 @@ class BenchRun:
     bytes_moved: int
     flops: int
     environment: dict
+    family_origin: str = ""  # how to load the family again (registry spec)

@@ -167,9 +167,9 @@ class Measurer:
 
 def run_plan(plan: Plan, on_result: Callable[[Result], None] | None = None) -> BenchRun:
     """Measure every job of the plan: baselines first in each session, then the variants."""
-    from mage_tune.kernels import get_family
+    from mage_tune.kernels import load_family
 
-    family = get_family(plan.family)
+    family = load_family(plan.family)
     measurer = Measurer(plan, [j for j in plan.jobs if j.kind != "variant"], on_result)
     try:
         if not any(j.kind == "variant" for j in plan.jobs):
@@ -180,11 +180,12 @@ def run_plan(plan: Plan, on_result: Callable[[Result], None] | None = None) -> B
     finally:
         measurer.close()
     return BenchRun(
-        plan.family,
+        family.name,
         plan.shape,
         tuple(measurer.sessions),
         tuple(measurer.results),
         family.bytes_moved(plan.shape),
         family.flops(plan.shape),
         measurer.sessions[-1].environment,
+        plan.family,
     )

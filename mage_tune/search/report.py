@@ -24,8 +24,19 @@ CENSUS_SHORT = ("regs", "smem B", "occ", "limiter", "load bits", "loads in fligh
 
 
 def _search_meta(run_dir: Path) -> dict:
+    """search.json, or {} (reported on stderr) where it is missing or damaged: tables need only trials.jsonl."""
     path = run_dir / "search.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        record.skipped(path, 1, f"not readable as JSON ({type(exc).__name__})", "read without it")
+        return {}
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(k, ""), str) for k in ("family", "arch")):
+        record.skipped(path, 1, "not a search record", "read without it")
+        return {}
+    return meta
 
 
 def scored(run_dir: Path) -> list[dict]:
@@ -35,7 +46,7 @@ def scored(run_dir: Path) -> list[dict]:
 
 
 def baselines(run_dir: Path) -> list[dict]:
-    return record.read_jsonl(run_dir / "baselines.jsonl")
+    return record.read_jsonl(run_dir / "baselines.jsonl", record.check_baseline)
 
 
 def _fmt(value) -> str:
@@ -201,12 +212,16 @@ def _triton_lines(run_dir: Path, best: dict) -> list[str]:
     meta = _search_meta(run_dir)
     try:
         from mage_tune.census import census_artifact
+        from mage_tune.kernels import load_family
         from mage_tune.search.features import features
-        from mage_tune.triton_ref import compile_reference, matmul_config
 
-        # The comparison is with Triton's first config: compile only that one (matmul's reference lists eight).
-        first = matmul_config(0) if meta["family"] == "matmul" else None
-        ref = compile_reference(meta["family"], meta["shape"], meta["arch"], None, first)[0]
+        family = load_family(meta.get("origin") or meta["family"])
+        # The comparison is with the reference's first config: compile only that one (a matmul's lists eight).
+        first = (family.reference_configs() or [None])[0]
+        refs = family.reference_kernels(meta["shape"], meta["arch"], config=first)
+        if not refs:
+            return [f"({family.name} names no Triton reference kernel to compare with)"]
+        ref = refs[0]
         c = census_artifact(ref.artifact, kernel=ref.name, block=ref.block, param_names=list(ref.param_names))[0]
         diff = _diff(best.get("census", {}), features(c))
         how = "as its JIT launches it" if getattr(ref, "specialized", False) else "generic, unspecialized"
@@ -243,8 +258,22 @@ def plots(run_dir: Path) -> list[Path]:
     return written
 
 
+def write_markdown(run_dir: Path) -> record.RecordError | None:
+    """Write report.md whole; the error (read-only or full run directory) is returned, for the caller to raise once
+    it has printed what it could."""
+    try:
+        record.write_atomic(run_dir / "report.md", markdown(run_dir))
+    except record.RecordError as exc:
+        return exc
+    return None
+
+
 def _save(plt, fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=90)
+    except OSError as exc:
+        raise record.RecordError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+    finally:
+        plt.close(fig)
     return path

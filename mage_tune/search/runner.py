@@ -25,7 +25,7 @@ from pathlib import Path
 from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family, Variant, config_label
 from mage_tune.search import record
-from mage_tune.search.storage import open_storage
+from mage_tune.search.storage import open_storage, redact, sqlite_url, storage_errors
 
 COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
 STATIC_OBJECTIVE = "static-model-us/1"
@@ -45,6 +45,7 @@ class SearchSpec:
     workers: int
     static: bool
     seed: int | None
+    origin: str = ""  # how the registry finds the family again (a built-in name, a file, an entry point)
 
 
 def make_sampler(name: str, family: Family, seed: int | None):
@@ -151,18 +152,20 @@ class Search:
         import optuna
 
         self.spec, self.family, self.echo = spec, family, echo
-        spec.run_dir.mkdir(parents=True, exist_ok=True)
+        self.objective = STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE
+        record.make_run_dir(spec.run_dir)
+        record.claim(spec.run_dir, run_identity(spec))  # before the storage: a refused run touches nothing
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.storage = open_storage(spec.storage, spec.run_dir)
-        self.objective = STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE
-        self.study = optuna.create_study(
-            study_name=spec.study,
-            storage=self.storage,
-            direction="minimize",
-            sampler=make_sampler(spec.sampler, family, spec.seed),
-            load_if_exists=True,
-        )
-        self._check_study_identity()
+        with storage_errors(spec):
+            self.study = optuna.create_study(
+                study_name=spec.study,
+                storage=self.storage,
+                direction="minimize",
+                sampler=make_sampler(spec.sampler, family, spec.seed),
+                load_if_exists=True,
+            )
+            self._check_study_identity()
         self.measurer = None
         self.best_value = math.inf
         self.heartbeat = Heartbeat(self.storage)
@@ -274,11 +277,11 @@ class Search:
 
     # --- the loop -------------------------------------------------------------------------------------------------
     def run(self, progress) -> None:
-        from mage_tune.kernels.pool import build_one, exit_with_parent
+        from mage_tune.kernels.pool import build_one
 
         if not self.spec.static:
             self._start_measurer()
-        pool = ProcessPoolExecutor(max(1, self.spec.workers), initializer=exit_with_parent)
+        pool = ProcessPoolExecutor(max(1, self.spec.workers), initializer=_compile_worker_init)
         try:
             while True:
                 counted, running = _counted(self.study)
@@ -348,16 +351,60 @@ class Search:
 
         device.require_gpu()
         plan = Plan(
-            family=self.family.name, shape=dict(self.spec.shape), jobs=(), regimes=("cold",), seed=self.spec.seed or 0
+            family=self.family.origin or self.family.name,
+            shape=dict(self.spec.shape),
+            jobs=(),
+            regimes=("cold",),
+            seed=self.spec.seed or 0,
         )
         self.measurer = Measurer(
             plan,
-            baseline_jobs(self.family.name, self.spec.shape, self.family.baselines),
+            baseline_jobs(self.family, self.spec.shape),
             on_result=lambda r: (
                 r.kind != "variant" and record.append_baseline(self.spec.run_dir, r, self.measurer.sessions[-1])
             ),
         )
         self.measurer._start()
+
+
+def run_identity(spec: SearchSpec) -> dict:
+    """What makes a run directory's trials one study's: trial numbers, values and the best kernel mean nothing mixed."""
+    return {
+        "study": spec.study,
+        "storage": _storage_identity(spec),
+        "family": spec.family,
+        "shape": dict(spec.shape),
+        "arch": spec.arch,
+        "mode": "static" if spec.static else "measured",
+        "objective": STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE,
+    }
+
+
+def _storage_identity(spec: SearchSpec) -> str | None:
+    """Which database holds the study, as backend and database name: the same database reached through another host
+    name, port or password is the same storage. None: the default SQLite file in the run directory."""
+    url = spec.storage
+    if not url or url in (sqlite_url(spec.run_dir / "study.db"), f"sqlite:///{(spec.run_dir / 'study.db').resolve()}"):
+        return None
+    if url.startswith("journal:") or url.endswith((".journal", ".log")):
+        return "journal:" + str(Path(url.removeprefix("journal://").removeprefix("journal:")).resolve())
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+        return f"{parsed.get_backend_name()}:{parsed.database}"
+    except Exception:  # not a URL SQLAlchemy reads: open_storage says so, in its own words
+        return redact(url)
+
+
+def _compile_worker_init() -> None:
+    """Compile processes leave Ctrl-C to the search (which shuts them down), so none prints a traceback."""
+    import signal
+
+    from mage_tune.kernels.pool import exit_with_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
 
 
 def _result(future: Future):

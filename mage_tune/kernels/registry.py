@@ -1,0 +1,169 @@
+"""Finding a family: a built-in name, a Python file (`path/to/family.py` or `path/to/family.py:NAME`), or an
+installed package's entry point in the group `mage_tune.families`.
+
+A family file is imported under a module name of its own (so two users' `family.py` never collide) and registered
+in sys.modules, so compile processes forked from this one find it. What it defines is found as NAME, else `FAMILY`,
+else the one Family instance it holds. A family remembers how it was found (`origin`), which is how a spawned GPU
+worker imports it again, and what run records keep.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import sys
+from functools import cache
+from pathlib import Path
+
+from mage_tune.errors import ConfigError, InputError
+from mage_tune.kernels.base import Family
+
+ENTRY_POINT_GROUP = "mage_tune.families"
+BUILTINS = {
+    "layernorm": "mage_tune.kernels.layernorm:FAMILY",
+    "matmul": "mage_tune.kernels.matmul:FAMILY",
+}
+
+
+def builtin_names() -> tuple[str, ...]:
+    return tuple(BUILTINS)
+
+
+def _entry_points() -> dict:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known_names() -> list[str]:
+    return [*BUILTINS, *sorted(n for n in _entry_points() if n not in BUILTINS)]
+
+
+def looks_like_path(spec: str) -> bool:
+    path = spec.rpartition(":")[0] if spec.count(":") and not spec.endswith(".py") else spec
+    return path.endswith(".py") or "/" in path or Path(path).is_file()
+
+
+@cache
+def load_family(spec: str) -> Family:
+    """The family named by `spec`; a ConfigError (unknown name) or InputError (a file that cannot be one)."""
+    if spec in BUILTINS:
+        return _from_module(BUILTINS[spec], spec)
+    if looks_like_path(spec):
+        return _from_file(spec)
+    points = _entry_points()
+    if spec in points:
+        try:
+            found = points[spec].load()
+        except Exception as exc:  # a broken installed plug-in: say which, no traceback
+            raise ConfigError(
+                f"family {spec!r} (entry point {points[spec].value}) failed to load: {type(exc).__name__}: {exc}"
+            ) from None
+        return _adopt(found() if isinstance(found, type) else found, spec, f"entry point {points[spec].value}")
+    names = known_names()
+    close = difflib.get_close_matches(spec, names, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise ConfigError(
+        f"unknown kernel family {spec!r}{hint} Known: {', '.join(names)}; or give a family file, path/to/family.py"
+    )
+
+
+def _from_module(target: str, origin: str) -> Family:
+    module, _, attr = target.partition(":")
+    return _adopt(getattr(importlib.import_module(module), attr), origin, target)
+
+
+def _from_file(spec: str) -> Family:
+    path_text, name = spec, None
+    if ":" in spec and not spec.endswith(".py"):
+        path_text, _, name = spec.rpartition(":")
+    path = Path(path_text)
+    if not path.is_file():
+        raise InputError(_missing_file_message(path), file=path_text)
+    module = import_file(path)
+    if name is not None:
+        if not hasattr(module, name):
+            found = ", ".join(_families_in(module)) or "none"
+            raise InputError(f"no {name!r} here; families defined here: {found}", file=str(path))
+        found = getattr(module, name)
+    elif hasattr(module, "FAMILY"):
+        found = module.FAMILY
+    else:
+        candidates = _families_in(module)
+        if len(candidates) != 1:
+            why = "none" if not candidates else ", ".join(candidates)
+            raise InputError(
+                f"name the family to use as {path}:NAME, or define FAMILY; Family instances here: {why}",
+                file=str(path),
+            )
+        found = getattr(module, candidates[0])
+    origin = f"{path.resolve()}:{name}" if name else str(path.resolve())
+    return _adopt(found() if isinstance(found, type) else found, origin, str(path))
+
+
+def _families_in(module) -> list[str]:
+    return sorted(k for k, v in vars(module).items() if isinstance(v, Family) and not k.startswith("_"))
+
+
+def _missing_file_message(path: Path) -> str:
+    folder = path.parent if str(path.parent) else Path(".")
+    near = []
+    if folder.is_dir():
+        near = difflib.get_close_matches(path.name, [p.name for p in folder.iterdir()], n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(str(folder / n) for n in near)}?" if near else ""
+    return f"no such family file{hint}"
+
+
+def import_file(path: Path):
+    """Import a user's Python file under a module name of its own; errors name file:line, no traceback."""
+    path = path.resolve()
+    module_name = "mage_tune_user_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read it: {exc}", file=str(path)) from None
+    try:
+        compile(text, str(path), "exec")
+    except SyntaxError as exc:
+        raise InputError(f"Python syntax error: {exc.msg}", file=str(path), line=exc.lineno) from None
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's module raised while importing: say what and where
+        sys.modules.pop(module_name, None)
+        raise InputError(
+            f"importing it failed: {type(exc).__name__}: {exc}", file=str(path), line=_line_in(exc, path)
+        ) from None
+    return module
+
+
+def _line_in(exc: BaseException, path: Path) -> int | None:
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _adopt(found, origin: str, where: str) -> Family:
+    """Check that what was found meets the contract and remember how it was found."""
+    if not isinstance(found, Family):
+        raise InputError(
+            f"{type(found).__name__} is not a mage_tune Family (subclass CudaFamily or TritonFamily)", file=where
+        )
+    missing = type(found).missing_members()
+    if missing:
+        raise InputError(
+            f"family {getattr(found, 'name', '?')!r} ({type(found).__name__}) lacks contract members: "
+            f"{', '.join(missing)}",
+            file=where,
+        )
+    found.origin = origin
+    return found
