@@ -41,10 +41,10 @@ def listed(fam: Family, shape: Shape, arch: str, path: Path) -> list[Config]:
     """Configs from a JSON list; one that is incomplete, unknown or invalid here is an error naming its index."""
     import json
 
-    from mage_tune.inputs import read_input
-
     try:
-        found = json.loads(read_input(path).decode("utf-8"))
+        found = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read it: {exc.strerror or exc}", file=str(path)) from None
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
     except json.JSONDecodeError as exc:
