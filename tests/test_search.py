@@ -245,16 +245,21 @@ def test_no_gpu_notice_and_objective_identity(tmp_path, env):
     assert {t["objective"] for t in record.trials(run_dir)} == {STATIC_OBJECTIVE}
     assert {t["outcome"] for t in record.trials(run_dir)} <= {"modelled", "pruned", "duplicate"}
 
-    # Resuming that study as a measured search (same --study, same --storage) is refused in one line.
+    # Resuming that study as a measured search (same --study, same --storage) is refused in one line: by the run
+    # directory, which records its study, and (from another run directory) by the study itself.
     storage = sqlite_url(run_dir)
-    args = search_args(LAYERNORM, "run", 6, "--study", "ln", "--storage", storage, "--arch", "sm_90")
-    done = mage(*args, cwd=tmp_path, env=env, prefix=AS_IF_GPU)
-    assert done.returncode == 2, done.stderr
-    error = done.stderr.strip()
-    assert "\n" not in error and "Traceback" not in error
-    assert error.startswith("mage-tune: error: study 'ln' was made with objective = ")
-    assert repr(STATIC_OBJECTIVE) in error and repr(MEASURED_OBJECTIVE) in error
-    assert len(load(run_dir).trials) == len(study.trials)  # the refused run touched nothing
+    for folder, says in (
+        ("run", "this run directory holds study 'ln' ("),
+        ("other", "study 'ln' was made with objective = "),
+    ):
+        args = search_args(LAYERNORM, folder, 6, "--study", "ln", "--storage", storage, "--arch", "sm_90")
+        done = mage(*args, cwd=tmp_path, env=env, prefix=AS_IF_GPU)
+        assert done.returncode == 2, done.stderr
+        error = done.stderr.strip()
+        assert "\n" not in error and "Traceback" not in error
+        assert error.startswith("mage-tune: error: ") and says in error
+        assert STATIC_OBJECTIVE in error and MEASURED_OBJECTIVE in error
+        assert len(load(run_dir).trials) == len(study.trials)  # the refused run touched nothing
 
     # And the other way round: a measured study is never continued with modelled values.
     spec = SearchSpec(
@@ -264,7 +269,8 @@ def test_no_gpu_notice_and_objective_identity(tmp_path, env):
     args = search_args(LAYERNORM, "m", 3, "--study", "measured", "--static")
     done = mage(*args, cwd=tmp_path, env=env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert f"made with objective = {MEASURED_OBJECTIVE!r}, not {STATIC_OBJECTIVE!r}" in done.stderr
+    assert f"measured, objective {MEASURED_OBJECTIVE}); this search is study 'measured'" in done.stderr
+    assert f"static, objective {STATIC_OBJECTIVE})" in done.stderr
 
 
 # --- 2. resume after kill -9 ----------------------------------------------------------------------------------------

@@ -45,8 +45,10 @@ def report(run, no_plots):
     from mage_tune.search import report as rep
 
     path = _run_dir(run)
-    (path / "report.md").write_text(rep.markdown(path))
+    unwritten = rep.write_markdown(path)  # a read-only or full run directory: said once the tables are printed
     click.echo(wrap(rep.terminal(path)))
+    if unwritten:
+        raise unwritten
     click.echo(f"wrote {path / 'report.md'}")
     if not no_plots:
         for png in rep.plots(path):

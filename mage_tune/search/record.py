@@ -1,32 +1,99 @@
 """The run directory: everything `report` and `explain` need, written as the search goes.
 
+run.json           the study this directory belongs to (study, storage, family, shape, arch, mode, objective),
+                   written once: a search of another study is refused here
 environment.jsonl  machine, GPU, versions (one entry per process that worked on the run)
 search.json        the command's parameters
 trials.jsonl       one line per finished trial: config, outcome, value, census features, measurement
 baselines.jsonl    baselines measured in the same run, with their session's ceilings and control kernel
 best/              the best kernel: kernel.cu, kernel.ptx, kernel.sass, census.json, best.json
 report.md          tables rebuilt by `mage-tune report`
+
+Reading is defensive: a line that is not a sound record (cut by a kill, edited by hand, not UTF-8) is reported on
+stderr with its file and line and skipped; the lines around it are read as usual. Nothing is ever rewritten: the
+.jsonl files are only appended to, run.json is written once, and the other files are replaced whole (atomically).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
+import math
 import os
+import sys
+import tempfile
 from pathlib import Path
+
+from mage_tune.errors import InputError, MageError
+
+SCORED = ("measured", "modelled", "duplicate")
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+_FILE_MODE = 0o666 & ~_UMASK  # what open() would give: mkstemp's 0600 would hide a shared run from its readers
+
+
+class RecordError(MageError):
+    """The run directory cannot be written (disk full, read-only, removed): finished trials already written stay."""
 
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _write_failed(path: Path, exc: OSError, kept: str = "") -> RecordError:
+    why = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        why += " (disk full or over a size limit)"
+    return RecordError(f"cannot write: {why}" + (f"; {kept}" if kept else ""), file=str(path))
+
+
 def _append(path: Path, data: dict) -> None:
-    line = json.dumps(data, default=str) + "\n"
-    with open(path, "a") as f:  # one write per line: concurrent workers never interleave inside a line
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
+    line = (json.dumps(data, default=str) + "\n").encode()
+    try:
+        with open(path, "ab+") as f:  # one write per line: concurrent workers never interleave inside a line
+            f.seek(0, os.SEEK_END)
+            if f.tell():
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":  # a line cut by a kill: end it, so this one is not glued to it
+                    line = b"\n" + line
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise _write_failed(path, exc, "the lines written before this one are kept") from None
+
+
+def write_atomic(path: Path, data: str | bytes, exclusive: bool = False) -> bool:
+    """Put `path` in place whole: a temporary file in the same folder, fsync, rename. A reader sees the old file or
+    the new one, never half of one; a full disk leaves the old one. `exclusive`: only if `path` does not exist yet
+    (False is returned when another process put it there first)."""
+    raw = data.encode() if isinstance(data, str) else data
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, _FILE_MODE)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        if not exclusive:
+            os.replace(tmp, path)
+            tmp = None
+            return True
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+    except OSError as exc:
+        raise _write_failed(path, exc) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def append_trial(run_dir: Path, data: dict) -> None:
@@ -41,38 +108,192 @@ def add_environment(run_dir: Path, env: dict) -> None:
     _append(run_dir / "environment.jsonl", env)
 
 
-def read_jsonl(path: Path) -> list[dict]:
+# --- the run directory's study ----------------------------------------------------------------------------------
+
+IDENTITY = "run.json"
+
+
+def make_run_dir(run_dir: Path) -> None:
+    """Create the run directory (and its parents), or say in one line why it cannot be."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(
+            "cannot make the run directory: a file of that name (or above it) is in the way", file=str(run_dir)
+        ) from None
+    except OSError as exc:
+        raise InputError(f"cannot make the run directory: {exc.strerror or exc}", file=str(run_dir)) from None
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise InputError("cannot write in the run directory (read-only)", file=str(run_dir))
+
+
+def _describe(identity: dict) -> str:
+    shape = " ".join(f"{k}={v}" for k, v in (identity.get("shape") or {}).items())
+    return (
+        f"study {identity.get('study')!r} ({identity.get('family')} {shape}, {identity.get('arch')}, "
+        f"{identity.get('mode')}, objective {identity.get('objective')}"
+        + (f", storage {identity['storage']}" if identity.get("storage") else "")
+        + ")"
+    )
+
+
+def _legacy_identity(run_dir: Path) -> dict | None:
+    """What a run directory made before run.json existed says of its study (search.json)."""
+    try:
+        meta = json.loads((run_dir / "search.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    return {
+        "study": meta.get("study"),
+        "family": meta.get("family"),
+        "shape": meta.get("shape"),
+        "arch": meta.get("arch"),
+        "mode": "static" if meta.get("static") else "measured",
+    }
+
+
+def claim(run_dir: Path, identity: dict) -> None:
+    """Make `run_dir` the record of the study `identity` names, or refuse if it holds another study's trials.
+
+    The identity is written once (created exclusively: of two processes starting on an empty directory, one writes
+    it and the other compares against it)."""
+    path = run_dir / IDENTITY
     if not path.exists():
+        if (run_dir / "trials.jsonl").exists():
+            legacy = _legacy_identity(run_dir)
+            if legacy is not None:
+                _compare(path.parent / "search.json", legacy, identity)
+        if write_atomic(path, json.dumps(identity, indent=1), exclusive=True):
+            return  # else another process wrote it first: compare with that one
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"unreadable record of this run directory's study ({exc}); restore it or use another --run-dir",
+            file=str(path),
+        ) from None
+    if not isinstance(recorded, dict):
+        raise InputError("not a record of a study; restore it or use another --run-dir", file=str(path))
+    _compare(path, recorded, identity)
+
+
+def _compare(path: Path, recorded: dict, identity: dict) -> None:
+    differs = [k for k in identity if k in recorded and recorded[k] != identity[k]]
+    if differs:
+        raise InputError(
+            f"this run directory holds {_describe(recorded)}; this search is {_describe(identity)} "
+            f"(differs in {', '.join(differs)}): one run directory records one study, use another --run-dir",
+            file=str(path.parent),
+        )
+
+
+# --- reading --------------------------------------------------------------------------------------------------
+
+_reported: set[tuple[str, int]] = set()
+
+
+def skipped(path: Path, line: int, why: str, action: str = "line skipped") -> None:
+    """Say once per process that a record line was skipped, with its file and line."""
+    if (str(path), line) in _reported:
+        return
+    _reported.add((str(path), line))
+    sys.stderr.write(f"mage-tune: warning: {path}:{line}: {why}; {action}\n")
+
+
+def read_jsonl(path: Path, check=None) -> list[dict]:
+    """The sound lines of a .jsonl record (objects that `check` finds nothing wrong with), in order."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
         return []
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     out = []
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill -9 mid-write: the trial is in the study, not lost
+    raw_lines = data.split(b"\n")
+    for number, raw in enumerate(raw_lines, start=1):
+        if not raw.strip():
+            continue
+        last = number == len(raw_lines)  # no newline after it: a write cut short
+        try:
+            item = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            skipped(path, number, f"not UTF-8 text (byte {exc.start})")
+            continue
+        except ValueError as exc:
+            skipped(path, number, "cut short (a write interrupted by a kill?)" if last else f"not JSON ({exc})")
+            continue
+        why = "not a JSON object" if not isinstance(item, dict) else (check(item) if check else "")
+        if why:
+            skipped(path, number, why)
+            continue
+        out.append(item)
     return out
 
 
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_trial(t: dict) -> str:
+    """What is wrong with a trials.jsonl object ("" when nothing is)."""
+    if not isinstance(t.get("number"), int) or isinstance(t.get("number"), bool) or t["number"] < 0:
+        return "no trial number"
+    if not isinstance(t.get("outcome"), str):
+        return f"trial {t['number']} has no outcome"
+    if t["outcome"] in SCORED and not _number(t.get("value")):
+        return f"trial {t['number']} is {t['outcome']} but its value {t.get('value')!r} is not a number"
+    if t["outcome"] in SCORED and not isinstance(t.get("config"), dict):
+        return f"trial {t['number']} is {t['outcome']} but has no config"
+    for key, kind in (("config", dict), ("census", dict), ("label", str)):
+        if key in t and not isinstance(t[key], kind):
+            return f"trial {t['number']}: {key} is not a {kind.__name__}"
+    return ""
+
+
+def check_baseline(b: dict) -> str:
+    """What is wrong with a baselines.jsonl object ("" when nothing is)."""
+    r, s = b.get("result"), b.get("session")
+    if not isinstance(r, dict) or not isinstance(s, dict):
+        return "not a baseline record (result and session)"
+    if (
+        not isinstance(r.get("label"), str)
+        or not isinstance(r.get("ok"), bool)
+        or not isinstance(r.get("timings"), list)
+    ):
+        return "a baseline result without its label, ok or timings"
+    if not all(
+        isinstance(t, dict) and isinstance(t.get("regime"), str) and _number(t.get("median_us")) for t in r["timings"]
+    ):
+        return f"baseline {r['label']}: a timing without a regime and a median"
+    if not (_number(s.get("copy_gbs")) and _number(s.get("control_us"))):
+        return f"baseline {r['label']}: its session has no copy bandwidth or control time"
+    return ""
+
+
 def trials(run_dir: Path) -> list[dict]:
-    return read_jsonl(run_dir / "trials.jsonl")
+    return read_jsonl(run_dir / "trials.jsonl", check_trial)
 
 
 def best_trial(run_dir: Path) -> dict | None:
-    scored = [t for t in trials(run_dir) if t.get("outcome") in ("measured", "modelled") and t.get("value") is not None]
+    scored = [t for t in trials(run_dir) if t["outcome"] in ("measured", "modelled")]
     return min(scored, key=lambda t: t["value"]) if scored else None
 
 
 def write_best(run_dir: Path, variant, census, best: dict) -> None:
     folder = run_dir / "best"
-    folder.mkdir(exist_ok=True)
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise _write_failed(folder, exc) from None
     art = variant.artifact
-    (folder / "kernel.cu").write_text(variant.source)
-    (folder / "kernel.ptx").write_text(art.ptx or "")
-    (folder / "kernel.sass").write_text(art.sass or "")
-    (folder / "census.json").write_text(json.dumps(census.to_json(), indent=1))
-    (folder / "best.json").write_text(
+    write_atomic(folder / "kernel.cu", variant.source)
+    write_atomic(folder / "kernel.ptx", art.ptx or "")
+    write_atomic(folder / "kernel.sass", art.sass or "")
+    write_atomic(folder / "census.json", json.dumps(census.to_json(), indent=1))
+    write_atomic(
+        folder / "best.json",
         json.dumps(
             {
                 "config": best["config"],
@@ -82,5 +303,5 @@ def write_best(run_dir: Path, variant, census, best: dict) -> None:
                 "cubin_sha256": art.cubin_sha256,
             },
             indent=1,
-        )
+        ),
     )

@@ -9,13 +9,17 @@ kill should wait less, raise it where a loaded machine may delay a live worker's
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import random
+import re
 import time
 import warnings
 from pathlib import Path
+from urllib.parse import quote
 
-from mage_tune.errors import InputError
+from mage_tune.errors import InputError, MageError
 
 HEARTBEAT_S = 5
 GRACE_S = 30  # a RUNNING trial silent this long belongs to a killed worker: it is failed and not counted
@@ -41,26 +45,97 @@ def heartbeat_s(grace: int) -> int:
     return max(1, min(HEARTBEAT_S, grace // 3))
 
 
+def redact(text: str) -> str:
+    """`text` with the password of every URL in it replaced by ***."""
+    return _PASSWORD.sub(r"\1***@", text)
+
+
+_PASSWORD = re.compile(r"(\w[\w+.-]*://[^\s:/@]*:)[^\s@]*@")
+
+
+def sqlite_url(path: Path) -> str:
+    """The SQLite URL of a database file, escaped: `?`, `#` or `%` in a folder name stay part of the path."""
+    return "sqlite:///" + quote(str(path.resolve()))
+
+
+def _driver_url(url: str) -> str:
+    """`postgresql://…` (what PostgreSQL documents) through whichever driver is installed: SQLAlchemy's default for
+    the plain scheme is psycopg 3, the dev extra installs psycopg2."""
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("postgresql", "postgres"):
+        return url
+    import importlib.util
+
+    for module, driver in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return f"postgresql+{driver}{sep}{rest}"
+    return url
+
+
 def open_storage(url: str | None, run_dir: Path):
     import optuna
 
     if not url:
-        url = f"sqlite:///{(run_dir / 'study.db').resolve()}"
+        url = sqlite_url(run_dir / "study.db")
     if url.startswith("journal:") or url.endswith((".journal", ".log")):
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
-
         path = url.removeprefix("journal://").removeprefix("journal:")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(JournalFileBackend(path))
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            return journal_storage(path, grace_s())
+        except OSError as exc:
+            raise InputError(f"cannot open the journal: {exc.strerror}", file=path) from None
     if "://" not in url:
-        raise InputError(f"storage {url!r} is neither a database URL (sqlite:///…, postgresql://…) nor journal:PATH")
+        raise InputError(
+            f"storage {redact(url)!r} is neither a database URL (sqlite:///…, postgresql://…) nor journal:PATH"
+        )
     grace = grace_s()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return _rdb_storage(url, heartbeat_s(grace), grace)
+            return _rdb_storage(_driver_url(url), heartbeat_s(grace), grace)
     except Exception as exc:  # sqlalchemy raises many types for a bad URL or an unreachable server
-        raise InputError(f"cannot open storage {url}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise InputError(f"cannot open storage {redact(url)}: {type(exc).__name__}: {redact(first)}") from None
+
+
+HEARTBEAT_ATTR = "mage_tune:heartbeat"  # journal storage: a running trial's last beat, seconds since the epoch
+
+
+def journal_storage(path: str, grace: int):
+    """A journal file with heartbeats: Optuna's JournalStorage records none, so a killed worker's trial would stay
+    RUNNING for ever. Each beat is a system attr of the trial (one journal line); `fail_stale_trials` fails a
+    RUNNING trial whose last beat is older than `grace` seconds, as it does for an RDB storage."""
+    from optuna.storages.journal import JournalFileBackend
+
+    return _journal_class()(JournalFileBackend(path), heartbeat_s(grace), grace)
+
+
+@functools.cache
+def _journal_class():
+    import optuna
+    from optuna.storages._heartbeat import BaseHeartbeat
+    from optuna.storages.journal import JournalStorage
+
+    class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
+        def __init__(self, backend, heartbeat: int, grace: int):
+            super().__init__(backend)
+            self.heartbeat_interval, self.grace_period = heartbeat, grace
+
+        def record_heartbeat(self, trial_id: int) -> None:
+            self.set_trial_system_attr(trial_id, HEARTBEAT_ATTR, time.time())
+
+        def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+            cutoff = time.time() - self.grace_period
+            running = self.get_all_trials(study_id, deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+            return [t._trial_id for t in running if t.system_attrs.get(HEARTBEAT_ATTR, cutoff) < cutoff]
+
+        def get_heartbeat_interval(self) -> int:
+            return self.heartbeat_interval
+
+        def get_heartbeat_stale_trial_callback(self):
+            return None
+
+    return HeartbeatJournalStorage
 
 
 def _rdb_storage(url: str, heartbeat: int, grace: int, attempts: int = 5):
@@ -76,3 +151,28 @@ def _rdb_storage(url: str, heartbeat: int, grace: int, attempts: int = 5):
             if attempt == attempts - 1:
                 raise
             time.sleep(0.2 + random.random())
+
+
+class StorageError(MageError):
+    """The study's storage failed mid-run (database stopped, disk full, file read-only)."""
+
+
+@contextlib.contextmanager
+def storage_errors(spec):
+    """Turn a storage failure inside the block into one line that says what is kept and how to go on."""
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except MageError:
+        raise
+    except (optuna.exceptions.StorageInternalError, SQLAlchemyError, OSError) as exc:
+        cause = exc.__cause__ or exc.__context__ or exc
+        text = " ".join(str(cause).split())
+        text = text.split("[SQL:", 1)[0].split("(Background on this error", 1)[0].strip()
+        where = redact(spec.storage) if spec.storage else f"{spec.run_dir / 'study.db'}"
+        raise StorageError(
+            f"the study's storage {where} failed: {type(cause).__name__}: {redact(text)[:300]}. Finished trials are "
+            f"kept (study and {spec.run_dir / 'trials.jsonl'}): fix the storage and re-run the same command to resume"
+        ) from None
