@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mage_tune import toolchain
 from mage_tune.arch import ARCH_NAMES, get_arch
-from mage_tune.errors import CompileError, InputError
+from mage_tune.errors import CompileError, InputError, ToolchainError
 
 SUPPORTED_ARCHS = ARCH_NAMES
 
@@ -64,30 +64,152 @@ def _key(kind: str, payload: bytes, arch: str, options: tuple[str, ...]) -> str:
 _FILES = {"ptx": "kernel.ptx", "ptxas_log": "ptxas.log", "sass": "kernel.sass", "res_usage": "res-usage.txt"}
 
 
+MANIFEST = "manifest.json"  # written into the entry before it is published: file -> sha256; tools
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _load_cached(key: str, label: str, arch: str, source: str | None) -> Artifact | None:
+    """A finished entry whose every file matches the digest its manifest recorded; None (compile again) for a
+    missing, partial, older-format or damaged one."""
     folder = cache_dir() / key
-    if not (folder / "done").exists():
+    try:
+        manifest = json.loads((folder / MANIFEST).read_bytes())
+        files = manifest["files"]
+        if manifest["key"] != key or not {"kernel.ptx", "kernel.sass", "kernel.cubin"} <= set(files):
+            return None
+        data = {}
+        for name in (*_FILES.values(), "kernel.cubin"):
+            if name in files:
+                raw = (folder / name).read_bytes()
+                if _digest(raw) != files[name]:
+                    return None
+                data[name] = raw
+        texts = {attr: data[name].decode() if name in data else None for attr, name in _FILES.items()}
+        tools = dict(manifest["tools"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    texts = {attr: (folder / name).read_text() if (folder / name).exists() else None for attr, name in _FILES.items()}
-    cubin = (folder / "kernel.cubin").read_bytes() if (folder / "kernel.cubin").exists() else None
-    tools = json.loads((folder / "tools.json").read_text())
-    return Artifact(label=label, arch=arch, cubin=cubin, source=source, tools=tools, **texts)
+    return Artifact(label=label, arch=arch, cubin=data.get("kernel.cubin"), source=source, tools=tools, **texts)
 
 
 def _store(key: str, art: Artifact) -> None:
-    folder = cache_dir() / key
+    """Publish an entry whole: its files and manifest go into a temporary folder beside it, are synced, and the
+    folder is renamed into place. A finished entry is never written again (a second writer of the same key drops
+    its copy); a damaged one is moved aside and replaced, never rewritten in place."""
+    import shutil
+
+    root = cache_dir()
+    folder = root / key
+    tmp = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for attr, name in _FILES.items():
-            text = getattr(art, attr)
-            if text is not None:
-                (folder / name).write_text(text)
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".tmp", dir=root))
+        files = {}
+        blobs = {name: getattr(art, attr).encode() for attr, name in _FILES.items() if getattr(art, attr) is not None}
         if art.cubin is not None:
-            (folder / "kernel.cubin").write_bytes(art.cubin)
-        (folder / "tools.json").write_text(json.dumps(art.tools))
-        (folder / "done").touch()  # written last: a half-written entry is never read
+            blobs["kernel.cubin"] = art.cubin
+        blobs[MANIFEST] = b""
+        for name, raw in blobs.items():
+            if name == MANIFEST:
+                raw = json.dumps({"key": key, "files": files, "tools": art.tools}).encode()
+            with open(tmp / name, "wb") as f:
+                f.write(raw)
+                f.flush()
+                os.fsync(f.fileno())
+            files[name] = _digest(raw)
+        for _ in range(2):
+            try:
+                os.rename(tmp, folder)
+                tmp = None
+                return
+            except OSError:  # an entry is there: keep a sound one, move a damaged one aside and try once more
+                if _load_cached(key, art.label, art.arch, None) is not None:
+                    return
+                aside = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".old", dir=root))
+                os.rename(folder, aside / "entry")
+                shutil.rmtree(aside, ignore_errors=True)
     except OSError:
-        pass  # the cache is an optimisation; a read-only home must not stop a census
+        pass  # the cache is an optimisation; a read-only or full cache folder must not stop a census
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+COMPILERS = ("auto", "nvrtc", "nvcc")
+_MISSING_HEADER = re.compile(
+    r'^(?P<file>.*?)(?:\((?P<line>\d+)\)|:(?P<line2>\d+):\d+:).*?(?:cannot|could not) open source file "(?P<h1>[^"]+)"'
+    r"|^(?P<file2>.*?):(?P<line3>\d+):\d+: fatal error: (?P<h2>[^:]+): No such file or directory",
+    re.M,
+)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """How to compile a CUDA source as its author wrote it: include folders, macros, C++ standard, compiler."""
+
+    includes: tuple[str, ...] = ()  # -I DIR, searched before the CUDA headers found automatically
+    defines: tuple[str, ...] = ()  # -D NAME or NAME=VALUE
+    std: str | None = None  # "c++17", "c++20"; None: the compiler's default for mage-tune (c++17)
+    compiler: str = "auto"  # nvrtc, nvcc, or auto: NVRTC, then nvcc for a source NVRTC cannot take
+
+    def flags(self, source_dir: str | None = None) -> tuple[str, ...]:
+        """Compiler flags, the same for NVRTC and nvcc: -std, -D, the user's -I, the source's folder, the CUDA
+        headers (toolkit or pip wheels)."""
+        dirs = [*self.includes, *([source_dir] if source_dir else []), *map(str, toolchain.cuda_include_dirs())]
+        std = self.std if self.std is None or self.std.startswith("c++") else f"c++{self.std}"
+        return (
+            f"-std={std or 'c++17'}",
+            *(f"-D{d}" for d in self.defines),
+            *(f"-I{d}" for d in dict.fromkeys(dirs)),
+        )
+
+
+def _header_error(log: str, label: str, searched: tuple[str, ...]) -> CompileError | None:
+    """A missing #include as one error naming the header, the including file and line, and the -I fix."""
+    m = _MISSING_HEADER.search(log)
+    if not m:
+        return None
+    header = m.group("h1") or m.group("h2")
+    where = (m.group("file") or m.group("file2") or label).strip()
+    line = m.group("line") or m.group("line2") or m.group("line3")
+    dirs = [d[2:] for d in searched if d.startswith("-I")]
+    looked = f"searched {', '.join(dirs)}" if dirs else f"no CUDA headers found here ({toolchain.FIXES['headers']})"
+    return CompileError(
+        f"header {header!r} not found ({looked}); add the folder that holds it with -I DIR",
+        file=where or label,
+        line=int(line) if line else None,
+    )
+
+
+def nvcc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> str:
+    """Compile CUDA C++ to PTX for `arch` with nvcc (for sources NVRTC cannot take); errors name `label`."""
+    tool = toolchain.nvcc()
+    if tool is None:
+        raise ToolchainError(f"nvcc not found; {toolchain.FIXES['nvcc']}", file=label)
+    with tempfile.TemporaryDirectory(prefix="mage-nvcc-") as tmp:
+        src = Path(tmp) / (Path(label).name if label.endswith((".cu", ".cuh")) else "kernel.cu")
+        src.write_text(source)
+        out = Path(tmp) / "out.ptx"
+        compute = get_arch(arch).compute
+        run = subprocess.run(
+            [tool.path, "-ptx", f"-arch={compute}", *options, str(src), "-o", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        log = (run.stdout + run.stderr).replace(str(src), label)
+        if run.returncode != 0:
+            missing = _header_error(log, label, options)
+            if missing:
+                raise missing
+            first = re.search(r"\((\d+)\): error: (.*)", log)
+            flat = " | ".join(part.strip() for part in log.splitlines() if part.strip())
+            if first:
+                raise CompileError(f"{first.group(2)} (nvcc log: {flat})", file=label, line=int(first.group(1)))
+            raise CompileError(f"nvcc failed: {flat}", file=label)
+        return out.read_text()
 
 
 def nvrtc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> str:
@@ -146,14 +268,9 @@ def ptxas(
     last_error = ""
     with tempfile.TemporaryDirectory(prefix="mage-ptxas-") as tmp:
         src, out = Path(tmp) / "in.ptx", Path(tmp) / "out.cubin"
-        src.write_text(ptx)
+        _scratch_write(src, ptx.encode(), label)
         for tool in tools:
-            run = subprocess.run(
-                [tool.path, "-v", *options, f"-arch={arch}", str(src), "-o", str(out)],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            run = _run_tool([tool.path, "-v", *options, f"-arch={arch}", str(src), "-o", str(out)], label, str(src))
             report = run.stdout + run.stderr
             if run.returncode == 0:
                 return out.read_bytes(), report, tool.version
@@ -172,16 +289,59 @@ def ptxas(
     )
 
 
+TOOL_TIMEOUT_S = 300
+TOOL_TIMEOUT_ENV = "MAGE_TUNE_TOOL_TIMEOUT"
+
+
+def tool_timeout_s() -> float:
+    """Seconds ptxas or cuobjdump may run on one input (TOOL_TIMEOUT_S, or MAGE_TUNE_TOOL_TIMEOUT)."""
+    text = os.environ.get(TOOL_TIMEOUT_ENV, "").strip()
+    try:
+        value = float(text) if text else TOOL_TIMEOUT_S
+    except ValueError:
+        value = 0
+    if not value > 0:
+        raise InputError(f"{TOOL_TIMEOUT_ENV} must be a positive number of seconds; got {text!r}")
+    return value
+
+
+def _scratch_write(path: Path, data: bytes, label: str) -> None:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise ToolchainError(f"cannot write a temporary copy for the CUDA tools: {exc.strerror}", file=label) from None
+
+
+def _run_tool(args: list[str], label: str, scratch: str) -> subprocess.CompletedProcess:
+    """Run ptxas or cuobjdump on `scratch`, the temporary copy of the user's `label`: a hang, a crash or a launch
+    failure is an error naming `label`, and the tool's own text names `label` too, never the temporary path."""
+    import signal
+
+    name, limit = Path(args[0]).name, tool_timeout_s()
+    try:
+        run = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=limit)
+    except subprocess.TimeoutExpired:
+        raise ToolchainError(f"{name} did not finish within {limit:g} s", file=label) from None
+    except OSError as exc:
+        raise ToolchainError(f"cannot run {args[0]}: {exc.strerror}", file=label) from None
+    run.stdout, run.stderr = run.stdout.replace(scratch, label), run.stderr.replace(scratch, label)
+    if run.returncode < 0:
+        try:
+            why = signal.Signals(-run.returncode).name
+        except ValueError:
+            why = f"signal {-run.returncode}"
+        raise ToolchainError(f"{name} crashed ({why}) on this input", file=label)
+    return run
+
+
 def disassemble(cubin: bytes, label: str) -> tuple[str, str, str]:
     """(SASS listing, -elf dump followed by the -res-usage report, cuobjdump version) for a cubin, from one
     cuobjdump run (it is slow)."""
     tool = toolchain.find("cuobjdump")
     with tempfile.TemporaryDirectory(prefix="mage-cuobjdump-") as tmp:
         path = Path(tmp) / "in.cubin"
-        path.write_bytes(cubin)
-        run = subprocess.run(
-            [tool.path, "-elf", "-res-usage", "-sass", str(path)], capture_output=True, text=True, timeout=300
-        )
+        _scratch_write(path, cubin, label)
+        run = _run_tool([tool.path, "-elf", "-res-usage", "-sass", str(path)], label, str(path))
     if run.returncode != 0:
         why = (run.stderr or run.stdout).strip().splitlines()
         raise InputError(f"not a readable cubin (cuobjdump: {why[-1] if why else 'failed'})", file=label)

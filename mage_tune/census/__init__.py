@@ -22,6 +22,7 @@ from mage_tune.census.names import demangle, demangle_all, ordered, select
 from mage_tune.census.occupancy import Occupancy, occupancy
 from mage_tune.compile import Artifact, UnsupportedTarget, build_from_cu, build_from_cubin, build_from_ptx, check_arch
 from mage_tune.errors import InputError
+from mage_tune.inputs import read_input
 
 __all__ = [
     "SCHEMA",
@@ -211,10 +212,7 @@ def load(path: str | Path, arch: str | None = None, ptxas_options: tuple[str, ..
     """Read and compile a file as what its suffix or content says it is."""
     path = Path(path)
     label = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=label) from None
+    data = read_input(path)  # a regular file, bounded: never a device read for ever
     if not data.strip():
         raise InputError("empty file", file=label)
     if arch is not None:

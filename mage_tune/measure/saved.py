@@ -5,16 +5,78 @@
 from __future__ import annotations
 
 import json
+import math
+import sys
 from pathlib import Path
 
 from mage_tune.errors import InputError
+from mage_tune.inputs import read_input
 
 
 def read_json(path: str | Path) -> object:
+    """A JSON file, read with bounds; a bench record is also checked (`check_bench`), so every reader of one gets
+    either a sound record or one error naming the file."""
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(read_input(path).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
+        raise InputError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from None
+    except RecursionError:
+        raise InputError("not JSON this reader can take (nested too deeply)", file=str(path)) from None
+    if isinstance(data, dict) and str(data.get("schema", "")).startswith("mage-tune.bench/"):
+        check_bench(data, str(path))
+    return data
+
+
+def _positive(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _result_problem(r, sessions: int) -> str:
+    if not isinstance(r, dict):
+        return "not an object"
+    for key, kind in (("label", str), ("kind", str), ("ok", bool), ("timings", list), ("config", dict)):
+        if not isinstance(r.get(key), kind):
+            return f"{key} missing or not a {kind.__name__}"
+    if not isinstance(r.get("session"), int) or not 0 <= r["session"] < sessions:
+        return f"session {r.get('session')!r} is not one of the record's {sessions}"
+    for t in r["timings"]:
+        if not isinstance(t, dict) or not isinstance(t.get("regime"), str) or not _positive(t.get("median_us")):
+            return "a timing without a regime and a positive median_us"
+    return ""
+
+
+def check_bench(record: dict, label: str) -> None:
+    """Raise InputError naming `label` for a bench record the readers cannot use (no sessions, a session's copy
+    bandwidth or FMA rate not positive, ...); drop (and report on stderr) single results that are damaged."""
+
+    def bad(why: str) -> InputError:
+        return InputError(f"damaged bench record: {why}", file=label)
+
+    for key, kind in (("family", str), ("shape", dict), ("environment", dict), ("census", dict), ("results", list)):
+        if not isinstance(record.get(key), kind):
+            raise bad(f"{key!r} missing or not a {kind.__name__}")
+    sessions = record.get("sessions")
+    if not isinstance(sessions, list) or not sessions:
+        raise bad("no 'sessions' (the measured copy bandwidth and FMA rate every floor is computed from)")
+    for i, s in enumerate(sessions):
+        for key in ("copy_gbs", "fp32_tflops"):
+            if not isinstance(s, dict) or not _positive(s.get(key)):
+                got = s.get(key) if isinstance(s, dict) else s
+                raise bad(f"session {i} has {key} {got!r}, not a positive number")
+    for key in ("flops", "bytes_moved"):
+        value = record.get(key)
+        if not (value == 0 or _positive(value)) or isinstance(value, bool):
+            raise bad(f"{key!r} is {value!r}, not a number of zero or more")
+    kept = []
+    for i, r in enumerate(record["results"]):
+        why = _result_problem(r, len(sessions))
+        if why:
+            sys.stderr.write(f"mage-tune: warning: {label}: results[{i}]: {why}; result skipped\n")
+        else:
+            kept.append(r)
+    record["results"] = kept
 
 
 def read_record(path: str | Path, schema: str) -> dict:
@@ -23,6 +85,10 @@ def read_record(path: str | Path, schema: str) -> dict:
     found = record.get("schema") if isinstance(record, dict) else None
     if not str(found or "").startswith(schema):
         raise InputError(f"not a {schema.rstrip('/')} record (schema {found!r})", file=str(path))
+    if schema == "mage-tune.counters/" and not (
+        isinstance(record.get("census"), dict) and isinstance(record.get("profiled"), dict)
+    ):
+        raise InputError("damaged counters record: 'census' or 'profiled' missing", file=str(path))
     return record
 
 
