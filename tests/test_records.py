@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune import textwidth
 from mage_tune.cli.counters_cmd import format_counters
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels import get_family
@@ -66,7 +67,11 @@ def test_counters_check_the_census_against_the_machine():
     assert picked["achieved_occupancy_pct"] < picked["theoretical_occupancy_pct"]
     assert 0.94 < picked["dram_bytes"] / record["bytes_moved"] < 1.0
     assert next(iter(stalls)) == "long_scoreboard"  # a streaming kernel waits on its global loads
-    table = format_counters(record)
+    textwidth.set_wide(True)  # the full table, as `mage-tune counters --wide` prints it
+    try:
+        table = format_counters(record)
+    finally:
+        textwidth.set_wide(False)
     assert "census (static)" in table and table.count("75.0%") == 2 and "long_scoreboard" in table
 
 
