@@ -305,6 +305,7 @@ def compile_jit(
     values: dict | None,
     specialize: bool,
     file: str | None = None,
+    extra_options: dict | None = None,
 ) -> TritonKernel:
     check_arch(arch)
     from triton.backends.compiler import GPUTarget
@@ -323,6 +324,7 @@ def compile_jit(
     options = {"num_warps": num_warps, "enable_fp_fusion": True}  # Triton's default, said aloud (3.9 warns if not)
     if num_stages is not None:
         options["num_stages"] = num_stages
+    options.update(extra_options or {})  # num_ctas, maxnreg: what this Triton version's CUDAOptions take
     label = f"{origin}:{fn.__name__}[{','.join(f'{k}={v}' for k, v in {**constexprs, **options}.items())}]"
     try:
         compiled = triton_compile(ASTSource(fn, signature, constexprs=constexprs, attrs=attrs), target, options)

@@ -7,8 +7,9 @@ family is a plug-in: a built-in name, a `path/to/family.py[:NAME]`, or an instal
 group `mage_tune.families` (registry.py finds it). Everything family-specific lives in the family; no other module
 asks which family it holds.
 
-Two bases implement the build: `CudaFamily` (a template anywhere on disk, compiled NVRTC → ptxas) and
-`TritonFamily` (triton_family.py: configs of a user's `@triton.jit` kernel, compiled offline by Triton).
+Two bases implement the build: `CudaFamily` (below: a Jinja template anywhere on disk, compiled NVRTC → ptxas) and
+`TritonFamily` (triton_family.py: configs of a user's `@triton.jit` kernel, compiled offline by Triton). Both are
+importable from `mage_tune.families`, the module a family file imports.
 """
 
 from __future__ import annotations
@@ -252,12 +253,10 @@ class Family(ABC):
 
         return (load_family, (self.origin,))
 
-    @classmethod
-    def missing_members(cls) -> list[str]:
-        """Contract members a subclass left out (abstract methods and required attributes)."""
-        missing = sorted(getattr(cls, "__abstractmethods__", ()))
-        missing += [attr for attr in cls._REQUIRED if not hasattr(cls, attr)]
-        return missing
+    def missing_members(self) -> list[str]:
+        """Contract attributes this family left out (a class missing abstract methods cannot be instantiated:
+        Python names those)."""
+        return [attr for attr in self._REQUIRED if not hasattr(self, attr)]
 
     def shape_from(self, given: Mapping[str, int | None] | None = None, **more: int | None) -> Shape:
         """The family's dims from `given` and `more` (CLI options, --shape), defaults filled, each checked."""

@@ -158,7 +158,7 @@ def _adopt(found, origin: str, where: str) -> Family:
         raise InputError(
             f"{type(found).__name__} is not a mage_tune Family (subclass CudaFamily or TritonFamily)", file=where
         )
-    missing = type(found).missing_members()
+    missing = found.missing_members()
     if missing:
         raise InputError(
             f"family {getattr(found, 'name', '?')!r} ({type(found).__name__}) lacks contract members: "

@@ -427,8 +427,22 @@ def write_summary(spec: SearchSpec, family: Family) -> dict:
         variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
     )[0]
     record.write_best(spec.run_dir, variant, census, best)
+    for name, text in family.best_files(ranked_configs(spec.run_dir)).items():  # e.g. a triton.Config list
+        record.write_atomic(spec.run_dir / "best" / name, text)
     (spec.run_dir / "report.md").write_text(report.markdown(spec.run_dir))
     return best
+
+
+def ranked_configs(run_dir: Path, count: int = 5) -> list[Config]:
+    """The fastest distinct configs of the run, best first."""
+    scored = sorted(
+        (t for t in record.trials(run_dir) if t["outcome"] in ("measured", "modelled")), key=lambda t: t["value"]
+    )
+    out: list[Config] = []
+    for t in scored:
+        if t["config"] not in out:
+            out.append(t["config"])
+    return out[:count]
 
 
 def spec_json(spec: SearchSpec) -> str:

@@ -1,0 +1,111 @@
+"""The family contract, checked the same way over every family: the built-ins and every example in examples/, as
+Optuna runs one storage test suite over every storage. Each family's default config is rendered, compiled (NVRTC and
+ptxas, or Triton offline) and censused for real; its inputs, reference and baselines are checked for shape and sense.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from mage_tune.census import census_artifact
+from mage_tune.errors import ConfigError
+from mage_tune.kernels import builtin_names, load_family
+from mage_tune.kernels.base import MAX_DIM, Family
+
+EXAMPLES = [
+    "examples/rmsnorm/family.py",
+    "examples/rmsnorm/family.py:BF16",
+    "examples/rmsnorm/triton_family.py",
+    "examples/rmsnorm/triton_family.py:BF16",
+    "examples/softmax_autotuned/family.py",
+]
+SPECS = [*builtin_names(), *EXAMPLES]
+ARCH = "sm_90"
+
+
+def small_shape(family: Family) -> dict[str, int]:
+    """A shape each family takes: its defaults, the other dimensions 1024 (big enough for every example's space)."""
+    return family.shape_from({dim: family.default_dims.get(dim, 1024) for dim in family.dims})
+
+
+@pytest.fixture(scope="module", params=SPECS)
+def built(request):
+    family = load_family(request.param)
+    shape = small_shape(family)
+    config = family.default_config(shape, ARCH)
+    return family, shape, config, family.build(config, shape, ARCH)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_declares_the_contract(spec):
+    family = load_family(spec)
+    assert isinstance(family, Family) and family.missing_members() == []
+    assert family.origin and load_family(family.origin) is family  # found again from what records keep
+    assert isinstance(family.name, str) and family.name and family.dims
+    names = [k.name for k in family.knobs]
+    assert len(names) == len(set(names)) and all(k.domain for k in family.knobs)
+    assert set(family.default_dims) <= set(family.dims)
+    assert family.tolerance > 0 and all(isinstance(s, str) for s in family.constraint_text())
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_space_and_settings(spec):
+    family = load_family(spec)
+    shape = small_shape(family)
+    first = next(family.configs(shape, ARCH))
+    assert family.violations(first, shape, ARCH) == []
+    settings = [f"{k}={v}" for k, v in first.items()]
+    assert family.parse_settings(settings, shape, ARCH) == first
+    with pytest.raises(ConfigError, match="unknown knob"):
+        family.parse_settings(["no_such_knob=1"], shape, ARCH)
+    with pytest.raises(ConfigError, match="between 1 and"):
+        family.shape_from({dim: MAX_DIM + 1 for dim in family.dims})
+
+
+def test_the_default_config_builds_and_censuses(built):
+    family, shape, config, variant = built
+    assert variant.family == family.name and variant.config == config and variant.shape == shape
+    art = variant.artifact
+    assert art.cubin and art.sass and art.ptx
+    assert variant.block > 0 and all(g > 0 for g in variant.launch.grid)
+    (census,) = census_artifact(
+        art, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
+    )
+    assert census.occupancy is not None and census.occupancy.blocks_per_sm > 0
+    assert census.resources.registers and census.resources.registers > 0
+    assert family.render(config, shape).strip()
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_inputs_reference_and_cost(spec):
+    family = load_family(spec)
+    shape = family.shape_from({dim: 8 if dim in ("m",) else 256 for dim in family.dims})
+    inputs = family.make_inputs(shape, np.random.default_rng(0))
+    assert inputs and all(v.dtype == np.float32 for v in inputs.values())
+    ref = family.reference(inputs, shape)
+    assert ref.shape == family.output_shape(shape) and ref.dtype == np.float64 and np.isfinite(ref).all()
+    assert family.bytes_moved(shape) > 0 and family.flops(shape) >= 0
+    for name in [*inputs, "__out__"]:
+        assert family.device_dtype(name) in ("float32", "bfloat16", "float16")
+    if family.copy_of:
+        assert family.copy_of in inputs and inputs[family.copy_of].size == int(np.prod(ref.shape))
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_baselines_are_the_kinds_it_names(spec):
+    family = load_family(spec)
+    shape = small_shape(family)
+    kernels = family.baseline_kernels(shape)
+    labels = [b.label for b in kernels]
+    assert len(labels) == len(set(labels))
+    assert {b.kind for b in kernels} | ({"copy"} if family.copy_of else set()) == set(family.baselines)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_pickles_as_how_to_find_it(spec):
+    """Compile processes and GPU workers get a family by pickle: it travels as its origin and loads the same."""
+    family = load_family(spec)
+    assert pickle.loads(pickle.dumps(family)) is family
