@@ -222,13 +222,17 @@ def nvrtc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ())
     if err != ok:
         raise CompileError(f"NVRTC could not create a program: {err}", file=label)
     try:
-        opts = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"-std=c++17", *[o.encode() for o in options]]
+        std = () if any(o.startswith(("-std", "--std")) for o in options) else (b"-std=c++17",)
+        opts = [f"--gpu-architecture=compute_{arch[3:]}".encode(), *std, *[o.encode() for o in options]]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if status != ok:
             _, size = nvrtc.nvrtcGetProgramLogSize(prog)
             log = b" " * size
             nvrtc.nvrtcGetProgramLog(prog, log)
             text = log.decode(errors="replace").strip().rstrip("\x00")
+            missing = _header_error(text, label, options)
+            if missing:
+                raise missing
             flat = " | ".join(part.strip() for part in text.splitlines() if part.strip())  # errors print as one line
             first = re.search(r"\((\d+)\): error: (.*)", text)
             if first:
@@ -351,14 +355,42 @@ def disassemble(cubin: bytes, label: str) -> tuple[str, str, str]:
     return run.stdout[cut:], run.stdout[:cut], tool.version
 
 
-def build_from_cu(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> Artifact:
+def cu_to_ptx(source: str, arch: str, label: str, opts: SourceOptions) -> tuple[str, dict[str, str]]:
+    """PTX of a CUDA source with the compiler `opts` asks for; auto is NVRTC, then nvcc (when present) for a source
+    NVRTC rejects. Returns (PTX, {compiler: version})."""
+    if opts.compiler not in COMPILERS:
+        raise InputError(f"unknown compiler {opts.compiler!r}; choose one of {', '.join(COMPILERS)}", file=label)
+    source_dir = str(Path(label).parent) if Path(label).is_file() else None
+    flags = opts.flags(source_dir)
+    if opts.compiler == "nvcc":
+        return nvcc_ptx(source, arch, label, flags), {"nvcc": toolchain.nvcc().version}
+    try:
+        return nvrtc_ptx(source, arch, label, flags), {"nvrtc": toolchain.nvrtc_version()}
+    except (CompileError, ToolchainError) as nvrtc_error:
+        if opts.compiler == "nvrtc" or toolchain.nvcc() is None or "not found (" in nvrtc_error.message:
+            raise
+        try:
+            return nvcc_ptx(source, arch, label, flags), {"nvcc": toolchain.nvcc().version}
+        except CompileError:
+            raise nvrtc_error from None
+
+
+def build_from_cu(
+    source: str, arch: str, label: str, options: tuple[str, ...] = (), source_options: SourceOptions | None = None
+) -> Artifact:
+    """Compile a CUDA source: with `source_options` (census of user files) as its author would, headers found;
+    without, through NVRTC with exactly `options` (mage-tune's own templates)."""
     check_arch(arch)
-    key = _key("cu+elf", source.encode(), arch, options)
+    extra = (f"compiler={source_options.compiler}", *source_options.flags()) if source_options else ()
+    key = _key("cu+elf", source.encode(), arch, (*options, *extra))
     cached = _load_cached(key, label, arch, source)
     if cached:
         return cached
-    ptx = nvrtc_ptx(source, arch, label, options)
-    art = _from_ptx(ptx, arch, label, source=source, tools={"nvrtc": toolchain.nvrtc_version()})
+    if source_options is None:
+        ptx, tools = nvrtc_ptx(source, arch, label, options), {"nvrtc": toolchain.nvrtc_version()}
+    else:
+        ptx, tools = cu_to_ptx(source, arch, label, source_options)
+    art = _from_ptx(ptx, arch, label, source=source, tools=tools)
     _store(key, art)
     return art
 

@@ -23,6 +23,8 @@ FIXES = {
     "ptxas": "install the CUDA toolkit and set CUDA_HOME, or pip install triton (it bundles ptxas)",
     "cuobjdump": "pip install triton (it bundles cuobjdump) or nvidia-cuda-cuobjdump",
     "nvdisasm": "pip install triton (it bundles nvdisasm) or nvidia-cuda-nvdisasm",
+    "nvcc": "install the CUDA toolkit and set CUDA_HOME (or put nvcc on PATH), or use --compiler nvrtc",
+    "headers": "install the CUDA toolkit and set CUDA_HOME, or pip install nvidia-cuda-runtime nvidia-cuda-cccl",
 }
 
 
@@ -138,3 +140,41 @@ def fingerprint() -> dict[str, str]:
         found = candidates(name)
         info[name] = f"{found[0].version} ({found[0].path})" if found else ""
     return info
+
+
+@functools.cache
+def cuda_include_dirs() -> tuple[Path, ...]:
+    """Folders holding the CUDA headers a kernel source may include (`cuda_runtime.h`, `cooperative_groups.h`,
+    `mma.h`, `cuda_fp16.h`, and CCCL's `cuda/std/...`), in lookup order: `$CUDA_HOME/include`, the include folder
+    beside an nvcc or ptxas on PATH, `/usr/local/cuda/include`, then the pip `nvidia-cuda-runtime`,
+    `nvidia-cuda-nvrtc` and `nvidia-cuda-cccl` wheels. Each toolkit's `include/cccl` comes right after it."""
+    roots: list[Path] = []
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda_home:
+        roots.append(Path(cuda_home) / "include")
+    for exe in ("nvcc", "ptxas"):
+        found = shutil.which(exe)
+        if found:
+            roots.append(Path(os.path.realpath(found)).parent.parent / "include")
+    roots.append(Path("/usr/local/cuda/include"))
+    try:
+        import nvidia
+
+        for root in nvidia.__path__:
+            for sub in ("cu13", "cu12", "cuda_runtime", "cuda_nvrtc", "cuda_cccl"):
+                roots.append(Path(root) / sub / "include")
+    except ImportError:
+        pass
+    dirs: list[Path] = []
+    for root in roots:
+        for folder in (root, root / "cccl"):
+            headers = (folder / "cuda_runtime.h").is_file() or (folder / "cuda" / "std").is_dir()
+            if headers and folder.resolve() not in {d.resolve() for d in dirs}:
+                dirs.append(folder)
+    return tuple(dirs)
+
+
+def nvcc() -> Tool | None:
+    """The first nvcc found (CUDA_HOME, PATH, /usr/local/cuda), or None."""
+    found = candidates("nvcc")
+    return found[0] if found else None

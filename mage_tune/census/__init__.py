@@ -6,21 +6,32 @@ the caller already made (templates, Triton). Both return one `Census` per kernel
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import sys
 import types
 from pathlib import Path
 
-from mage_tune.arch import ARCH_NAMES, arch_of_ptx_target, assembler_note
+from mage_tune.arch import ARCH_NAMES, DEFAULT_ARCH, arch_of_ptx_target, assembler_note
 from mage_tune.census import ptx as ptx_view
 from mage_tune.census import resources as res
 from mage_tune.census import sass as sass_view
+from mage_tune.census import triton_meta
 from mage_tune.census.elf import ElfFacts, parse_elf
 from mage_tune.census.model import SCHEMA, Census, Cluster, ParamAccess, Resources, View
 from mage_tune.census.names import demangle, demangle_all, ordered, select
 from mage_tune.census.occupancy import Occupancy, occupancy
-from mage_tune.compile import Artifact, UnsupportedTarget, build_from_cu, build_from_cubin, build_from_ptx, check_arch
+from mage_tune.compile import (
+    Artifact,
+    SourceOptions,
+    UnsupportedTarget,
+    build_from_cu,
+    build_from_cubin,
+    build_from_ptx,
+    check_arch,
+    cu_to_ptx,
+)
 from mage_tune.errors import InputError
 from mage_tune.inputs import read_input
 
@@ -30,6 +41,7 @@ __all__ = [
     "Cluster",
     "ParamAccess",
     "Resources",
+    "SourceOptions",
     "View",
     "census_artifact",
     "census_path",
@@ -208,7 +220,12 @@ def _occupancy(arch: str, threads: int | None, resources: Resources) -> Occupanc
     return occupancy(arch, threads, resources.registers, shared, barriers=resources.barriers_used or 1)
 
 
-def load(path: str | Path, arch: str | None = None, ptxas_options: tuple[str, ...] = ()) -> Artifact:
+def load(
+    path: str | Path,
+    arch: str | None = None,
+    ptxas_options: tuple[str, ...] | None = None,
+    source_options: SourceOptions | None = None,
+) -> Artifact:
     """Read and compile a file as what its suffix or content says it is."""
     path = Path(path)
     label = str(path)
@@ -231,9 +248,9 @@ def load(path: str | Path, arch: str | None = None, ptxas_options: tuple[str, ..
     suffix = path.suffix.lower()
     if suffix == ".ptx" or (suffix not in (".cu", ".cuh") and re.search(r"^\s*\.version\s", text, re.M)):
         module = ptx_view.parse(text, label)  # a garbled file fails here, with its line, before ptxas sees it
-        return _load_ptx(text, module.target, arch, label, ptxas_options)
+        return _load_ptx_file(path, text, module.target, arch, label, ptxas_options)
     if suffix in (".cu", ".cuh"):
-        return build_from_cu(text, arch or "sm_90", label)
+        return _load_cu(text, arch or DEFAULT_ARCH, label, source_options or SourceOptions())
     if sass_view.looks_like_sass(text):
         return Artifact(label, arch or sass_view.arch_of(text) or "sm_90", sass=text)
     raise InputError("not PTX, CUDA source (.cu), SASS text or a cubin", file=label)
@@ -242,6 +259,36 @@ def load(path: str | Path, arch: str | None = None, ptxas_options: tuple[str, ..
 def _ptx_only(ptx: str, arch: str, label: str, why: str, source: str | None = None) -> Artifact:
     """An artifact with the PTX view only, and a note that names the file, why SASS is missing and the fix."""
     return Artifact(label, arch, ptx=ptx, source=source, notes=(f"{label}: no SASS view: {why}",))
+
+
+def _load_cu(text: str, arch: str, label: str, opts: SourceOptions) -> Artifact:
+    """A CUDA source as its author wrote it (headers found, -I/-D/--std, NVRTC or nvcc); the PTX view alone where
+    no ptxas here can assemble the arch."""
+    note = assembler_note(arch)
+    if not note:
+        try:
+            return build_from_cu(text, arch, label, source_options=opts)
+        except UnsupportedTarget as exc:
+            note = exc.message + "; install a newer CUDA toolkit and set CUDA_HOME"
+    ptx, tools = cu_to_ptx(text, arch, label, opts)
+    return dataclasses.replace(_ptx_only(ptx, arch, label, note, source=text), tools=tools)
+
+
+def _load_ptx_file(
+    path: Path, text: str, target: str, arch: str | None, label: str, ptxas_options: tuple[str, ...] | None
+) -> Artifact:
+    """A PTX file, assembled with the options given, else with Triton's when its metadata JSON lies beside it."""
+    meta = triton_meta.beside(path) if ptxas_options is None else None
+    options = meta.ptxas_options if meta else tuple(ptxas_options or ())
+    art = _load_ptx(text, target, arch, label, options)
+    tools = dict(art.tools)
+    if meta:
+        tools["ptxas options"] = f"{' '.join(options)} (Triton {meta.triton_version}'s, from {meta.path})"
+        return dataclasses.replace(art, tools=tools, dynamic_shared=meta.shared)
+    if options:
+        tools["ptxas options"] = f"{' '.join(options)} (--ptxas-options)"
+        return dataclasses.replace(art, tools=tools)
+    return art
 
 
 def _load_ptx(text: str, target: str, arch: str | None, label: str, ptxas_options: tuple[str, ...] = ()) -> Artifact:
@@ -272,10 +319,14 @@ def census_path(
     arch: str | None = None,
     kernel: str | None = None,
     block: int | None = None,
-    ptxas_options: tuple[str, ...] = (),
+    ptxas_options: tuple[str, ...] | None = None,
+    source_options: SourceOptions | None = None,
 ) -> list[Census]:
-    """Census every kernel in a file (or only `kernel`)."""
-    return census_artifact(load(path, arch, ptxas_options=ptxas_options), kernel=kernel, block=block)
+    """Census every kernel in a file (or only `kernel`). `ptxas_options` go to ptxas for a PTX input (None: Triton's
+    own when its metadata JSON lies beside the PTX, else none);
+    `source_options` (include folders, macros, C++ standard, compiler) to the compile of a `.cu`."""
+    art = load(path, arch, ptxas_options=ptxas_options, source_options=source_options)
+    return census_artifact(art, kernel=kernel, block=block)
 
 
 class _CallableModule(types.ModuleType):
@@ -288,9 +339,10 @@ class _CallableModule(types.ModuleType):
         arch: str | None = None,
         kernel: str | None = None,
         block: int | None = None,
-        ptxas_options: tuple[str, ...] = (),
+        ptxas_options: tuple[str, ...] | None = None,
+        source_options: SourceOptions | None = None,
     ) -> list[Census]:
-        return census_path(path, arch=arch, kernel=kernel, block=block, ptxas_options=ptxas_options)
+        return census_path(path, arch, kernel, block, ptxas_options=ptxas_options, source_options=source_options)
 
 
 sys.modules[__name__].__class__ = _CallableModule

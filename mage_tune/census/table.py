@@ -121,6 +121,8 @@ def rows(c: Census) -> list[tuple[str, str]]:
         dims = "x".join(map(str, cl.dims)) if cl.dims else "set at launch"
         extra = (", explicit" if cl.explicit else "") + (f", at most {cl.max_rank}" if cl.max_rank else "")
         out.append(("cluster", f"{dims}{extra} [{cl.source}]"))
+    if "ptxas options" in c.tools:
+        out.append(("ptxas options", c.tools["ptxas options"]))
     out += [("note", note) for note in c.notes[:1]]
     return out + _view_rows("PTX", c.ptx) + _view_rows("SASS", c.sass)
 

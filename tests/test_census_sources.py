@@ -1,0 +1,158 @@
+"""CUDA sources as their authors write them (runtime headers, -I, -D, --std, NVRTC or nvcc) and Triton's PTX with
+the ptxas options Triton used; every count checked against NVIDIA's tools on the same PTX or cubin."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import KERNELS, count, nvidia_view, ptx_functions, read_res_usage, run_tool, sass_functions, tool
+
+from mage_tune import toolchain
+from mage_tune.census import SourceOptions, census_path, load
+from mage_tune.cli import cli
+from mage_tune.errors import CompileError
+
+HEADERS = KERNELS / "headers"
+
+
+def test_runtime_headers_found_automatically():
+    if not toolchain.cuda_include_dirs():
+        pytest.skip("no CUDA headers on this machine")
+    art = load(HEADERS / "coop_softmax.cu", "sm_90")
+    ref = nvidia_view(art.ptx, "sm_90", "coop_softmax")
+    (c,) = census_path(HEADERS / "coop_softmax.cu", arch="sm_90")
+    assert c.demangled == "row_softmax"
+    assert c.resources.registers == ref["ptxas"][c.kernel]["registers"]
+    lines = ptx_functions(art.ptx)[c.kernel]
+    assert c.ptx.shuffles == count(lines, r"\bshfl\.sync\.")
+    # NVRTC has no host math.h, so INFINITY is undefined there: auto falls back to nvcc where it is present
+    assert ("nvcc" in c.tools) == (toolchain.nvcc() is not None)
+    with pytest.raises(CompileError) as info:
+        census_path(HEADERS / "coop_softmax.cu", arch="sm_90", source_options=SourceOptions(compiler="nvrtc"))
+    assert str(info.value).startswith(f"{HEADERS / 'coop_softmax.cu'}:14: ") and "INFINITY" in str(info.value)
+
+
+@pytest.mark.skipif(toolchain.nvcc() is None, reason="nvcc not found")
+def test_nvcc_compiler():
+    opts = SourceOptions(compiler="nvcc")
+    art = load(HEADERS / "coop_softmax.cu", "sm_89", source_options=opts)
+    assert "nvcc" in art.tools and "nvrtc" not in art.tools
+    (c,) = census_path(HEADERS / "coop_softmax.cu", arch="sm_89", source_options=opts)
+    ref = nvidia_view(art.ptx, "sm_89", "coop_softmax_nvcc")
+    assert c.resources.registers == ref["ptxas"][c.kernel]["registers"]
+    assert c.sass.shuffles == count(sass_functions(art.sass)[c.kernel], r"\bSHFL\.")
+
+
+def test_missing_header_names_it_and_the_fix():
+    with pytest.raises(CompileError) as info:
+        census_path(HEADERS / "scaled_copy.cu", arch="sm_89", source_options=SourceOptions(compiler="nvrtc"))
+    message = str(info.value)
+    assert message.startswith(f"{HEADERS / 'scaled_copy.cu'}:2: ") and "'scale_helpers.h'" in message
+    assert "-I DIR" in message
+    out = CliRunner().invoke(cli, ["census", str(HEADERS / "scaled_copy.cu"), "--arch", "sm_89"])
+    assert isinstance(out.exception, CompileError) and "scale_helpers.h" in str(out.exception)  # main() exits 2
+
+
+@pytest.mark.parametrize("unroll", [1, 4])
+def test_include_and_define(unroll):
+    opts = SourceOptions(includes=(str(HEADERS / "include"),), defines=(f"UNROLL={unroll}",))
+    art = load(HEADERS / "scaled_copy.cu", "sm_89", source_options=opts)
+    (c,) = census_path(HEADERS / "scaled_copy.cu", arch="sm_89", source_options=opts)
+    sass = sass_functions(art.sass)["scaled_copy"]
+    assert sum(c.sass.global_loads.values()) == count(sass, r"\bLDG\b") == unroll
+    assert (
+        sum(c.ptx.global_stores.values()) == count(ptx_functions(art.ptx)["scaled_copy"], r"\bst\.global\.") == unroll
+    )
+
+
+def test_std():
+    opts = SourceOptions(includes=(str(HEADERS / "include"),), std="c++20")
+    names = [c.demangled for c in census_path(HEADERS / "scaled_copy.cu", arch="sm_89", source_options=opts)]
+    assert names == ["negate<float>", "scaled_copy"]
+    plain = SourceOptions(includes=(str(HEADERS / "include"),))
+    assert [c.demangled for c in census_path(HEADERS / "scaled_copy.cu", arch="sm_89", source_options=plain)] == [
+        "scaled_copy"
+    ]
+    out = CliRunner().invoke(
+        cli, ["census", str(HEADERS / "scaled_copy.cu"), "--arch", "sm_89", "-I", str(HEADERS / "include"),
+              "-D", "UNROLL=2", "--std", "c++20", "--json", "--kernel", "negate"]
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["demangled"] == "negate<float>"
+
+
+# --- Triton --------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def triton_dot(tmp_path_factory):
+    """dot_tile (tl.dot) and dot_desc (tl.dot over tensor descriptors) compiled offline for sm_90, each written as
+    Triton's cache does: NAME.ptx, NAME.cubin and NAME.json."""
+    pytest.importorskip("triton")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sys.path.insert(0, str(KERNELS / "triton"))
+    import dot_tma
+
+    folder = tmp_path_factory.mktemp("triton-dot")
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+    sig.update(BM="constexpr", BN="constexpr", BK="constexpr")
+    out = {}
+    for fn in (dot_tma.dot_tile, dot_tma.dot_desc):
+        src = ASTSource(fn=fn, signature=sig, constexprs={"BM": 64, "BN": 64, "BK": 32})
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "enable_fp_fusion": True})
+        name = k.metadata.name
+        (folder / f"{name}.ptx").write_text(k.asm["ptx"])
+        (folder / f"{name}.cubin").write_bytes(k.asm["cubin"])
+        meta = {key: value for key, value in k.metadata._asdict().items() if key != "target"}
+        (folder / f"{name}.json").write_text(json.dumps(meta, default=str))
+        out[name] = folder / name
+    return out
+
+
+@pytest.mark.parametrize("name", ["dot_tile", "dot_desc"])
+def test_triton_ptx_uses_tritons_ptxas_options(triton_dot, name):
+    base = triton_dot[name]
+    (c,) = census_path(base.with_suffix(".ptx"))
+    assert c.arch == "sm_90a"  # Triton writes .target sm_90a for wgmma
+    assert str(base.with_suffix(".json")) in c.tools["ptxas options"] and "-lineinfo" in c.tools["ptxas options"]
+    assert c.resources.dynamic_shared_bytes == json.loads(base.with_suffix(".json").read_text())["shared"]
+    usage = read_res_usage(run_tool(tool("cuobjdump"), "-res-usage", str(base.with_suffix(".cubin"))))
+    assert c.resources.registers == usage[name]["REG"]  # Triton's own binary
+    listing = sass_functions(run_tool(tool("cuobjdump"), "-sass", str(base.with_suffix(".cubin"))))[name]
+    ptx = ptx_functions(base.with_suffix(".ptx").read_text())[name]
+    assert c.ptx.matrix == {"wgmma": count(ptx, r"\bwgmma\.mma_async\b")} and c.ptx.matrix["wgmma"] > 0
+    assert c.sass.matrix == {"HGMMA": count(listing, r"\bHGMMA\.")}
+    assert c.ptx.wgmma_fences == count(ptx, r"\bwgmma\.fence\b")
+    assert c.sass.wgmma_fences == count(listing, r"\bWARPGROUP\.ARRIVE\b")
+    tma_loads = count(listing, r"\bUTMALDG\b")
+    assert c.sass.bulk.get("load", 0) == tma_loads + count(listing, r"\bUBLKCP\.S\.G\b")
+    assert c.sass.bulk.get("store", 0) == count(listing, r"\bUTMASTG\b")
+    assert c.ptx.bulk.get("store", 0) == count(ptx, r"\bcp\.async\.bulk\.tensor\.\dd\.global\.shared::cta\b")
+    assert (tma_loads > 0) == (name == "dot_desc")
+    # the cubin Triton made and the census's assembly of the PTX give the same SASS view
+    (from_cubin,) = census_path(base.with_suffix(".cubin"))
+    assert from_cubin.sass == c.sass
+
+
+def test_explicit_ptxas_options_are_used_and_said(triton_dot, tmp_path):
+    ptx = tmp_path / "plain.ptx"  # no metadata beside it
+    ptx.write_text(Path(triton_dot["dot_tile"]).with_suffix(".ptx").read_text())
+    (plain,) = census_path(ptx)
+    assert "ptxas options" not in plain.tools
+    (slow,) = census_path(ptx, ptxas_options=("-O0",))
+    assert slow.tools["ptxas options"] == "-O0 (--ptxas-options)"
+    version = slow.tools["ptxas"]
+    ptxas = next(t.path for t in toolchain.candidates("ptxas") if t.version == version)
+    log = run_tool(ptxas, "-v", "-O0", "-arch=sm_90a", str(ptx), "-o", str(tmp_path / "o.cubin"))
+    assert slow.resources.registers == int(re.search(r"Used (\d+) registers", log).group(1))
+    assert slow.sass.instructions != plain.sass.instructions
+    out = CliRunner().invoke(cli, ["census", str(ptx), "--ptxas-options", "-O0", "--wide"])
+    assert out.exit_code == 0 and re.search(r"ptxas options\s+-O0 \(--ptxas-options\)", out.output)
