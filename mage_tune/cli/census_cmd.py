@@ -37,18 +37,36 @@ ARCHS = list(ARCH_NAMES)
     default=None,
     help="PTX: options for ptxas, as one string ('-O3 --maxrregcount=128'); a Triton PTX uses its metadata's.",
 )
-@click.option("--d", type=int, default=None, help="Family variant: row width (layernorm).")
-@click.option("--m", type=int, default=None, help="Family variant: rows (layernorm) or M (matmul).")
-@click.option("--n", type=int, default=None, help="Family variant: N (matmul).")
-@click.option("--k", "k_", type=int, default=None, help="Family variant: K (matmul).")
+@click.option("--shape", "shape_text", default=None, metavar="DIM=V,...", help="Family variant: its shape.")
+@click.option("--d", type=int, default=None, help="Family variant: shorthand for --shape d=V.")
+@click.option("--m", type=int, default=None, help="Family variant: shorthand for --shape m=V.")
+@click.option("--n", type=int, default=None, help="Family variant: shorthand for --shape n=V.")
+@click.option("--k", "k_", type=int, default=None, help="Family variant: shorthand for --shape k=V.")
 @click.option("--set", "settings", multiple=True, help="Family variant: knob=value (repeatable).")
 def census(
-    target, arch, kernel, block, other, as_json, includes, defines, std, compiler, ptxas_options, d, m, n, k_, settings
+    target,
+    arch,
+    kernel,
+    block,
+    other,
+    as_json,
+    includes,
+    defines,
+    std,
+    compiler,
+    ptxas_options,
+    shape_text,
+    d,
+    m,
+    n,
+    k_,
+    settings,
 ):
-    """Census TARGET: a .cu, .ptx, .cubin or SASS listing, or a kernel family name with --set knobs.
+    """Census TARGET: a .cu, .ptx, .cubin or SASS listing, or a kernel family (a built-in name, a family file
+    path/to/family.py[:NAME], an installed plug-in) with --shape and --set knobs.
 
-    Prints registers, shared memory, spills, loads and stores by space and width, cp.async and waits, barriers,
-    shuffles, special functions, occupancy and loads in flight, from PTX and from SASS.
+        Prints registers, shared memory, spills, loads and stores by space and width, cp.async and waits, barriers,
+        shuffles, special functions, occupancy and loads in flight, from PTX and from SASS.
     """
     import shlex
 
@@ -58,11 +76,16 @@ def census(
     source = SourceOptions(includes=tuple(includes), defines=tuple(defines), std=std, compiler=compiler)
     inputs = {"source_options": source, "ptxas_options": tuple(shlex.split(ptxas_options)) if ptxas_options else None}
 
-    if target in _families():
-        from mage_tune.kernels import get_family
+    if _is_family(target):
+        from mage_tune.cli.options import parse_shape
+        from mage_tune.errors import InputError
+        from mage_tune.kernels import load_family
 
-        fam = get_family(target)
-        shape = fam.shape_from(d=d, m=m, n=n, k=k_)
+        if kernel:
+            raise InputError("--kernel picks a kernel of a file; a family variant has one kernel (use --set)")
+        fam = load_family(target)
+        dims = {**parse_shape(shape_text), **{k: v for k, v in (("d", d), ("m", m), ("n", n), ("k", k_)) if v}}
+        shape = fam.shape_from(dims)
         config = fam.parse_settings(settings, shape, arch or "sm_90")
         variant = fam.build(config, shape, arch or "sm_90")
         found = census_artifact(variant.artifact, block=variant.block, param_names=list(variant.param_names))
@@ -78,7 +101,8 @@ def census(
     click.echo(render(columns, mark_differences=other is not None))
 
 
-def _families() -> tuple[str, ...]:
-    from mage_tune.kernels import FAMILIES
+def _is_family(target: str) -> bool:
+    """A family's name, or a Python family file (path.py or path.py:NAME); anything else is a kernel file."""
+    from mage_tune.kernels import known_names
 
-    return tuple(FAMILIES)
+    return target in known_names() or target.endswith(".py") or ".py:" in target
