@@ -24,6 +24,7 @@ def census(*args: str) -> subprocess.CompletedProcess:
 def assert_one_line_error(run: subprocess.CompletedProcess, path: Path, line: int | None = None) -> str:
     assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
     assert "Traceback" not in run.stderr and not run.stdout
+    assert "/tmp/mage-" not in run.stderr  # the user's file is named, never the temporary copy a tool was given
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1, run.stderr
     (message,) = lines
