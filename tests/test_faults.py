@@ -397,7 +397,9 @@ def test_postgres_stopped_mid_search_then_resume(tmp_path, env):
         kept = record.trials(tmp_path / "run")
         assert kept
         proxy = Proxy(real.host or "127.0.0.1", real.port or 5432)  # the server is back (on another port)
-        again = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+        # ... and is named as PostgreSQL documents it: plain postgresql://, whichever driver is installed.
+        again = real.set(drivername="postgresql", host="127.0.0.1", port=proxy.port)
+        again = again.render_as_string(hide_password=False)
         done = mage(*search("run", 20, "--storage", again, "--study", name), cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr
         assert record.trials(tmp_path / "run")[: len(kept)] == kept
