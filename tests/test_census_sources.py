@@ -156,3 +156,38 @@ def test_explicit_ptxas_options_are_used_and_said(triton_dot, tmp_path):
     assert slow.sass.instructions != plain.sass.instructions
     out = CliRunner().invoke(cli, ["census", str(ptx), "--ptxas-options", "-O0", "--wide"])
     assert out.exit_code == 0 and re.search(r"ptxas options\s+-O0 \(--ptxas-options\)", out.output)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90", "sm_90a"])
+def test_wmma_mma_apart_from_wmma_loads_and_stores(arch):
+    art = load(HEADERS / "wmma_gemm.cu", arch)
+    (c,) = census_path(HEADERS / "wmma_gemm.cu", arch=arch)
+    ptx, sass = ptx_functions(art.ptx)[c.kernel], sass_functions(art.sass)[c.kernel]
+    assert c.ptx.matrix == {"wmma": count(ptx, r"\bwmma\.mma\.")}
+    assert c.ptx.wmma_loads == count(ptx, r"\bwmma\.load\.") and c.ptx.wmma_loads == 2
+    assert c.ptx.wmma_stores == count(ptx, r"\bwmma\.store\.") == 1
+    mma = re.compile(r"\bwmma\.mma\.sync\.aligned\.\w+\.\w+\.(m\d+n\d+k\d+)\.(\w+)\.(\w+)")
+    shapes = {"wmma." + ".".join(m.groups()) for line in ptx for m in [mma.search(line)] if m}
+    assert set(c.ptx.matrix_shapes) == shapes
+    assert c.sass.matrix == {"HMMA": count(sass, r"\bHMMA\.")}
+    assert sum(c.sass.matrix_loads.values()) == count(sass, r"\bLDSM\.")
+    assert c.sass.wmma_loads is None and c.sass.wmma_stores is None
+
+
+def test_sass_listing_honours_block(tmp_path):
+    art = load(HEADERS / "wmma_gemm.cu", "sm_89")
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(art.cubin)
+    plain = tmp_path / "plain.sass"
+    plain.write_text(run_tool(tool("cuobjdump"), "-sass", str(cubin)))
+    (c,) = census_path(plain, block=128)
+    assert c.occupancy is None and c.resources.registers is None  # a bare listing cannot say
+    out = CliRunner().invoke(cli, ["census", str(plain), "--block", "128", "--wide"])
+    assert out.exit_code == 0 and "needs the register count" in out.output
+    with_usage = tmp_path / "usage.sass"
+    with_usage.write_text(run_tool(tool("cuobjdump"), "-res-usage", "-sass", str(cubin)))
+    usage = read_res_usage(with_usage.read_text())[c.kernel]
+    (c,) = census_path(with_usage, block=128)
+    assert c.resources.registers == usage["REG"]
+    (from_cubin,) = census_path(cubin, block=128)
+    assert c.occupancy == from_cubin.occupancy is not None and c.sass == from_cubin.sass
