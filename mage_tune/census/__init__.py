@@ -333,16 +333,9 @@ class _CallableModule(types.ModuleType):
     """`mage_tune.census` is this package and, called, `census_path`: `mage_tune.census("k.cu")` works whatever was
     imported before (a plain function of that name in `mage_tune` would be replaced by the subpackage on import)."""
 
-    def __call__(
-        self,
-        path: str | Path,
-        arch: str | None = None,
-        kernel: str | None = None,
-        block: int | None = None,
-        ptxas_options: tuple[str, ...] | None = None,
-        source_options: SourceOptions | None = None,
-    ) -> list[Census]:
-        return census_path(path, arch, kernel, block, ptxas_options=ptxas_options, source_options=source_options)
+    def __call__(self, *args, **kwargs) -> list[Census]:
+        """`census_path(path, arch=None, kernel=None, block=None, ptxas_options=None, source_options=None)`."""
+        return census_path(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallableModule
