@@ -4,6 +4,7 @@ an example outside the repository; broken family files are one-line errors namin
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def mage(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    import os
 
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    environ = {**os.environ, "PYTHONPATH": path, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "mage_tune", *args], capture_output=True, text=True, timeout=600, cwd=cwd, env=environ
     )

@@ -5,6 +5,7 @@ search goes on. Skipped where no CUDA device is present."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,7 @@ def test_a_crashing_config_is_a_failed_trial_and_the_search_goes_on(tmp_path):
         [sys.executable, "-m", "mage_tune", "search", str(family), "--trials", "4", "--sampler", "grid",
          "--run-dir", str(run_dir), "--json"],
         capture_output=True, text=True, timeout=900, cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
