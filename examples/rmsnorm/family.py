@@ -42,6 +42,7 @@ class RMSNorm(CudaFamily):
         Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
         Knob("store", ("plain", "cs"), "y's stores: plain, or streaming (st.global.cs)"),
         Knob("rsqrt", ("approx", "precise"), "rsqrtf (MUFU.RSQ), or 1/sqrtf (IEEE)"),
+        Knob("w_early", (0, 1), "1: w loaded with x, before the reduction (more registers, its latency hidden)"),
     )
     kernel_name = "rmsnorm"
     param_names = ("x", "w", "y")
