@@ -33,6 +33,15 @@ if [ "$gpu" = 1 ]; then
   fi
 fi
 "$PY" -m venv ${venv_args[@]+"${venv_args[@]}"} .venv
+if [ ${#venv_args[@]} -gt 0 ]; then
+  # $PY may itself run in a virtual environment (the GPU image's torch lives in one): --system-site-packages reaches
+  # only the base interpreter's packages, so point the new venv at that environment's too.
+  parent=$("$PY" -c "import sys, sysconfig; print(sysconfig.get_paths()['purelib'] if sys.prefix != sys.base_prefix else '')")
+  if [ -n "$parent" ]; then
+    site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    echo "$parent" > "$site/gpu_image_packages.pth"
+  fi
+fi
 pip=(.venv/bin/python -m pip install -q)
 
 online=1

@@ -79,7 +79,7 @@ def _from_file(spec: str) -> Family:
     path_text, name = spec, None
     if ":" in spec and not spec.endswith(".py"):
         path_text, _, name = spec.rpartition(":")
-    path = Path(path_text)
+    path = _moved(Path(path_text))
     if not path.is_file():
         raise InputError(_missing_file_message(path), file=path_text)
     module = import_file(path)
@@ -101,6 +101,19 @@ def _from_file(spec: str) -> Family:
         found = getattr(module, candidates[0])
     origin = f"{path.resolve()}:{name}" if name else str(path.resolve())
     return _adopt(found() if isinstance(found, type) else found, origin, str(path))
+
+
+def _moved(path: Path) -> Path:
+    """A record made on another machine names the family file by its path there: where that path is missing,
+    the same file at the same place under the current folder (a checkout of the same repository) is taken."""
+    if path.is_file() or not path.is_absolute():
+        return path
+    parts = path.parts[1:]
+    for start in range(len(parts)):
+        candidate = Path(*parts[start:])
+        if candidate.is_file():
+            return candidate
+    return path
 
 
 def _families_in(module) -> list[str]:
