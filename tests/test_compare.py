@@ -19,7 +19,11 @@ TRITON_39 = tuple(int(p) for p in triton.__version__.split(".")[:2]) >= (3, 9)  
 
 
 def mage(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mage_tune", *args], capture_output=True, text=True, timeout=300)
+    """`compare` tables are read at full width (--wide), one line per property."""
+    wide = ["--wide"] if args[:1] == ("compare",) and "--json" not in args and "--help" not in args else []
+    return subprocess.run(
+        [sys.executable, "-m", "mage_tune", *args, *wide], capture_output=True, text=True, timeout=300
+    )
 
 
 def table(text: str) -> tuple[list[str], dict[str, tuple[bool, list[str]]]]:

@@ -201,4 +201,4 @@ def test_explain_and_report_read_every_committed_search_run(path, tmp_path):
 
 
 def test_committed_records_are_all_found():
-    assert len(BENCH_RECORDS) >= 71 and len(SEARCH_RUNS) == 2
+    assert len(BENCH_RECORDS) >= 71 and len(SEARCH_RUNS) >= 10

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import math
 
+from mage_tune.census.features import diff, features_json, fmt, spearman
 from mage_tune.measure.counters import pick
 from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
-from mage_tune.search.features import features_json
-from mage_tune.search.report import _diff, _fmt, spearman
 
 
 def explain_bench(record: dict, counters: dict | None = None, regime: str = "cold") -> str:
@@ -100,8 +99,8 @@ def _runner_ups(record: dict, variants: list[dict], regime: str) -> list[str]:
     for other in variants[1:4]:
         o = result_time(other, regime)
         f_other = features_json(record["census"][other["label"]]) if other["label"] in record["census"] else {}
-        knobs = _diff(best["config"], other["config"])
-        census = _diff(f_best, f_other)
+        knobs = diff(best["config"], other["config"])
+        census = diff(f_best, f_other)
         lines.append(
             f"  vs {o:.2f} µs (+{o / t - 1:.1%}): knobs {'; '.join(knobs) or 'same'}; census {'; '.join(census[:6])}"
         )
@@ -141,12 +140,12 @@ def _counter_lines(counters: dict) -> list[str]:
             p, _ = pick(k["raw"])
             stalls = ", ".join(f"{name} {value:.2f}" for name, value in list(k["stalls"].items())[:4])
             occupancy = (
-                f"{_fmt(p.get('achieved_occupancy_pct'))}% achieved of {_fmt(p.get('theoretical_occupancy_pct'))}%"
+                f"{fmt(p.get('achieved_occupancy_pct'))}% achieved of {fmt(p.get('theoretical_occupancy_pct'))}%"
             )
             lines.append(
-                f"  {label}: {_fmt((p.get('duration_ns') or 0) / 1e3)} µs, {_fmt(p.get('registers'))} registers, "
-                f"occupancy {occupancy}, DRAM {_fmt(p.get('dram_throughput_pct'))}% of peak, FMA pipe "
-                f"{_fmt(p.get('fma_pipe_pct'))}%, shared bank conflicts {_fmt(p.get('shared_load_bank_conflicts'))}; "
+                f"  {label}: {fmt((p.get('duration_ns') or 0) / 1e3)} µs, {fmt(p.get('registers'))} registers, "
+                f"occupancy {occupancy}, DRAM {fmt(p.get('dram_throughput_pct'))}% of peak, FMA pipe "
+                f"{fmt(p.get('fma_pipe_pct'))}%, shared bank conflicts {fmt(p.get('shared_load_bank_conflicts'))}; "
                 f"stalls per issue: {stalls}"
             )
     return lines

@@ -82,7 +82,7 @@ class Measurer:
         self._ctx = mp.get_context("spawn")
         self._proc = None
 
-    def _start(self) -> None:
+    def start(self) -> None:
         """Spawn a worker, take its session, then run the baselines in it."""
         while True:
             index = len(self.sessions)
@@ -148,7 +148,7 @@ class Measurer:
 
     def measure(self, job: Job) -> Result:
         if self._proc is None:
-            self._start()
+            self.start()
         return self._run(job)
 
     def _stop(self) -> None:
@@ -173,7 +173,7 @@ def run_plan(plan: Plan, on_result: Callable[[Result], None] | None = None) -> B
     measurer = Measurer(plan, [j for j in plan.jobs if j.kind != "variant"], on_result)
     try:
         if not any(j.kind == "variant" for j in plan.jobs):
-            measurer._start()
+            measurer.start()
         for job in plan.jobs:
             if job.kind == "variant":
                 measurer.measure(job)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mage_tune.census.features import diff, fmt, spearman
 from mage_tune.search import record
 from mage_tune.textwidth import constant_columns, short_config, table
 
@@ -49,14 +50,6 @@ def baselines(run_dir: Path) -> list[dict]:
     return record.read_jsonl(run_dir / "baselines.jsonl", record.check_baseline)
 
 
-def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
-
-
 def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
     """The n best trials; `fit`: a plain table that fits the terminal (textwidth), else Markdown at full width.
     Configs are shown as the knobs that differ from the family's defaults."""
@@ -65,7 +58,7 @@ def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
     for t in scored(run_dir)[:n]:
         census = t.get("census", {})
         config = short_config(family, t["config"]) if "config" in t else t["label"]
-        rows.append([t["number"], f"{t['value']:.2f}", config, *(_fmt(census.get(c)) for c in CENSUS_COLUMNS)])
+        rows.append([t["number"], f"{t['value']:.2f}", config, *(fmt(census.get(c)) for c in CENSUS_COLUMNS)])
     unit = "µs (model)" if (scored(run_dir)[:1] or [{}])[0].get("outcome") == "modelled" else "µs (cold)"
     if fit:  # short names, columns equal in every row said once: the table fits the terminal
         rows, headers, note = constant_columns(rows, ["trial", unit, "config (≠ defaults)", *CENSUS_SHORT])
@@ -84,7 +77,7 @@ def baseline_table(run_dir: Path, best_us: float | None, fit: bool = False) -> s
                 r["label"],
                 r["session"],
                 "ok" if r["ok"] else r["error"],
-                _fmt(t),
+                fmt(t),
                 ratio,
                 f"{s['copy_gbs']:.0f}",
                 f"{s['control_us']:.2f}",
@@ -146,24 +139,6 @@ def terminal(run_dir: Path) -> str:
     return "\n".join([*lines, "", explain_text(run_dir, with_triton=False)])
 
 
-def _rank(values: np.ndarray) -> np.ndarray:
-    order = values.argsort(kind="stable")
-    ranks = np.empty(len(values))
-    ranks[order] = np.arange(len(values))
-    for v in np.unique(values):  # average ranks over ties
-        tie = values == v
-        ranks[tie] = ranks[tie].mean()
-    return ranks
-
-
-def spearman(x: list[float], y: list[float]) -> float | None:
-    a, b = np.asarray(x, float), np.asarray(y, float)
-    if len(a) < 3 or np.all(a == a[0]) or np.all(b == b[0]):
-        return None
-    ra, rb = _rank(a), _rank(b)
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
 def correlations(run_dir: Path) -> list[tuple[str, float, int]]:
     trials = scored(run_dir)
     keys = sorted({k for t in trials for k, v in t.get("census", {}).items() if isinstance(v, int | float)})
@@ -178,14 +153,6 @@ def correlations(run_dir: Path) -> list[tuple[str, float, int]]:
     return sorted(out, key=lambda item: -abs(item[1]))
 
 
-def _diff(a: dict, b: dict) -> list[str]:
-    out = []
-    for key in sorted(set(a) | set(b)):
-        if a.get(key) != b.get(key):
-            out.append(f"{key}: {_fmt(a.get(key))} vs {_fmt(b.get(key))}")
-    return out
-
-
 def explain_text(run_dir: Path, with_triton: bool = True) -> str:
     trials = scored(run_dir)
     if not trials:
@@ -193,11 +160,11 @@ def explain_text(run_dir: Path, with_triton: bool = True) -> str:
     best = trials[0]
     lines = [f"winner: trial {best['number']} {best['label']} at {best['value']:.2f} µs"]
     for other in trials[1:4]:
-        diff = _diff(best.get("config", {}), other.get("config", {}))
-        cdiff = _diff(best.get("census", {}), other.get("census", {}))
+        knobs = diff(best.get("config", {}), other.get("config", {}))
+        cdiff = diff(best.get("census", {}), other.get("census", {}))
         lines.append(
             f"vs trial {other['number']} ({other['value']:.2f} µs, +{other['value'] / best['value'] - 1:.1%}):"
-            f" knobs {'; '.join(diff) or 'same'}; census {'; '.join(cdiff[:8]) or 'same'}"
+            f" knobs {'; '.join(knobs) or 'same'}; census {'; '.join(cdiff[:8]) or 'same'}"
         )
     corr = correlations(run_dir)
     if corr:
@@ -212,8 +179,8 @@ def _triton_lines(run_dir: Path, best: dict) -> list[str]:
     meta = _search_meta(run_dir)
     try:
         from mage_tune.census import census_artifact
+        from mage_tune.census.features import features
         from mage_tune.kernels import load_family
-        from mage_tune.search.features import features
 
         family = load_family(meta.get("origin") or meta["family"])
         # The comparison is with the reference's first config: compile only that one (a matmul's lists eight).
@@ -223,9 +190,12 @@ def _triton_lines(run_dir: Path, best: dict) -> list[str]:
             return [f"({family.name} names no Triton reference kernel to compare with)"]
         ref = refs[0]
         c = census_artifact(ref.artifact, kernel=ref.name, block=ref.block, param_names=list(ref.param_names))[0]
-        diff = _diff(best.get("census", {}), features(c))
+        census_diff = diff(best.get("census", {}), features(c))
         how = "as its JIT launches it" if getattr(ref, "specialized", False) else "generic, unspecialized"
-        return [f"vs Triton's {ref.name} {ref.config} (census, offline, {how}): " + ("; ".join(diff) or "same census")]
+        return [
+            f"vs Triton's {ref.name} {ref.config} (census, offline, {how}): "
+            + ("; ".join(census_diff) or "same census")
+        ]
     except Exception as exc:  # explain must still print what it has when Triton cannot compile here
         return [f"(Triton comparison unavailable: {type(exc).__name__}: {exc})"]
 

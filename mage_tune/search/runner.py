@@ -234,7 +234,7 @@ class Search:
 
     def _score(self, trial, config: Config, built: Variant | MageError) -> None:
         from mage_tune.census import census_artifact
-        from mage_tune.search.features import features
+        from mage_tune.census.features import features
 
         attrs: dict = {"config": config, "label": config_label(self.family.name, config)}
         if isinstance(built, MageError):
@@ -364,7 +364,7 @@ class Search:
                 r.kind != "variant" and record.append_baseline(self.spec.run_dir, r, self.measurer.sessions[-1])
             ),
         )
-        self.measurer._start()
+        self.measurer.start()
 
 
 def run_identity(spec: SearchSpec) -> dict:

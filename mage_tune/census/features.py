@@ -1,9 +1,12 @@
-"""The census of a kernel as flat numbers: what the run record keeps per trial and what `explain` correlates.
+"""The census of a kernel as flat numbers — what a run record keeps per trial — and the neutral arithmetic on them
+that search reports and `explain` share: differences between two kernels, rank correlation with time.
 
-Computed from the census's JSON form (schema mage-tune.census/1), so bench records, which store that form, give the
-same features as a live census."""
+Computed from the census's JSON form, so bench records, which store that form, give the same features as a live
+census."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from mage_tune.census.model import Census
 
@@ -49,3 +52,37 @@ def features_json(c: dict) -> dict[str, float | str | None]:
         for name, acc in ptx["params"].items():
             out[f"loads[{name}]"] = acc["loads"]
     return out
+
+
+def fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def diff(a: dict, b: dict) -> list[str]:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            out.append(f"{key}: {fmt(a.get(key))} vs {fmt(b.get(key))}")
+    return out
+
+
+def _rank(values: np.ndarray) -> np.ndarray:
+    order = values.argsort(kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values))
+    for v in np.unique(values):  # average ranks over ties
+        tie = values == v
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def spearman(x: list[float], y: list[float]) -> float | None:
+    a, b = np.asarray(x, float), np.asarray(y, float)
+    if len(a) < 3 or np.all(a == a[0]) or np.all(b == b[0]):
+        return None
+    ra, rb = _rank(a), _rank(b)
+    return float(np.corrcoef(ra, rb)[0, 1])
