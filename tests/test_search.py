@@ -190,7 +190,7 @@ def test_report_and_explain(static_run, env):
         assert (run_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     best = json.loads((run_dir / "best" / "best.json").read_text())
-    done = mage("explain", str(run_dir), cwd=run_dir.parent, env=env)
+    done = mage("explain", str(run_dir), "--wide", cwd=run_dir.parent, env=env)  # labels whole, not wrapped
     assert done.returncode == 0, done.stderr
     label = next(t["label"] for t in record.trials(run_dir) if t["number"] == best["trial"])
     assert f"winner: trial {best['trial']} {label}" in done.stdout
