@@ -1,8 +1,10 @@
-"""What a family file imports: the two bases and the pieces of a family's contract (see kernels/base.py)."""
+"""What a family file imports: the two bases, the pieces of a family's contract (see kernels/base.py), and
+`import_file` for the files beside it."""
 
 from mage_tune.kernels.base import Baseline, CompareFact, Config, CudaFamily, Family, Knob, Launch, Shape
 from mage_tune.kernels.registry import load_family
 from mage_tune.kernels.triton_family import TritonFamily
+from mage_tune.user_files import import_file
 
 __all__ = [
     "Baseline",
@@ -14,5 +16,6 @@ __all__ = [
     "Launch",
     "Shape",
     "TritonFamily",
+    "import_file",
     "load_family",
 ]

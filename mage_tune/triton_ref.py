@@ -27,12 +27,9 @@ parameter names map the jit arguments (constexprs removed) onto the first PTX pa
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import importlib.util
 import inspect
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -108,21 +105,9 @@ def _split_spec(spec: str) -> tuple[str, str]:
 
 def _load_kernel(path: str, name: str):
     """Import the user's file under a module name of its own and return its @triton.jit function `name`."""
-    text = Path(path).read_text(errors="replace")
-    try:
-        compile(text, path, "exec")
-    except SyntaxError as exc:
-        raise InputError(f"Python syntax error: {exc.msg}", file=path, line=exc.lineno) from None
-    module_name = "mage_tune_user_" + hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:12]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # the user's module raised while importing: say what and where, no traceback
-        sys.modules.pop(module_name, None)
-        line = _user_line(exc, path)
-        raise InputError(f"importing it failed: {type(exc).__name__}: {exc}", file=path, line=line) from None
+    from mage_tune.user_files import import_file
+
+    module = import_file(Path(path), shown=path)
     fn = getattr(module, name, None)
     from triton.runtime.jit import JITFunction
 
@@ -134,17 +119,6 @@ def _load_kernel(path: str, name: str):
         line = _def_line(fn)
         raise InputError(f"{name!r} is not a @triton.jit kernel", file=path, line=line)
     return fn
-
-
-def _user_line(exc: BaseException, path: str) -> int | None:
-    tb = exc.__traceback__
-    line = None
-    real = str(Path(path).resolve())
-    while tb is not None:
-        if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == real:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
 
 
 def _def_line(fn) -> int | None:

@@ -134,7 +134,7 @@ def test_installed_plugin_found_by_entry_point(tmp_path):
     shutil.copytree(ROOT / "examples" / "rmsnorm", package / "my_norms" / "rmsnorm")
     (package / "my_norms" / "__init__.py").write_text(
         "from pathlib import Path\n\n"
-        "from mage_tune.kernels.registry import import_file\n\n"
+        "from mage_tune.families import import_file\n\n"
         "FAMILY = import_file(Path(__file__).parent / 'rmsnorm' / 'family.py').FAMILY\n"
     )
     dist = package / "my_norms-1.0.dist-info"

@@ -16,8 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from mage_tune.families import Baseline, CudaFamily, Knob, Launch
-from mage_tune.kernels.registry import import_file
+from mage_tune.families import Baseline, CudaFamily, Knob, Launch, import_file
 
 HERE = Path(__file__).resolve().parent
 EPS = 1e-6

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mage_tune.families import Knob, TritonFamily
-from mage_tune.kernels.registry import import_file
+from mage_tune.families import Knob, TritonFamily, import_file
 
 HERE = Path(__file__).resolve().parent
 cuda = import_file(HERE / "family.py")

@@ -39,6 +39,7 @@ from typing import ClassVar
 import numpy as np
 
 from mage_tune.kernels.base import Baseline, CompareFact, Config, CudaFamily, Knob, Launch, Shape, config_label
+from mage_tune.triton_ref import next_power_of_2
 
 FLOAT = 4  # bytes
 EPS = 1e-5
@@ -213,7 +214,7 @@ class LayerNorm(CudaFamily):
     # --- baselines and comparison ---------------------------------------------------------------------------------
     def baseline_kernels(self, shape: Shape) -> list[Baseline]:
         """Triton's one-row-per-program layer norm at each num_warps that fits its block, and torch's."""
-        block = _next_power_of_2(shape["d"])
+        block = next_power_of_2(shape["d"])
         warps = [w for w in (1, 2, 4, 8, 16) if 32 * w <= max(32, block)]
         triton = [Baseline(f"triton[num_warps={w}]", "triton", {"num_warps": w, "BLOCK": block}) for w in warps]
         return [*triton, Baseline("torch.layer_norm", "torch")]
@@ -248,7 +249,7 @@ class LayerNorm(CudaFamily):
         from mage_tune.triton_ref import compile_jit
 
         config = dict(options.get("config") or {})
-        block = int(config.get("BLOCK") or _next_power_of_2(shape["d"]))
+        block = int(config.get("BLOCK") or next_power_of_2(shape["d"]))
         if block < shape["d"]:
             raise InputError(f"Triton norm_kernel needs BLOCK >= d; BLOCK={block}, d={shape['d']}")
         warps = int(config.get("num_warps") or options.get("num_warps") or min(max(block // 256, 1), 8))
@@ -266,10 +267,6 @@ class LayerNorm(CudaFamily):
         return [CompareFact("passes", "passes over x", passes, _passes_text(passes))]
 
     compare_note = PASSES_NOTE
-
-
-def _next_power_of_2(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
 
 
 def passes_over_row(census, param: str, row_floats: int, threads_per_row: int) -> dict | None:

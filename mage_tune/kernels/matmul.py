@@ -185,9 +185,7 @@ class Matmul(CudaFamily):
     # --- baselines and comparison ---------------------------------------------------------------------------------
     def baseline_kernels(self, shape: Shape) -> list[Baseline]:
         """Triton's FP32 matmul at each of its configs, and torch.matmul (cuBLAS FP32, TF32 off)."""
-        from mage_tune.triton_kernels import MATMUL_CONFIGS, MATMUL_KEYS
-
-        configs = [dict(zip(MATMUL_KEYS, c, strict=True)) for c in MATMUL_CONFIGS]
+        configs = self.reference_configs()
         triton = [Baseline("triton[" + ",".join(f"{k}={v}" for k, v in c.items()) + "]", "triton", c) for c in configs]
         return [*triton, Baseline("torch.matmul (cuBLAS FP32)", "torch")]
 
@@ -221,7 +219,7 @@ class Matmul(CudaFamily):
 
         m, n, k = shape["m"], shape["n"], shape["k"]
         chosen = options.get("config")
-        configs = [dict(chosen)] if chosen else [dict(zip(tk.MATMUL_KEYS, c, strict=True)) for c in tk.MATMUL_CONFIGS]
+        configs = [dict(chosen)] if chosen else self.reference_configs()
         out = []
         for cfg in configs:
             missing = [key for key in tk.MATMUL_KEYS if key not in cfg]

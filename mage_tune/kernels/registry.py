@@ -10,15 +10,14 @@ worker imports it again, and what run records keep.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import importlib
 import importlib.util
-import sys
 from functools import cache
 from pathlib import Path
 
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels.base import Family
+from mage_tune.user_files import import_file
 
 ENTRY_POINT_GROUP = "mage_tune.families"
 BUILTINS = {
@@ -127,42 +126,6 @@ def _missing_file_message(path: Path) -> str:
         near = difflib.get_close_matches(path.name, [p.name for p in folder.iterdir()], n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(str(folder / n) for n in near)}?" if near else ""
     return f"no such family file{hint}"
-
-
-def import_file(path: Path):
-    """Import a user's Python file under a module name of its own; errors name file:line, no traceback."""
-    path = path.resolve()
-    module_name = "mage_tune_user_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read it: {exc}", file=str(path)) from None
-    try:
-        compile(text, str(path), "exec")
-    except SyntaxError as exc:
-        raise InputError(f"Python syntax error: {exc.msg}", file=str(path), line=exc.lineno) from None
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # the user's module raised while importing: say what and where
-        sys.modules.pop(module_name, None)
-        raise InputError(
-            f"importing it failed: {type(exc).__name__}: {exc}", file=str(path), line=_line_in(exc, path)
-        ) from None
-    return module
-
-
-def _line_in(exc: BaseException, path: Path) -> int | None:
-    line, tb = None, exc.__traceback__
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename).resolve() == path:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
 
 
 def _adopt(found, origin: str, where: str) -> Family:
