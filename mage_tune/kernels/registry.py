@@ -98,8 +98,18 @@ def _from_file(spec: str) -> Family:
                 file=str(path),
             )
         found = getattr(module, candidates[0])
-    origin = f"{path.resolve()}:{name}" if name else str(path.resolve())
+    origin = _portable(path) + (f":{name}" if name else "")
     return _adopt(found() if isinstance(found, type) else found, origin, str(path))
+
+
+def _portable(path: Path) -> str:
+    """How records name a family file: relative to the current folder when it lies under it (a checkout's
+    examples/ stays findable in any other checkout), else its absolute path."""
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(resolved)
 
 
 def _moved(path: Path) -> Path:
