@@ -27,11 +27,11 @@ ARCH = "sm_90"
 CUBE = {"m": 1024, "n": 1024, "k": 1024}
 # The seed's kernel: 64×64 tiles, bk=32, 4×4 micro-tiles (256 threads), A transposed by 4-byte copies, B by 16.
 SEED = {"bm": 64, "bn": 64, "bk": 32, "tm": 4, "tn": 4, "stages": 2, "a_vec": 4, "b_vec": 16, "a_trans": 1}
-SEED = {**SEED, "pad": 4, "smem_vec": 0, "pipe": 0, "k_unroll": 0}
+SEED = {**SEED, "pad": 4, "smem_vec": 0, "pipe": 0, "k_unroll": 0, "raster": 0}
 # The base every one-knob change is measured against; a_trans=1 needs a_vec=4 and tn=2 needs smem_vec=0, hence
 # two more bases.
 BASE = {"bm": 64, "bn": 64, "bk": 16, "tm": 4, "tn": 4, "stages": 2, "a_vec": 16, "b_vec": 16, "a_trans": 0}
-BASE = {**BASE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0}
+BASE = {**BASE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0, "raster": 0}
 BASE_A4 = {**BASE, "a_vec": 4}
 BASE_SCALAR = {**BASE, "smem_vec": 0}
 
@@ -74,8 +74,8 @@ def _sample(shape: dict, count: int, seed: int, cover: bool) -> list[dict]:
 
 def test_space_size_and_seed_configs_are_valid():
     assert FAMILY is get_family("matmul")
-    assert FAMILY.space_size() == 4**5 * 3**4 * 2**4
-    assert sum(1 for _ in FAMILY.configs(CUBE, ARCH)) == 332124
+    assert FAMILY.space_size() == 4**6 * 3**4 * 2**4
+    assert sum(1 for _ in FAMILY.configs(CUBE, ARCH)) == 332124 * 4  # raster constrains nothing
     for stages in (1, 2):
         assert FAMILY.violations({**SEED, "stages": stages}, CUBE, ARCH) == []
     assert FAMILY.launch(SEED, CUBE, "sm_90").block == 256
@@ -362,6 +362,7 @@ HOST_CASES = [
     ({**SEED, "bm": 256, "bn": 128, "bk": 8, "tm": 16, "tn": 8, "smem_vec": 1, "pipe": 1}, (260, 132, 24)),
     ({**BASE, "stages": 3}, (70, 68, 40)),  # pipe=0: checks the emulation itself
     ({**BASE, "bk": 32, "stages": 4, "k_unroll": 8}, (70, 68, 100)),  # a partly unrolled k loop, four stages
+    ({**PIPE, "raster": 4}, (330, 260, 16)),  # grouped block order: 6 block rows = a group of 4 and one of 2
 ]
 
 

@@ -20,6 +20,7 @@ COMMANDS = {
     "search": ("mage_tune.cli.search_cmd", "search"),
     "report": ("mage_tune.cli.report_cmd", "report"),
     "explain": ("mage_tune.cli.report_cmd", "explain"),
+    "db": ("mage_tune.cli.db_cmd", "db"),
 }
 
 SUMMARIES = {
@@ -33,6 +34,7 @@ SUMMARIES = {
     "search": "Search a family's space with Optuna, recording census and time per trial.",
     "report": "Rebuild a run's tables and plots from its record.",
     "explain": "Say what distinguishes a run's winner.",
+    "db": "List, query, export, import and prune the tuning database every search writes to.",
 }
 
 

@@ -24,8 +24,38 @@ WORKERS = click.IntRange(1, 256)  # 0 or fewer compile processes would run no tr
 @click.option("--workers", type=WORKERS, default=2, show_default=True, help="Compile processes running ahead.")
 @click.option("--static", is_flag=True, help="No GPU: score with the census model (docs/static-model.md).")
 @click.option("--seed", type=int, default=None, help="Sampler seed.")
+@click.option(
+    "--warm-start",
+    type=click.Choice(["auto", "off", "other-shapes"]),
+    default="auto",
+    show_default=True,
+    help="First trials from the tuning database: the best configs of the nearest measured shapes, then a model's "
+    "picks; other-shapes leaves this shape's own records out.",
+)
+@click.option("--no-warm-start", is_flag=True, help="The same as --warm-start off.")
+@click.option(
+    "--db", "db_url", default=None, help="Tuning database URL, or off (default: $MAGE_TUNE_DB or the cache's)."
+)
+@click.option("--gpus", default=None, help="all or 0,1,…: one measuring worker per GPU of this host on one study.")
 @click.option("--json", "as_json", is_flag=True, help="Print the best trial as JSON.")
-def search(family, dims, arch, trials, sampler, storage, study_name, run_dir, workers, static, seed, as_json):
+def search(
+    family,
+    dims,
+    arch,
+    trials,
+    sampler,
+    storage,
+    study_name,
+    run_dir,
+    workers,
+    static,
+    seed,
+    warm_start,
+    no_warm_start,
+    db_url,
+    gpus,
+    as_json,
+):
     """Search FAMILY's space: suggest, compile (cached, ahead in a pool), census (prune what cannot win), check and
     time on the GPU — or, with --static or where no GPU is present, score with the census model — and record
     every trial. Re-running the same command resumes; several processes on one --storage/--study share the work.
@@ -46,6 +76,12 @@ def search(family, dims, arch, trials, sampler, storage, study_name, run_dir, wo
     from mage_tune.textwidth import wrap
 
     fam, shape = family_and_shape(family, dims)
+    if gpus is not None:
+        if static:
+            raise click.UsageError("--gpus measures on GPUs; --static measures nothing: give one of them")
+        from mage_tune.search.gpus import parse_gpus
+
+        gpu_list = parse_gpus(gpus)
     if not static:
         from mage_tune.measure.device import arch_of_device, gpu_mode
 
@@ -73,7 +109,20 @@ def search(family, dims, arch, trials, sampler, storage, study_name, run_dir, wo
     study_name = study_name or f"{fam.name}-{shape_text}-{arch}-{mode}"
     run_path = Path(run_dir or Path("runs") / f"search-{study_name}")
     spec = SearchSpec(
-        fam.name, shape, arch, trials, sampler, storage, study_name, run_path, workers, static, seed, fam.origin
+        fam.name,
+        shape,
+        arch,
+        trials,
+        sampler,
+        storage,
+        study_name,
+        run_path,
+        workers,
+        static,
+        seed,
+        fam.origin,
+        warm_start="off" if no_warm_start else warm_start,
+        db=db_url,
     )
     runner = Search(spec, fam, click.echo)
     resumed = report.recorded_trials(runner.study)
@@ -89,6 +138,8 @@ def search(family, dims, arch, trials, sampler, storage, study_name, run_dir, wo
         ),
         err=True,
     )
+    for note in runner.warm_start():
+        click.echo(wrap(note), err=True)
     record.write_atomic(run_path / "search.json", spec_json(spec))
     from mage_tune.measure.device import environment
 
@@ -104,7 +155,14 @@ def search(family, dims, arch, trials, sampler, storage, study_name, run_dir, wo
 
     try:
         with storage_errors(spec):
-            runner.run(progress)
+            if gpus is not None:
+                from mage_tune.search.gpus import run_on_gpus
+
+                click.echo(wrap(f"one measuring worker per GPU: {', '.join(gpu_list)}"), err=True)
+                runner.heartbeat.close()
+                run_on_gpus(spec, runner.study, gpu_list, progress)
+            else:
+                runner.run(progress)
     except KeyboardInterrupt:
         bar.close()
         click.echo(f"interrupted; finished trials are kept in {run_path}: re-run the same command to resume", err=True)
@@ -118,6 +176,7 @@ def search(family, dims, arch, trials, sampler, storage, study_name, run_dir, wo
         click.echo(json.dumps({**best, **said}, indent=1, default=str))
         return
     click.echo("\n" + report.top_table(run_path, fit=True))
+    click.echo("\n" + report.source_table(run_path, fit=True))
     if report.baselines(run_path):
         click.echo("\n" + report.baseline_table(run_path, best.get("value"), fit=True))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))

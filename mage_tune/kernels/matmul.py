@@ -3,8 +3,8 @@
 The space spans the classic SIMT SGEMM choices: block tile (bm, bn, bk), micro-tile (tm, tn; the thread count is
 derived), pipeline depth (stages), copy widths of A and B (a_vec, b_vec, in bytes), whether A is transposed on its
 way into shared memory (a_trans), row padding against bank conflicts (pad), float4 fragment reads (smem_vec) and
-register double buffering with one barrier per k-tile (pipe), and how much of a k-tile one loop body holds
-(k_unroll).
+register double buffering with one barrier per k-tile (pipe), how much of a k-tile one loop body holds
+(k_unroll), and the order blocks run in (raster: grouped rasterization for L2 reuse).
 Every tile copy is a cp.async; M, N and K are runtime arguments, so any shape runs (edges zero-fill and are guarded).
 """
 
@@ -50,6 +50,11 @@ class Matmul(CudaFamily):
             "read before the current tile's last FMAs",
         ),
         Knob("k_unroll", (0, 4, 8), "k steps per unrolled loop body (0: the whole k-tile); pipe=0 only"),
+        Knob(
+            "raster",
+            (0, 4, 8, 16),
+            "block rows per rasterization group (0: row-major block order): blocks resident together share tiles in L2",
+        ),
     )
     dims = ("m", "n", "k")
     default_dims: ClassVar[dict[str, int]] = {"m": 1024, "n": 1024, "k": 1024}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import platform
 import subprocess
 
@@ -24,8 +25,6 @@ def has_gpu() -> bool:
 def gpu_hardware() -> str:
     """What shows an NVIDIA GPU on this machine without any Python GPU library ("" where nothing does): a listed
     GPU of `nvidia-smi -L`, or the device node /dev/nvidia0."""
-    import os
-
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
         listed = [line for line in out.stdout.splitlines() if line.startswith("GPU ")] if out.returncode == 0 else []
@@ -113,7 +112,27 @@ def environment() -> dict:
         env["driver"] = _smi("driver_version")
         env["clocks_mhz"] = _smi("clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem")
         env["power_limit"] = _smi("power.limit")
+        if os.environ.get("CUDA_VISIBLE_DEVICES"):  # a worker pinned to one GPU of the host
+            env["cuda_visible_devices"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env
+
+
+def gpu_name() -> str:
+    """The name of the GPU this process measures on ("" where none is present)."""
+    if not has_gpu():
+        return ""
+    import cupy
+
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def gpu_count() -> int:
+    if not has_gpu():
+        return 0
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
 
 
 def arch_of_device() -> str:

@@ -58,12 +58,42 @@ def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
     for t in scored(run_dir)[:n]:
         census = t.get("census", {})
         config = short_config(family, t["config"]) if "config" in t else t["label"]
-        rows.append([t["number"], f"{t['value']:.2f}", config, *(fmt(census.get(c)) for c in CENSUS_COLUMNS)])
+        source = t.get("source", "")
+        rows.append(
+            [t["number"], f"{t['value']:.2f}", source, config, *(fmt(census.get(c)) for c in CENSUS_COLUMNS)]
+        )
     unit = "µs (model)" if (scored(run_dir)[:1] or [{}])[0].get("outcome") == "modelled" else "µs (cold)"
     if fit:  # short names, columns equal in every row said once: the table fits the terminal
-        rows, headers, note = constant_columns(rows, ["trial", unit, "config (≠ defaults)", *CENSUS_SHORT])
+        rows, headers, note = constant_columns(rows, ["trial", unit, "from", "config (≠ defaults)", *CENSUS_SHORT])
         return table(rows, headers, "simple") + (f"\n{note}" if note else "")
-    return table(rows, ["trial", unit, "config (≠ defaults)", *CENSUS_COLUMNS], "github", fit=False)
+    return table(rows, ["trial", unit, "from", "config (≠ defaults)", *CENSUS_COLUMNS], "github", fit=False)
+
+
+def source_kind(source: str) -> str:
+    """"nearest m1024-n1024-k1024 #1 (…)" -> "nearest shapes"; "model #2" -> "model"; a sampler's name as it is."""
+    first = (source or "sampler").split(" ", 1)[0]
+    return {"nearest": "nearest shapes (tuning database)", "model": "model (tuning database)"}.get(first, first)
+
+
+def source_rows(run_dir: Path) -> list[list]:
+    """Per source of trials: how many, how many scored, the best value and the first trial within 3 % of the run's
+    best (trial order = the order the search ran them)."""
+    trials = sorted(record.trials(run_dir), key=lambda t: t["number"])
+    best = min((t["value"] for t in trials if t["outcome"] in ("measured", "modelled")), default=None)
+    kinds: dict[str, list[dict]] = {}
+    for t in trials:
+        kinds.setdefault(source_kind(t.get("source", "")), []).append(t)
+    rows = []
+    for kind, group in kinds.items():
+        values = [t["value"] for t in group if t["outcome"] in ("measured", "modelled")]
+        near = next((t["number"] for t in group if best and t.get("value") and t["value"] <= best * 1.03), None)
+        rows.append([kind, len(group), len(values), fmt(min(values)) if values else "-", "-" if near is None else near])
+    return rows
+
+
+def source_table(run_dir: Path, fit: bool = False) -> str:
+    headers = ["trials from", "trials", "scored", "best", "first within 3 % of the best"]
+    return table(source_rows(run_dir), headers, "simple" if fit else "github", fit=fit)
 
 
 def baseline_table(run_dir: Path, best_us: float | None, fit: bool = False) -> str:
@@ -108,6 +138,7 @@ def markdown(run_dir: Path) -> str:
         f"{', '.join(f'{k} {v}' for k, v in sorted(outcome_counts(run_dir).items()))}."
     )
     lines += ["", "## Top configs", "", top_table(run_dir), ""]
+    lines += ["## Where the trials came from", "", source_table(run_dir), ""]
     if baselines(run_dir):
         lines += [
             "## Baselines measured in the same run",
@@ -129,6 +160,8 @@ def terminal(run_dir: Path) -> str:
         + ", ".join(f"{k} {v}" for k, v in sorted(outcome_counts(run_dir).items())),
         "",
         top_table(run_dir, fit=True),
+        "",
+        source_table(run_dir, fit=True),
     ]
     if baselines(run_dir):
         lines += [

@@ -26,6 +26,7 @@ from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family, Variant, config_label
 from mage_tune.search import record
 from mage_tune.search.storage import open_storage, redact, sqlite_url, storage_errors
+from mage_tune.tuning.db import Recorder
 
 COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
 STATIC_OBJECTIVE = "static-model-us/1"
@@ -46,6 +47,8 @@ class SearchSpec:
     static: bool
     seed: int | None
     origin: str = ""  # how the registry finds the family again (a built-in name, a file, an entry point)
+    warm_start: str = "auto"  # auto: from the tuning database; off; other-shapes: this shape's own records left out
+    db: str | None = None  # tuning database URL (None: the default; "off": not written nor read)
 
 
 def make_sampler(name: str, family: Family, seed: int | None):
@@ -169,6 +172,58 @@ class Search:
         self.measurer = None
         self.best_value = math.inf
         self.heartbeat = Heartbeat(self.storage)
+        self.baselines: dict[str, float] = {}
+        self.recorder = None if spec.db == "off" else Recorder(spec.db, self.run_info())
+
+    def run_info(self):
+        from mage_tune import toolchain
+        from mage_tune.tuning.db import RunInfo, run_name, versions
+
+        gpu = ""
+        if not self.spec.static:
+            from mage_tune.measure.device import gpu_name
+
+            gpu = gpu_name()
+        return RunInfo(
+            name=run_name(self.spec.study, str(self.spec.run_dir.resolve())),
+            family=self.family.name,
+            origin=self.family.origin or self.family.name,
+            shape=dict(self.spec.shape),
+            arch=self.spec.arch,
+            objective=self.objective,
+            gpu=gpu,
+            toolchain=versions(toolchain.fingerprint()),
+            where=str(self.spec.run_dir),
+        )
+
+    def warm_start(self) -> tuple[str, ...]:
+        """Enqueue the tuning database's seeds ahead of the sampler, once, into a study with no trial yet."""
+        from mage_tune.tuning import warm
+        from mage_tune.tuning.db import TuningDB
+
+        if self.spec.warm_start == "off" or self.spec.db == "off":
+            return ("warm start: off",)
+        if self.study.get_trials(deepcopy=False):
+            return ()
+        try:
+            db = TuningDB(self.spec.db)
+            entries = _family_entries(db, self.family, self.spec.arch)
+        except Exception as exc:  # the database is a convenience: a search without its warm start still runs
+            first = (str(exc).strip().splitlines() or [""])[0]
+            return (f"warm start: skipped, the tuning database cannot be read ({type(exc).__name__}: {redact(first)})",)
+        plan = warm.plan(
+            self.family,
+            self.spec.shape,
+            self.spec.arch,
+            entries,
+            self.recorder.run.gpu if self.recorder else "",
+            self.spec.warm_start == "other-shapes",
+            self.spec.workers,
+            self.spec.seed,
+        )
+        for seed in plan.seeds:
+            self.study.enqueue_trial(seed.config, user_attrs={"source": seed.source}, skip_if_exists=True)
+        return plan.notes
 
     def _check_study_identity(self) -> None:
         identity = {
@@ -198,6 +253,7 @@ class Search:
         heartbeat then fails in the study; killed before the outcome, the trial does not count and runs again."""
         import optuna
 
+        attrs = {**attrs, "source": trial.user_attrs.get("source") or self.spec.sampler}
         for key, val in {**attrs, "outcome": outcome}.items():
             trial.set_user_attr(key, val)
         record.append_trial(
@@ -211,6 +267,10 @@ class Search:
                 "time": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
+        if self.recorder is not None:
+            self.recorder.trial(
+                trial.number, attrs.get("config", {}), outcome, value, attrs.get("census"), attrs["source"]
+            )
         self.heartbeat.discard(trial)
         if outcome in ("measured", "modelled", "duplicate"):
             self.study.tell(trial, value)
@@ -360,11 +420,25 @@ class Search:
         self.measurer = Measurer(
             plan,
             baseline_jobs(self.family, self.spec.shape),
-            on_result=lambda r: (
-                r.kind != "variant" and record.append_baseline(self.spec.run_dir, r, self.measurer.sessions[-1])
-            ),
+            on_result=self._baseline_measured,
         )
         self.measurer.start()
+
+    def _baseline_measured(self, result) -> None:
+        if result.kind == "variant":
+            return
+        record.append_baseline(self.spec.run_dir, result, self.measurer.sessions[-1])
+        if result.ok and self.recorder is not None:
+            self.baselines[result.label] = result.time("cold")
+            self.recorder.baselines(dict(self.baselines))
+
+
+def _family_entries(db, family: Family, arch: str) -> list:
+    """The family's measured entries for this arch: found by origin (a user's family file), else by name."""
+    entries = list(db.entries(family=family.origin or family.name, arch=arch, objective=MEASURED_OBJECTIVE))
+    if not entries and family.origin and family.origin != family.name:
+        entries = list(db.entries(family=family.name, arch=arch, objective=MEASURED_OBJECTIVE))
+    return entries
 
 
 def run_identity(spec: SearchSpec) -> dict:

@@ -1,0 +1,212 @@
+"""`mage-tune db`: the tuning database every search writes to (list, query, export, import, prune)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+DB_OPTION = click.option(
+    "--db", "db_url", default=None, help="Database URL (default: $MAGE_TUNE_DB or tuning.db in the cache folder)."
+)
+
+
+COMPILERS = ("nvrtc", "nvcc", "ptxas")  # what decides a binary; the disassemblers only read it
+
+
+def _open(db_url):
+    from mage_tune.tuning.db import TuningDB
+
+    return TuningDB(db_url)
+
+
+def _shape_filter(text: str | None) -> dict | None:
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise click.BadParameter(f"{part!r}: expected DIM=N[,DIM=N…]", param_hint="--shape")
+        out[key.strip()] = int(value)
+    return out
+
+
+def best_baselines(baselines: dict[str, float]) -> dict[str, float]:
+    """The fastest time of each kind of baseline ("triton[BLOCK=…]" and "triton[…]" -> "triton")."""
+    out: dict[str, float] = {}
+    for label, value in baselines.items():
+        kind = label.split("[", 1)[0].split(" (", 1)[0]
+        out[kind] = min(out.get(kind, value), value)
+    return dict(sorted(out.items()))
+
+
+@click.group()
+def db():
+    """The tuning database: every trial of every search (family, shape, arch, GPU, toolchain, config, census,
+    outcome, time, the baselines of its run). Searches write to it and warm-start from it."""
+
+
+@db.command("list")
+@DB_OPTION
+@click.option("--family", default=None, help="Only this family (name or origin).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
+def list_runs(db_url, family, as_json):
+    """One row per run: family, shape, arch, GPU, toolchain, objective, trials, best time."""
+    from mage_tune.search.storage import redact
+    from mage_tune.textwidth import table
+
+    store = _open(db_url)
+    rows, objs = [], []
+    best: dict[str, float] = {}
+    for e in store.entries(family=family):
+        if e.value is not None and e.outcome in ("measured", "modelled"):
+            best[e.run.name] = min(best.get(e.run.name, float("inf")), e.value)
+    for run, n in sorted(store.runs(), key=lambda r: (r[0].family, r[0].shape_key(), r[0].name)):
+        if family and family not in (run.family, run.origin):
+            continue
+        toolchain = " ".join(f"{k} {v}" for k, v in run.toolchain.items() if k in COMPILERS)
+        b = best.get(run.name)
+        rows.append(
+            [
+                run.family,
+                run.shape_key(),
+                run.arch,
+                run.gpu or "-",
+                run.objective,
+                n,
+                "-" if b is None else f"{b:.2f}",
+                toolchain,
+            ]
+        )
+        objs.append(
+            {
+                "run": run.name,
+                "where": run.where,
+                "family": run.family,
+                "shape": run.shape,
+                "arch": run.arch,
+                "gpu": run.gpu,
+                "objective": run.objective,
+                "trials": n,
+                "best": b,
+                "toolchain": run.toolchain,
+                "baselines": run.baselines,
+            }
+        )
+    if as_json:
+        click.echo(json.dumps(objs, indent=1))
+        return
+    click.echo(f"tuning database {redact(store.url)}: {len(rows)} run(s)", err=True)
+    headers = ["family", "shape", "arch", "GPU", "objective", "trials", "best", "toolchain"]
+    click.echo(table(rows, headers, "simple", fit=True))
+
+
+@db.command()
+@click.argument("family")
+@DB_OPTION
+@click.option("--shape", "shape_text", default=None, help="Only this shape, as DIM=N,… (e.g. m=1024,n=1024,k=1024).")
+@click.option("--arch", default=None, help="Only this arch (e.g. sm_90).")
+@click.option("--top", type=click.IntRange(1, 1000), default=3, show_default=True, help="Best configs per shape.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+def query(family, db_url, shape_text, arch, top, as_json):
+    """The fastest measured configs of FAMILY per shape, with the baselines measured in the same run."""
+    from mage_tune.textwidth import short_config, table
+    from mage_tune.tuning.db import measured_by_shape
+
+    shape = _shape_filter(shape_text)
+    entries = [e for e in _open(db_url).entries(family=family, arch=arch) if shape is None or e.run.shape == shape]
+    out, rows = [], []
+    for _, group in sorted(measured_by_shape(entries).items()):
+        picks, seen = [], []
+        for e in group:
+            if e.config not in seen:
+                seen.append(e.config)
+                picks.append(e)
+            if len(picks) == top:
+                break
+        for rank, e in enumerate(picks, 1):
+            base = ", ".join(f"{k} {v:.1f}" for k, v in best_baselines(e.run.baselines).items())
+            config = short_config(e.run.origin or family, e.config)
+            rows.append([e.run.shape_key(), rank, f"{e.value:.2f}", e.run.gpu or "-", config, base])
+            out.append(
+                {
+                    "shape": e.run.shape,
+                    "rank": rank,
+                    "value": e.value,
+                    "gpu": e.run.gpu,
+                    "arch": e.run.arch,
+                    "config": e.config,
+                    "run": e.run.name,
+                    "baselines": e.run.baselines,
+                }
+            )
+    if as_json:
+        click.echo(json.dumps(out, indent=1))
+        return
+    if not rows:
+        click.echo(f"no measured trial of {family} in the tuning database", err=True)
+        return
+    click.echo(
+        table(rows, ["shape", "#", "µs", "GPU", "config (≠ defaults)", "baselines (same run)"], "simple", fit=True)
+    )
+
+
+@db.command()
+@click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
+@DB_OPTION
+@click.option("--family", default=None, help="Only this family (name or origin).")
+def export(out, db_url, family):
+    """Write every trial (with its run's context) as JSON lines to OUT (- for stdout)."""
+    store = _open(db_url)
+    if out == "-":
+        n = store.export(sys.stdout, family)
+    else:
+        with open(out, "w") as f:
+            n = store.export(f, family)
+    click.echo(f"exported {n} trial(s)", err=True)
+
+
+@db.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@DB_OPTION
+def import_(paths, db_url):
+    """Add runs from PATHS: search run directories, bench records (.json) or exports (.jsonl). A run already in the
+    database is skipped, so importing twice adds nothing."""
+    store = _open(db_url)
+    added = present = 0
+    for path in paths:
+        a, p = store.import_path(path)
+        added, present = added + a, present + p
+    click.echo(f"imported {added} run(s); {present} already present")
+
+
+@db.command()
+@DB_OPTION
+@click.option(
+    "--keep", "keep_text", default=None, help="Toolchain to keep, as NAME=VERSION,… (default: this machine's)."
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be dropped, drop nothing.")
+def prune(db_url, keep_text, dry_run):
+    """Drop the runs made with another compiler (NVRTC, nvcc, ptxas versions) than the one kept: their binaries and
+    times no longer say what this toolchain would give."""
+    from mage_tune import toolchain
+    from mage_tune.tuning.db import versions
+
+    keep = {k: v for k, v in versions(toolchain.fingerprint()).items() if k in COMPILERS}
+    if keep_text:
+        keep = dict(part.split("=", 1) for part in keep_text.split(",") if "=" in part)
+    store = _open(db_url)
+    dropped = 0
+    for run, n in store.runs():
+        differs = [k for k, v in keep.items() if run.toolchain.get(k, v) != v]
+        if not differs:
+            continue
+        made_with = ", ".join(f"{k} {run.toolchain[k]}" for k in differs)
+        click.echo(f"{'would drop' if dry_run else 'dropping'} {run.name} ({n} trials; made with {made_with})")
+        if not dry_run:
+            store.drop(run.name)
+        dropped += 1
+    click.echo(f"{dropped} run(s) {'to drop' if dry_run else 'dropped'}; kept toolchain: {keep}", err=True)

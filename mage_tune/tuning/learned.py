@@ -1,0 +1,123 @@
+"""A time model learned from the tuning database: shape, knobs, launch shape and census features -> time.
+
+The target is a trial's log time relative to the other trials of its run (log t minus the run's mean log t), so runs
+at different shapes and sizes teach one ranking: what is fast *for its shape*. Gradient-boosted trees
+(scikit-learn's HistGradientBoostingRegressor) take mixed, partly missing features as they come: a config a bench
+record imported without census simply has those columns missing.
+
+Two models are fitted from the same rows: one without census features, which ranks thousands of configs before
+any compile, and one with them, which re-ranks the few compiled. The launch features (blocks, waves, the share of
+the last wave) come from the family's `launch` and the Arch, so they cost nothing per candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mage_tune.arch import get_arch
+from mage_tune.kernels.base import Config, Family, Shape
+from mage_tune.tuning.db import Entry
+
+MIN_ROWS = 30  # fewer measured trials than this teach nothing worth ranking by
+MIN_RUNS = 2
+
+
+def launch_features(family: Family, config: Config, shape: Shape, arch: str) -> dict[str, float]:
+    a = get_arch(arch)
+    try:
+        launch = family.launch(config, shape, arch)
+    except Exception:  # a config the family cannot launch at this shape: the trees see missing values
+        return {}
+    blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
+    threads = max(1, launch.block)
+    smem = launch.dynamic_shared
+    per_sm = min(
+        a.max_blocks_per_sm,
+        a.max_warps_per_sm * a.warp_size // threads,
+        a.smem_per_sm // max(1, smem + a.reserved_smem_per_block),
+    )
+    sms = a.sm_count or 100
+    slots = max(1, per_sm) * sms
+    waves = blocks / slots
+    return {
+        "log2_blocks": math.log2(max(1, blocks)),
+        "threads": float(threads),
+        "dynamic_shared": float(smem),
+        "blocks_per_sm_limit": float(per_sm),
+        "waves": waves,
+        "last_wave_share": blocks / (math.ceil(waves) * slots) if blocks else 0.0,
+    }
+
+
+def features(family: Family, config: Config, shape: Shape, arch: str, census: dict | None) -> dict[str, float]:
+    row: dict[str, float] = {f"log2_{k}": math.log2(max(1, v)) for k, v in shape.items()}
+    for knob in family.knobs:
+        value = config.get(knob.name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            value = knob.domain.index(value) if value in knob.domain else math.nan  # a category's position
+        row[f"knob:{knob.name}"] = float(value)
+    row |= launch_features(family, config, shape, arch)
+    for key, value in (census or {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            row[f"census:{key}"] = float(value)
+    return row
+
+
+@dataclass
+class TimeModel:
+    columns: list[str]
+    regressor: object
+    rows: int
+    runs: int
+
+    def predict(self, rows: list[dict[str, float]]) -> list[float]:
+        import numpy as np
+
+        x = np.array([[r.get(c, math.nan) for c in self.columns] for r in rows], dtype=float)
+        return [float(v) for v in self.regressor.predict(x)]
+
+
+@dataclass(frozen=True)
+class Row:
+    run: str
+    features: dict
+    target: float  # log time minus its run's mean log time
+
+
+def training_rows(family: Family, arch: str, entries: list[Entry]) -> list[Row]:
+    """The measured entries of runs with at least three of them, as feature rows and relative log times."""
+    by_run: dict[str, list[Entry]] = {}
+    for e in entries:
+        if e.measured and e.value > 0:
+            by_run.setdefault(e.run.name, []).append(e)
+    rows = []
+    for name, group in by_run.items():
+        if len(group) < 3:
+            continue
+        logs = [math.log(e.value) for e in group]
+        mean = sum(logs) / len(logs)
+        for e, lt in zip(group, logs, strict=True):
+            rows.append(Row(name, features(family, e.config, e.run.shape, arch, e.census), lt - mean))
+    return rows
+
+
+def fit(rows: list[Row], with_census: bool, seed: int = 0) -> TimeModel | None:
+    """None where the rows are too few (or, with census, too few carry census features) to learn from."""
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    if with_census:
+        rows = [r for r in rows if any(k.startswith("census:") for k in r.features)]
+    runs = len({r.run for r in rows})
+    if len(rows) < MIN_ROWS or runs < MIN_RUNS:
+        return None
+    names = sorted({k for r in rows for k in r.features if with_census or not k.startswith("census:")})
+    x = np.array([[r.features.get(c, math.nan) for c in names] for r in rows], dtype=float)
+    keep = [
+        i for i in range(len(names)) if np.unique(x[~np.isnan(x[:, i]), i]).size > 1
+    ]  # constant columns teach nothing
+    x = x[:, keep]
+    regressor = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.08, min_samples_leaf=8, random_state=seed)
+    regressor.fit(x, np.array([r.target for r in rows], dtype=float))
+    return TimeModel([names[i] for i in keep], regressor, len(rows), runs)

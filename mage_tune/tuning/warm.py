@@ -1,0 +1,161 @@
+"""Warm start: the first trials of a new search, chosen from what the tuning database has measured.
+
+1. The best configs measured at the nearest shapes (same family and arch, the same GPU where the database has it;
+   distance on log2 of each dimension), round-robin over the nearest few shapes, each checked valid here.
+2. Then a model trained on the database (tuning/learned.py) ranks a random sample of valid configs without
+   compiling, the best few are compiled and censused, and the model with census features picks among them.
+
+The seeds are enqueued into the study ahead of the sampler, each with a `source` saying where it came from; TPE (or
+the sampler asked for) counts them among its start-up trials and goes on from there.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+
+from mage_tune.errors import MageError
+from mage_tune.kernels.base import Config, Family, Shape
+from mage_tune.tuning import learned
+from mage_tune.tuning.db import Entry, measured_by_shape, shape_distance
+
+NEAREST_SHAPES = 3
+PER_SHAPE = 2
+MODEL_PICKS = 6
+POOL = 3000
+COMPILED = 24
+
+
+@dataclass(frozen=True)
+class Seed:
+    config: Config
+    source: str
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    seeds: tuple[Seed, ...]
+    notes: tuple[str, ...]  # what was used and what was not, for the log and the report
+
+
+def _shape_text(shape: dict) -> str:
+    return "-".join(f"{k}{v}" for k, v in shape.items())
+
+
+def _valid_here(family: Family, config: Config, shape: Shape, arch: str) -> Config | None:
+    """The config completed to this family's knobs (a record from before a knob existed takes its default) and
+    checked at this shape; None when it cannot run here."""
+    known = {k: v for k, v in config.items() if k in {kn.name for kn in family.knobs}}
+    if len(known) != len(config):
+        return None
+    try:
+        return family.complete(known, shape, arch)
+    except MageError:
+        return None
+
+
+def usable_entries(entries: list[Entry], shape: Shape, gpu: str, other_shapes_only: bool) -> list[Entry]:
+    rows = [e for e in entries if e.measured and set(e.run.shape) == set(shape)]
+    if other_shapes_only:
+        rows = [e for e in rows if e.run.shape != shape]
+    same_gpu = [e for e in rows if gpu and e.run.gpu == gpu]
+    return same_gpu or rows
+
+
+def nearest_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry]) -> list[Seed]:
+    groups = measured_by_shape(entries)
+    ranked = sorted(groups.values(), key=lambda rows: shape_distance(rows[0].run.shape, shape))[:NEAREST_SHAPES]
+    per_shape: list[list[Seed]] = []
+    for rows in ranked:
+        picks: list[Seed] = []
+        for e in rows:
+            config = _valid_here(family, e.config, shape, arch)
+            if config is None or any(p.config == config for p in picks):
+                continue
+            picks.append(Seed(config, f"nearest {_shape_text(e.run.shape)} #{len(picks) + 1}"))
+            if len(picks) == PER_SHAPE:
+                break
+        per_shape.append(picks)
+    out: list[Seed] = []
+    for rank in range(PER_SHAPE):
+        for picks in per_shape:
+            if rank < len(picks) and all(s.config != picks[rank].config for s in out):
+                out.append(picks[rank])
+    return out
+
+
+def random_valid(family: Family, shape: Shape, arch: str, count: int, seed: int) -> list[Config]:
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    out: list[Config] = []
+    for _ in range(count * 20):
+        config = {k.name: rng.choice(k.domain) for k in family.knobs}
+        key = json.dumps(config, sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        if not family.violations(config, shape, arch):
+            out.append(config)
+            if len(out) == count:
+                break
+    return out
+
+
+def model_seeds(
+    family: Family, shape: Shape, arch: str, entries: list[Entry], taken: list[Config], workers: int, seed: int
+) -> tuple[list[Seed], str]:
+    rows = learned.training_rows(family, arch, entries)
+    plain = learned.fit(rows, with_census=False, seed=seed)
+    if plain is None:
+        runs = len({r.run for r in rows})
+        need = f"needs {learned.MIN_ROWS} over {learned.MIN_RUNS}"
+        return [], f"no model: {len(rows)} measured trials over {runs} runs ({need})"
+    pool = [c for c in random_valid(family, shape, arch, POOL, seed) if c not in taken]
+    if not pool:
+        return [], "no model seeds: no valid config left to rank"
+    scores = plain.predict([learned.features(family, c, shape, arch, None) for c in pool])
+    shortlist = [c for _, c in sorted(zip(scores, pool, strict=True), key=lambda p: p[0])[:COMPILED]]
+    full = learned.fit(rows, with_census=True, seed=seed)
+    note = f"model: {plain.rows} measured trials over {plain.runs} runs; ranked {len(pool)} configs"
+    if full is None:
+        picks = shortlist[:MODEL_PICKS]
+        return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note + " (no census features yet)"
+    from mage_tune.census import census_artifact
+    from mage_tune.census.features import features as census_features
+    from mage_tune.kernels.pool import build_many
+
+    built: list[tuple[float, Config]] = []
+    for config, variant in build_many(family, shape, arch, shortlist, workers):
+        if isinstance(variant, MageError):
+            continue
+        census = census_artifact(
+            variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
+        )[0]
+        row = learned.features(family, config, shape, arch, census_features(census))
+        built.append((full.predict([row])[0], config))
+    built.sort(key=lambda p: p[0])
+    picks = [c for _, c in built[:MODEL_PICKS]]
+    note += f", compiled and censused the best {len(shortlist)}, census model on {full.rows} trials"
+    return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note
+
+
+def plan(
+    family: Family,
+    shape: Shape,
+    arch: str,
+    entries: list[Entry],
+    gpu: str,
+    other_shapes_only: bool,
+    workers: int,
+    seed: int | None,
+) -> WarmStart:
+    usable = usable_entries(entries, shape, gpu, other_shapes_only)
+    if not usable:
+        return WarmStart((), ("warm start: the tuning database has no measured trial of this family and arch",))
+    near = nearest_seeds(family, shape, arch, usable)
+    shapes = len(measured_by_shape(usable))
+    notes = [f"warm start: {len(near)} config(s) from the nearest of {shapes} measured shape(s)"]
+    modelled, note = model_seeds(family, shape, arch, usable, [s.config for s in near], workers, seed or 0)
+    notes.append(note)
+    return WarmStart(tuple(near + modelled), tuple(notes))

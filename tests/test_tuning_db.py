@@ -1,0 +1,228 @@
+"""The tuning database and the warm start, on a machine without a GPU.
+
+The database is filled from records of real H200 runs committed under runs/ (bench records and a search's run
+directory); every number a test asserts is recomputed here from those files directly. Searches are static (the
+census model scores), so what is checked is where the first trials come from:
+  * import / list / query / export / import again / prune round-trip, with counts and best times equal to the files;
+  * a static search at an unseen matmul shape starts with the best configs of the nearest measured shape, then the
+    model's picks, then the sampler's; the report says which is which; --no-warm-start and other-shapes behave;
+  * bad input: a file that is no record, an export line that is not one, --gpus without a GPU: one-line errors;
+  * a database that cannot be written never stops a search.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mage_tune.kernels import get_family
+from mage_tune.tuning.db import TuningDB, shape_distance
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "runs"
+BENCH = [
+    RUNS / "h200-2026-11-29-shapes/rerun/mm_1000.json",
+    RUNS / "h200-2026-11-29-shapes/rerun/mm_1024.json",
+    RUNS / "h200-2026-11-29-shapes/rerun/mm_2048.json",
+    RUNS / "h200-2026-11-29-shapes/rerun/mm_4096.json",
+    RUNS / "h200-2026-11-29-shapes/explore/mm_1000_sample.json",
+]
+SEARCH_DIR = RUNS / "h200-2026-11-29/search_mm"
+TIMEOUT = 600
+
+
+def cli(*args: str, db: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ}
+    if db:
+        env["MAGE_TUNE_DB"] = db
+    return subprocess.run(
+        [sys.executable, "-m", "mage_tune", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=TIMEOUT,
+    )
+
+
+def _variants(path: Path) -> list[dict]:
+    data = json.loads(path.read_text())
+    return [r for r in data["results"] if r["kind"] == "variant"]
+
+
+def _cold(result: dict) -> float | None:
+    if not result["ok"]:
+        return None
+    return next(t["median_us"] for t in result["timings"] if t["regime"] == "cold")
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory) -> str:
+    url = "sqlite:///" + str(tmp_path_factory.mktemp("tuning-db") / "db.sqlite")
+    out = cli("db", "import", *map(str, BENCH), str(SEARCH_DIR), db=url)
+    assert out.returncode == 0, out.stderr
+    assert f"imported {len(BENCH) + 1} run(s); 0 already present" in out.stdout
+    return url
+
+
+def test_import_list_query_round_trip(filled, tmp_path):
+    again = cli("db", "import", str(BENCH[0]), str(SEARCH_DIR), db=filled)
+    assert again.returncode == 0 and "imported 0 run(s); 2 already present" in again.stdout
+
+    runs = json.loads(cli("db", "list", "--json", db=filled).stdout)
+    assert len(runs) == len(BENCH) + 1
+    by_where = {Path(r["where"]).resolve(): r for r in runs}
+    for path in BENCH:
+        r = by_where[path.resolve()]
+        data = json.loads(path.read_text())
+        assert r["family"] == "matmul" and r["shape"] == data["shape"] and r["arch"] == "sm_90"
+        assert r["gpu"] == data["environment"]["gpu"] == "NVIDIA H200"
+        assert r["trials"] == len(_variants(path))
+        assert r["best"] == pytest.approx(min(v for v in map(_cold, _variants(path)) if v is not None))
+        baselines = {x["label"] for x in data["results"] if x["kind"] != "variant" and x["ok"]}
+        assert set(r["baselines"]) == baselines
+    lines = [json.loads(x) for x in (SEARCH_DIR / "trials.jsonl").read_text().splitlines()]
+    search = by_where[SEARCH_DIR.resolve()]
+    assert search["trials"] == len(lines)
+    assert search["best"] == pytest.approx(min(t["value"] for t in lines if t["outcome"] == "measured"))
+
+    # query: the best measured config per shape, over every run of that shape
+    best = json.loads(cli("db", "query", "matmul", "--top", "1", "--json", db=filled).stdout)
+    expect: dict[str, tuple[float, dict]] = {}
+    for path in BENCH:
+        data = json.loads(path.read_text())
+        for v in _variants(path):
+            t = _cold(v)
+            key = json.dumps(data["shape"], sort_keys=True)
+            if t is not None and (key not in expect or t < expect[key][0]):
+                expect[key] = (t, v["config"])
+    for t in lines:
+        key = json.dumps({"m": 1024, "n": 1024, "k": 1024}, sort_keys=True)
+        if t["outcome"] == "measured" and t["value"] < expect[key][0]:
+            expect[key] = (t["value"], t["config"])
+    assert {json.dumps(b["shape"], sort_keys=True): (b["value"], b["config"]) for b in best} == expect
+
+    # export, then import into an empty database: the same trials
+    dump = tmp_path / "all.jsonl"
+    assert cli("db", "export", str(dump), db=filled).returncode == 0
+    other = "sqlite:///" + str(tmp_path / "other.sqlite")
+    out = cli("db", "import", str(dump), db=other)
+    assert out.returncode == 0 and f"imported {len(runs)} run(s)" in out.stdout
+    assert sum(1 for _ in TuningDB(other).entries()) == sum(1 for _ in TuningDB(filled).entries())
+
+    # prune drops runs of another compiler (here: every run, against a version none was made with)
+    dry = cli("db", "prune", "--keep", "ptxas=0.0", "--dry-run", db=other)
+    assert dry.stdout.count("would drop") == len(runs)
+    assert cli("db", "prune", "--keep", "ptxas=0.0", db=other).returncode == 0
+    assert TuningDB(other).runs() == []
+    kept = cli("db", "prune", "--keep", "ptxas=13.0.88", db=filled)
+    assert kept.returncode == 0 and "0 run(s) dropped" in kept.stderr
+
+
+def _nearest_best(shape: dict) -> tuple[dict, dict]:
+    """The nearest measured shape among the files and its fastest config (completed with the family's defaults)."""
+    family = get_family("matmul")
+    shapes: dict[str, list[tuple[float, dict]]] = {}
+    for path in BENCH:
+        data = json.loads(path.read_text())
+        for v in _variants(path):
+            if _cold(v) is not None:
+                shapes.setdefault(json.dumps(data["shape"]), []).append((_cold(v), v["config"]))
+    for t in (json.loads(x) for x in (SEARCH_DIR / "trials.jsonl").read_text().splitlines()):
+        if t["outcome"] == "measured":
+            shapes.setdefault(json.dumps({"m": 1024, "n": 1024, "k": 1024}), []).append((t["value"], t["config"]))
+    near = min(shapes, key=lambda s: shape_distance(json.loads(s), shape))
+    for _, config in sorted(shapes[near], key=lambda p: p[0]):
+        if set(config) <= {k.name for k in family.knobs}:
+            try:
+                return json.loads(near), family.complete(config, shape, "sm_90")
+            except Exception:
+                continue
+    raise AssertionError("no usable config")
+
+
+def test_static_search_starts_from_the_nearest_shape_then_the_model(filled, tmp_path):
+    shape = {"m": 1536, "n": 1536, "k": 1536}
+    out = cli(
+        "search", "matmul", "--m", "1536", "--n", "1536", "--k", "1536", "--static", "--trials", "14",
+        "--seed", "1", "--workers", "2", "--run-dir", str(tmp_path / "run"), "--wide", db=filled,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "warm start:" in out.stderr and "model:" in out.stderr
+    trials = sorted((json.loads(x) for x in (tmp_path / "run/trials.jsonl").read_text().splitlines()),
+                    key=lambda t: t["number"])  # fmt: skip
+    near_shape, near_config = _nearest_best(shape)
+    assert near_shape == {"m": 2048, "n": 2048, "k": 2048}
+    first = trials[0]
+    assert first["source"] == "nearest m2048-n2048-k2048 #1" and first["config"] == near_config
+    kinds = [t["source"].split(" ")[0] for t in trials]
+    assert kinds[0] == "nearest" and "model" in kinds and kinds[-1] == "tpe"
+    last_seed = max(i for i, k in enumerate(kinds) if k != "tpe")
+    assert all(k != "tpe" for k in kinds[: last_seed + 1])  # every seed runs before the sampler's trials
+    assert "nearest shapes (tuning database)" in out.stdout and "model (tuning database)" in out.stdout
+    assert "## Where the trials came from" in (tmp_path / "run/report.md").read_text()
+
+    # the run itself is in the database now, as a static run (warm starts use measured runs only)
+    runs = json.loads(cli("db", "list", "--json", db=filled).stdout)
+    mine = [r for r in runs if r["shape"] == shape]
+    assert len(mine) == 1 and mine[0]["objective"] == "static-model-us/1" and mine[0]["trials"] == 14
+
+
+def test_no_warm_start_and_other_shapes(filled, tmp_path):
+    out = cli(
+        "search", "matmul", "--m", "1536", "--n", "1536", "--k", "1536", "--static", "--trials", "4",
+        "--no-warm-start", "--run-dir", str(tmp_path / "cold"), db=filled,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    sources = {json.loads(x)["source"] for x in (tmp_path / "cold/trials.jsonl").read_text().splitlines()}
+    assert sources == {"tpe"}
+
+    out = cli(
+        "search", "matmul", "--m", "2048", "--n", "2048", "--k", "2048", "--static", "--trials", "4",
+        "--warm-start", "other-shapes", "--run-dir", str(tmp_path / "held-out"), db=filled,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    sources = [json.loads(x)["source"] for x in (tmp_path / "held-out/trials.jsonl").read_text().splitlines()]
+    assert sources and not any("m2048-n2048-k2048" in s for s in sources)
+    assert any(s.startswith("nearest ") for s in sources)
+
+
+def test_bad_inputs_are_one_line_errors(filled, tmp_path):
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"hello": 1}')
+    out = cli("db", "import", str(junk), db=filled)
+    assert out.returncode == 2 and str(junk) in out.stderr and "Traceback" not in out.stderr
+
+    lines = tmp_path / "bad.jsonl"
+    lines.write_text('{"schema": "mage-tune.tuning-db/1", "run": {}}\n')
+    out = cli("db", "import", str(lines), db=filled)
+    assert out.returncode == 2 and f"{lines}:1" in out.stderr and "Traceback" not in out.stderr
+
+    out = cli("search", *("matmul", "--m", "64", "--n", "64", "--k", "64"), "--gpus", "all", "--trials", "2")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "--gpus" in out.stderr
+
+
+def test_an_unwritable_database_never_stops_a_search(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    url = "sqlite:///" + str(blocker / "under-a-file.sqlite")
+    out = cli(
+        "search", "matmul", "--m", "64", "--n", "64", "--k", "64", "--static", "--trials", "3",
+        "--run-dir", str(tmp_path / "run"), db=url,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "tuning database" in out.stderr and "not written" in out.stderr and "Traceback" not in out.stderr
+    assert len((tmp_path / "run/trials.jsonl").read_text().splitlines()) == 3
+
+
+def test_shape_distance_is_on_log_sizes():
+    assert shape_distance({"m": 1024}, {"m": 2048}) == pytest.approx(1.0)
+    assert shape_distance({"m": 1024, "n": 4096}, {"m": 2048, "n": 1024}) == pytest.approx(math.sqrt(5))
+    assert shape_distance({"m": 1}, {"d": 1}) == math.inf
