@@ -124,7 +124,7 @@ def search(
         warm_start="off" if no_warm_start else warm_start,
         db=db_url,
     )
-    runner = Search(spec, fam, click.echo)
+    runner = Search(spec, fam, lambda text: click.echo(wrap(text), err=True))
     resumed = report.recorded_trials(runner.study)
     click.echo(  # said once the run directory and study are known to match: a refused run says only why
         wrap(

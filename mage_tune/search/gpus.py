@@ -47,7 +47,7 @@ def _worker(spec, gpu: str) -> None:
 
     try:
         family = load_family(spec.origin or spec.family)
-        runner = Search(spec, family, lambda *_: None)
+        runner = Search(spec, family, lambda text: print(f"GPU {gpu}: {text}", file=sys.stderr))
         record.add_environment(spec.run_dir, environment())
         with storage_errors(spec):
             runner.run(lambda *_: None)

@@ -59,9 +59,7 @@ def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
         census = t.get("census", {})
         config = short_config(family, t["config"]) if "config" in t else t["label"]
         source = t.get("source", "")
-        rows.append(
-            [t["number"], f"{t['value']:.2f}", source, config, *(fmt(census.get(c)) for c in CENSUS_COLUMNS)]
-        )
+        rows.append([t["number"], f"{t['value']:.2f}", source, config, *(fmt(census.get(c)) for c in CENSUS_COLUMNS)])
     unit = "µs (model)" if (scored(run_dir)[:1] or [{}])[0].get("outcome") == "modelled" else "µs (cold)"
     if fit:  # short names, columns equal in every row said once: the table fits the terminal
         rows, headers, note = constant_columns(rows, ["trial", unit, "from", "config (≠ defaults)", *CENSUS_SHORT])
@@ -70,7 +68,7 @@ def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
 
 
 def source_kind(source: str) -> str:
-    """"nearest m1024-n1024-k1024 #1 (…)" -> "nearest shapes"; "model #2" -> "model"; a sampler's name as it is."""
+    """ "nearest m1024-n1024-k1024 #1 (…)" -> "nearest shapes"; "model #2" -> "model"; a sampler's name as it is."""
     first = (source or "sampler").split(" ", 1)[0]
     return {"nearest": "nearest shapes (tuning database)", "model": "model (tuning database)"}.get(first, first)
 

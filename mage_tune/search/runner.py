@@ -254,8 +254,16 @@ class Search:
         import optuna
 
         attrs = {**attrs, "source": trial.user_attrs.get("source") or self.spec.sampler}
-        for key, val in {**attrs, "outcome": outcome}.items():
-            trial.set_user_attr(key, val)
+        try:
+            for key, val in {**attrs, "outcome": outcome}.items():
+                trial.set_user_attr(key, val)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # Another worker finished this trial first: both popped it from the queue of enqueued trials (SQLite has
+            # no row lock for Optuna's check), or its heartbeat went silent and it was failed. It counts once, as
+            # that worker recorded it; this result is dropped so no trial is recorded twice.
+            self.heartbeat.discard(trial)
+            self.echo(f"trial {trial.number} was finished by another worker first; this result of it is dropped")
+            return
         record.append_trial(
             self.spec.run_dir,
             {
@@ -401,7 +409,8 @@ class Search:
         import optuna
 
         self.heartbeat.adopt(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
-        with contextlib.suppress(Exception):  # storages without heartbeats (journal files) have nothing to fail
+        with contextlib.suppress(Exception), warnings.catch_warnings():  # journal files without heartbeats: nothing
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
 
     def _start_measurer(self) -> None:

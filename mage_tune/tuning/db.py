@@ -197,21 +197,14 @@ class TuningDB:
                 if not isinstance(data, dict) or data.get("schema") != EXPORT_SCHEMA:
                     raise ValueError(f"not a {EXPORT_SCHEMA} line")
                 run = RunInfo(**data["run"])
+                if not isinstance(data["config"], dict) or not isinstance(data["number"], int):
+                    raise ValueError("a trial needs its number and config")
+                data.setdefault("outcome", "")
+                data.setdefault("value", None)
                 by_run.setdefault(run.name, (run, []))[1].append(data)
             except (ValueError, KeyError, TypeError) as exc:
                 raise InputError(f"not a tuning-database export line: {exc}", file=str(path), line=line_no) from None
-        added = present = 0
-        for name, (run, rows) in by_run.items():
-            if self.has_run(name):
-                present += 1
-                continue
-            study = self.study_for(run)
-            for r in rows:
-                self.add(
-                    study, r["number"], r["config"], r["outcome"], r["value"], r.get("census"), r.get("source", "")
-                )
-            added += 1
-        return added, present
+        return self._add_runs(list(by_run.values()))
 
     def import_path(self, path: Path) -> tuple[int, int]:
         """A run directory, a bench record (.json) or an export (.jsonl): (runs added, runs already present)."""
@@ -223,6 +216,10 @@ class TuningDB:
             return self.import_lines(path)
         else:
             loaded = [sources.bench_record(path)]
+        return self._add_runs(loaded)
+
+    def _add_runs(self, loaded: list[tuple[RunInfo, list[dict]]]) -> tuple[int, int]:
+        """Each run not yet present, with its trials: (runs added, runs already present)."""
         added = present = 0
         for run, rows in loaded:
             if self.has_run(run.name):

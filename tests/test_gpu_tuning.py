@@ -1,0 +1,72 @@
+"""The tuning database and `--gpus` on real GPUs: a measured search warm-started from H200 records committed under
+runs/, run with one measuring worker per GPU of the host, counts exactly, times its baselines on every GPU that
+timed trials, and lands in the database with its GPU and baselines. Skipped where no CUDA device is present."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = [ROOT / f"runs/h200-2026-11-29-shapes/rerun/mm_{n}.json" for n in (1000, 1024, 2048, 4096)]
+BENCH.append(ROOT / "runs/h200-2026-11-29-shapes/explore/mm_1000_sample.json")
+
+pytestmark = pytest.mark.gpu
+
+
+def cli(*args: str, db: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MAGE_TUNE_DB": db}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "mage_tune", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=900
+    )
+
+
+def test_warm_started_search_on_every_gpu(tmp_path):
+    from mage_tune.measure.device import gpu_count, gpu_name
+
+    db = "sqlite:///" + str(tmp_path / "tuning.sqlite")
+    assert cli("db", "import", *map(str, BENCH), db=db, cwd=tmp_path).returncode == 0
+    run_dir = tmp_path / "run"
+    out = cli(
+        "search", "matmul", "--m", "1536", "--n", "1536", "--k", "1536", "--trials", "16", "--gpus", "all",
+        "--workers", "6", "--run-dir", str(run_dir), "--json", db=db, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "one measuring worker per GPU" in out.stderr
+
+    trials = sorted((json.loads(x) for x in (run_dir / "trials.jsonl").read_text().splitlines()),
+                    key=lambda t: t["number"])  # fmt: skip
+    assert len(trials) == 16 and len({t["number"] for t in trials}) == 16  # exact count, none twice
+    assert trials[0]["source"].startswith("nearest m2048-n2048-k2048")
+    measured = [t for t in trials if t["outcome"] == "measured"]
+    assert measured and all(t["value"] > 0 for t in measured)
+    assert any(t["source"].startswith(("nearest", "model")) for t in measured)
+
+    # every GPU worker recorded its environment and measured the baselines in its own session
+    envs = [json.loads(x) for x in (run_dir / "environment.jsonl").read_text().splitlines()]
+    pinned = {e.get("cuda_visible_devices") for e in envs if e.get("cuda_visible_devices")}
+    assert pinned == {str(i) for i in range(gpu_count())}
+    baselines = [json.loads(x) for x in (run_dir / "baselines.jsonl").read_text().splitlines()]
+    cublas = [b for b in baselines if b["result"]["kind"] == "torch" and b["result"]["ok"]]
+    assert len(cublas) >= gpu_count()
+
+    # the database holds the run: its GPU, its measured trials, the baselines of the same run
+    runs = json.loads(cli("db", "list", "--json", db=db, cwd=tmp_path).stdout)
+    mine = [r for r in runs if r["shape"] == {"m": 1536, "n": 1536, "k": 1536}]
+    assert len(mine) == 1
+    assert mine[0]["gpu"] == gpu_name() and mine[0]["trials"] == 16
+    assert mine[0]["objective"] == "measured-cold-median-us/1"
+    assert any(label.startswith("torch.matmul") for label in mine[0]["baselines"])
+    assert mine[0]["best"] == pytest.approx(min(t["value"] for t in measured))
+
+
+def test_gpus_names_a_missing_device(tmp_path):
+    out = cli("search", "layernorm", "--d", "256", "--m", "256", "--gpus", "0,99", "--trials", "2",
+              db="sqlite:///" + str(tmp_path / "t.sqlite"), cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 2 and "'99' is not a GPU index here" in out.stderr and "Traceback" not in out.stderr
