@@ -4,7 +4,7 @@ from mage_tune.errors import MageError
 
 __version__ = "0.1.0"
 
-__all__ = ["MageError", "__version__", "census"]
+__all__ = ["MageError", "__version__", "census", "compare"]
 
 
 def __getattr__(name: str):
@@ -14,4 +14,8 @@ def __getattr__(name: str):
         import mage_tune.census as census
 
         return census
+    if name == "compare":  # our variant beside a Triton kernel, offline: mage_tune.comparison.compare
+        from mage_tune.comparison import compare
+
+        return compare
     raise AttributeError(f"module 'mage_tune' has no attribute {name!r}")

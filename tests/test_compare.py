@@ -137,6 +137,23 @@ def test_layernorm_against_triton_json():
     assert census_artifact(variant.artifact)[0].resources.registers == oc["registers"]
 
 
+def test_python_api_gives_what_the_cli_prints():
+    """`mage_tune.compare(...)`: a typed result, callable again, equal to the command's JSON and table."""
+    import mage_tune
+    from mage_tune.census.model import Census
+
+    settings = SEED[1::2]
+    first = mage_tune.compare("layernorm", {"d": 768}, arch="sm_89", settings=settings, num_warps=4, specialize=False)
+    again = mage_tune.compare("layernorm", {"d": 768}, arch="sm_89", settings=settings, num_warps=4, specialize=False)
+    assert [k.role for k in first.kernels] == ["ours", "triton"] and isinstance(first.kernels[1].census, Census)
+    assert first.to_json() == again.to_json()
+    cli = json.loads(mage(*LN, *SEED, *GENERIC, "--json").stdout)
+    assert first.to_json() == cli
+    assert sum(first.kernels[1].census.ptx.global_loads.values()) == 24
+    text = first.table()
+    assert "triton: norm_kernel" in text and "ours: layernorm" in text and "≠" in text
+
+
 def test_default_variant_and_best_run(tmp_path):
     from mage_tune.kernels import get_family
 
