@@ -199,10 +199,24 @@ def test_bad_inputs_are_one_line_errors(filled, tmp_path):
     out = cli("db", "import", str(junk), db=filled)
     assert out.returncode == 2 and str(junk) in out.stderr and "Traceback" not in out.stderr
 
+    bench = json.loads(BENCH[0].read_text())
+    shapeless = tmp_path / "shapeless.json"
+    shapeless.write_text(json.dumps({**bench, "shape": [1000, 1000]}))
+    out = cli("db", "import", str(shapeless), db=filled)
+    assert out.returncode == 2 and str(shapeless) in out.stderr and "not a mapping" in out.stderr
+
     lines = tmp_path / "bad.jsonl"
     lines.write_text('{"schema": "mage-tune.tuning-db/1", "run": {}}\n')
     out = cli("db", "import", str(lines), db=filled)
     assert out.returncode == 2 and f"{lines}:1" in out.stderr and "Traceback" not in out.stderr
+    exported = cli("db", "export", "-", db=filled).stdout.splitlines()
+    first = json.loads(exported[0])
+    lines.write_text(exported[0] + "\n" + json.dumps({**first, "value": "fast"}) + "\n")
+    out = cli("db", "import", str(lines), db=filled)
+    assert out.returncode == 2 and f"{lines}:2" in out.stderr and "'fast' is not a number" in out.stderr
+
+    out = cli("db", "export", str(tmp_path / "no" / "such" / "dir.jsonl"), db=filled)
+    assert out.returncode == 2 and "cannot write" in out.stderr and "Traceback" not in out.stderr
 
     out = cli("search", *("matmul", "--m", "64", "--n", "64", "--k", "64"), "--gpus", "all", "--trials", "2")
     assert out.returncode != 0 and "Traceback" not in out.stderr

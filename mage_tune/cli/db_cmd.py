@@ -160,12 +160,17 @@ def query(family, db_url, shape_text, arch, top, as_json):
 @click.option("--family", default=None, help="Only this family (name or origin).")
 def export(out, db_url, family):
     """Write every trial (with its run's context) as JSON lines to OUT (- for stdout)."""
+    from mage_tune.errors import InputError
+
     store = _open(db_url)
     if out == "-":
         n = store.export(sys.stdout, family)
     else:
-        with open(out, "w") as f:
-            n = store.export(f, family)
+        try:
+            with open(out, "w") as f:
+                n = store.export(f, family)
+        except OSError as exc:
+            raise InputError(f"cannot write: {exc.strerror or exc}", file=out) from None
     click.echo(f"exported {n} trial(s)", err=True)
 
 
@@ -197,7 +202,10 @@ def prune(db_url, keep_text, dry_run):
 
     keep = {k: v for k, v in versions(toolchain.fingerprint()).items() if k in COMPILERS}
     if keep_text:
-        keep = dict(part.split("=", 1) for part in keep_text.split(",") if "=" in part)
+        parts = [part.strip() for part in keep_text.split(",")]
+        if not all(p.count("=") == 1 and p.split("=")[0] and p.split("=")[1] for p in parts):
+            raise click.BadParameter(f"{keep_text!r}: expected NAME=VERSION[,NAME=VERSION…]", param_hint="--keep")
+        keep = dict(part.split("=", 1) for part in parts)
     store = _open(db_url)
     dropped = 0
     for run, n in store.runs():

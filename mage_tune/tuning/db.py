@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mage_tune.errors import InputError, MageError
+from mage_tune.errors import InputError
 
 DB_ENV = "MAGE_TUNE_DB"
 RUN_PREFIX = "run:"
@@ -77,6 +77,28 @@ class Entry:
     @property
     def measured(self) -> bool:
         return self.outcome == "measured" and self.value is not None and math.isfinite(self.value)
+
+
+def shape_problem(shape) -> str:
+    """What is wrong with a recorded shape ("" when nothing is): a mapping of dimension names to positive integers."""
+    if not isinstance(shape, dict) or not shape:
+        return f"the shape {shape!r} is not a mapping of dimensions to sizes"
+    for key, value in shape.items():
+        if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"the shape {shape!r} has {key!r} = {value!r}, not a positive integer"
+    return ""
+
+
+def row_problem(row: dict) -> str:
+    """What is wrong with one trial row of an import ("" when nothing is)."""
+    if not isinstance(row.get("config"), dict):
+        return "its config is not a mapping of knobs to values"
+    if isinstance(row.get("number"), bool) or not isinstance(row.get("number"), int):
+        return "it has no trial number"
+    value = row.get("value")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        return f"its value {value!r} is not a number"
+    return ""
 
 
 def run_name(study: str, where: str) -> str:
@@ -197,8 +219,9 @@ class TuningDB:
                 if not isinstance(data, dict) or data.get("schema") != EXPORT_SCHEMA:
                     raise ValueError(f"not a {EXPORT_SCHEMA} line")
                 run = RunInfo(**data["run"])
-                if not isinstance(data["config"], dict) or not isinstance(data["number"], int):
-                    raise ValueError("a trial needs its number and config")
+                why = shape_problem(run.shape) or row_problem(data)
+                if why:
+                    raise ValueError(why)
                 data.setdefault("outcome", "")
                 data.setdefault("value", None)
                 by_run.setdefault(run.name, (run, []))[1].append(data)
@@ -262,7 +285,8 @@ class Recorder:
 
     def __init__(self, url: str | None, run: RunInfo):
         self.run, self.study, self.db, self.failed = run, None, None, False
-        self._guard(lambda: self._open(url))
+        self.url = url or default_url()
+        self._guard(lambda: self._open(self.url))
 
     def _open(self, url):
         self.db = TuningDB(url)
@@ -273,13 +297,13 @@ class Recorder:
             return
         try:
             action()
-        except (MageError, Exception) as exc:  # the database is a convenience: the run directory is the record
+        except Exception as exc:  # the database is a convenience: the run directory is the record
             from mage_tune.search.storage import redact
 
             self.failed = True
             first = (str(exc).strip().splitlines() or [""])[0]
             print(
-                f"warning: the tuning database {redact(self.db.url if self.db else url_or_default(None))} is not "
+                f"mage-tune: warning: the tuning database {redact(self.url)} is not "
                 f"written ({type(exc).__name__}: {redact(first)[:200]}); the run directory keeps every trial",
                 file=sys.stderr,
             )
@@ -289,10 +313,6 @@ class Recorder:
 
     def baselines(self, baselines: dict) -> None:
         self._guard(lambda: self.db.set_baselines(self.study, baselines))
-
-
-def url_or_default(url: str | None) -> str:
-    return url or default_url()
 
 
 def shape_distance(a: dict, b: dict) -> float:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from mage_tune.errors import InputError
 from mage_tune.search import record
-from mage_tune.tuning.db import RunInfo, run_name, versions
+from mage_tune.tuning.db import RunInfo, row_problem, run_name, shape_problem, versions
 
 MEASURED_OBJECTIVE = "measured-cold-median-us/1"  # a bench record's cold median is what a measured search minimises
 
@@ -27,9 +28,13 @@ def _arch_of(env: dict) -> str:
 
 
 def _cold(result: dict) -> float | None:
-    for t in result.get("timings") or []:
-        if isinstance(t, dict) and t.get("regime") == "cold" and isinstance(t.get("median_us"), int | float):
-            return float(t["median_us"])
+    timings = result.get("timings")
+    for t in timings if isinstance(timings, list) else []:
+        if not isinstance(t, dict):
+            continue
+        value = t.get("median_us")
+        if t.get("regime") == "cold" and isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value) if value > 0 and value == value else None
     return None
 
 
@@ -44,10 +49,12 @@ def _baselines(results: list[dict]) -> dict[str, float]:
 
 def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
     identity = _read_json(path / "run.json") or _read_json(path / "search.json")
-    if not identity or not isinstance(identity.get("shape"), dict) or not identity.get("family"):
+    if not identity or not identity.get("family") or "shape" not in identity:
         raise InputError(
             "not a search run directory (no run.json or search.json naming family and shape)", file=str(path)
         )
+    if shape_problem(identity["shape"]):
+        raise InputError(shape_problem(identity["shape"]), file=str(path / "run.json"))
     envs = record.read_jsonl(path / "environment.jsonl")
     gpu, toolchain = _gpu_and_toolchain(envs)
     search = _read_json(path / "search.json") or {}
@@ -87,8 +94,12 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
     data = _read_json(path)
     if not data or not str(data.get("schema", "")).startswith("mage-tune.bench/"):
         raise InputError("not a bench record (schema mage-tune.bench/…) nor a run directory or export", file=str(path))
-    env = data.get("environment") or {}
-    results = [r for r in data.get("results") or [] if isinstance(r, dict)]
+    if shape_problem(data.get("shape")):
+        raise InputError(shape_problem(data.get("shape")), file=str(path))
+    if not isinstance(data.get("results"), list):
+        raise InputError("a bench record without its list of results", file=str(path))
+    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    results = [r for r in data["results"] if isinstance(r, dict)]
     run = RunInfo(
         name=run_name(f"bench {data.get('family')}", str(path.resolve())),
         family=str(data.get("family", "")),
@@ -103,16 +114,19 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
     )
     rows = []
     for number, r in enumerate(x for x in results if x.get("kind") == "variant"):
-        value = _cold(r) if r.get("ok") else None
-        rows.append(
-            {
-                "number": number,
-                "config": r.get("config") or {},
-                "outcome": "measured" if value is not None else "failed",
-                "value": value,
-                "source": "bench",
-            }
-        )
+        value = _cold(r) if r.get("ok") is True else None
+        row = {
+            "number": number,
+            "config": r.get("config"),
+            "outcome": "measured" if value is not None else "failed",
+            "value": value,
+            "source": "bench",
+        }
+        why = row_problem(row)
+        if why:
+            sys.stderr.write(f"mage-tune: warning: {path}: result {number} ({r.get('label', '?')}): {why}; skipped\n")
+            continue
+        rows.append(row)
     return run, rows
 
 
