@@ -52,6 +52,25 @@ def test_declares_the_contract(spec):
 
 
 @pytest.mark.parametrize("spec", SPECS)
+def test_free_knobs_are_read_by_no_constraint(spec):
+    """A knob declared free is skipped by the enumeration's checks: no value of it may change what is valid."""
+    import itertools
+    import random
+
+    family = load_family(spec)
+    shape = small_shape(family)
+    free = [k for k in family.knobs if k.free]
+    rng = random.Random(0)
+    for _ in range(300 if free else 0):
+        config = {k.name: rng.choice(k.domain) for k in family.knobs}
+        verdicts = set()
+        for values in itertools.product(*(k.domain for k in free)):
+            varied = {**config, **dict(zip((k.name for k in free), values, strict=True))}
+            verdicts.add(bool(family.violations(varied, shape, ARCH)))
+        assert len(verdicts) == 1, config
+
+
+@pytest.mark.parametrize("spec", SPECS)
 def test_space_and_settings(spec):
     family = load_family(spec)
     shape = small_shape(family)

@@ -41,6 +41,7 @@ class Knob:
     name: str
     domain: tuple
     help: str
+    free: bool = False  # no constraint reads it: every value is valid wherever the others are (enumeration skips it)
 
     def parse(self, text: str):
         for value in self.domain:
@@ -298,12 +299,18 @@ class Family(ABC):
         return {k.name: k.domain[0] for k in self.knobs}
 
     def configs(self, shape: Shape, arch: str) -> Iterator[Config]:
-        """Every valid config, in a fixed order."""
-        names = [k.name for k in self.knobs]
-        for values in itertools.product(*(k.domain for k in self.knobs)):
-            config = dict(zip(names, values, strict=True))
-            if not self.violations(config, shape, arch):
-                yield config
+        """Every valid config, in a fixed order. Constraints are checked once per combination of the constrained knobs;
+        free knobs (which no constraint reads) then take each of their values."""
+        bound = [k for k in self.knobs if not k.free]
+        free = [k for k in self.knobs if k.free]
+        firsts = {k.name: k.domain[0] for k in free}
+        for values in itertools.product(*(k.domain for k in bound)):
+            partial = dict(zip((k.name for k in bound), values, strict=True))
+            if self.violations({**partial, **firsts}, shape, arch):
+                continue
+            for rest in itertools.product(*(k.domain for k in free)):
+                merged = {**partial, **dict(zip((k.name for k in free), rest, strict=True))}
+                yield {k.name: merged[k.name] for k in self.knobs}
 
     def space_size(self) -> int:
         size = 1

@@ -54,6 +54,7 @@ class Matmul(CudaFamily):
             "raster",
             (0, 4, 8, 16),
             "block rows per rasterization group (0: row-major block order): blocks resident together share tiles in L2",
+            free=True,
         ),
     )
     dims = ("m", "n", "k")
