@@ -84,13 +84,14 @@ def source_rows(run_dir: Path) -> list[list]:
     rows = []
     for kind, group in kinds.items():
         values = [t["value"] for t in group if t["outcome"] in ("measured", "modelled")]
-        near = next((t["number"] for t in group if best and t.get("value") and t["value"] <= best * 1.03), None)
+        scored_group = [t for t in group if t["outcome"] in ("measured", "modelled")]
+        near = next((t["number"] for t in scored_group if best and t["value"] <= best * 1.03), None)
         rows.append([kind, len(group), len(values), fmt(min(values)) if values else "-", "-" if near is None else near])
     return rows
 
 
 def source_table(run_dir: Path, fit: bool = False) -> str:
-    headers = ["trials from", "trials", "scored", "best", "first within 3 % of the best"]
+    headers = ["trials from", "trials", "scored", "best", "first trial within 3 % of the run's best"]
     return table(source_rows(run_dir), headers, "simple" if fit else "github", fit=fit)
 
 
