@@ -49,10 +49,8 @@ def report(run, no_plots):
     click.echo(wrap(rep.terminal(path)))
     if unwritten:
         raise unwritten
-    click.echo(f"wrote {path / 'report.md'}")
-    if not no_plots:
-        for png in rep.plots(path):
-            click.echo(f"wrote {png}")
+    written = [path / "report.md", *([] if no_plots else rep.plots(path))]
+    click.echo(wrap(f"wrote into {path}: " + ", ".join(p.name for p in written)))
 
 
 @click.command()
