@@ -1,0 +1,132 @@
+"""How well the warm start's time model ranks configs at a shape it never saw, from committed H200 records alone.
+
+For every shape of a family with at least `--min-trials` measured configs, the model (mage_tune/tuning/learned.py,
+without census features: bench records carry none) is trained on the records of every *other* shape and asked to
+rank the configs measured at the held-out one. Reported per shape: Spearman's rho between predicted and measured
+time, and the regret of the model's top 5 (the fastest measured among them over the fastest measured at all),
+beside the expected regret of 5 configs drawn at random from the same measured set.
+
+    python analysis/model_holdout.py [--family layernorm] [--runs runs] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+from pathlib import Path
+
+from tabulate import tabulate
+
+from mage_tune.census.features import spearman
+from mage_tune.errors import MageError
+from mage_tune.kernels.registry import load_family
+from mage_tune.tuning import learned, sources
+from mage_tune.tuning.db import Entry
+
+TOP = 5
+
+
+def entries_from(runs: Path, family: str) -> list[Entry]:
+    """Measured entries of `family` in every bench record and search run directory under `runs`."""
+    out: list[Entry] = []
+    loaded = []
+    for path in sorted(runs.rglob("*.json")):
+        text = path.read_text(errors="replace")
+        if '"schema": "mage-tune.bench/' in text[:200]:
+            loaded.append(sources.bench_record(path))
+    for trials in sorted(runs.rglob("trials.jsonl")):
+        try:
+            loaded.append(sources.run_directory(trials.parent))
+        except MageError:
+            continue
+    for run, rows in loaded:
+        if run.family != family or run.arch != "sm_90":
+            continue
+        for r in rows:
+            e = Entry(run, r["number"], r["config"], r["outcome"], r["value"], r.get("census") or {}, "")
+            if e.measured:
+                out.append(e)
+    return out
+
+
+def holdout(family_name: str, entries: list[Entry], min_trials: int, seed: int = 0) -> list[dict]:
+    family = load_family(family_name)
+    knobs = {k.name for k in family.knobs}
+    by_shape: dict[str, list[Entry]] = {}
+    for e in entries:
+        if set(e.config) <= knobs:
+            by_shape.setdefault(json.dumps(e.run.shape, sort_keys=True), []).append(e)
+    rows = []
+    rng = random.Random(seed)
+    for key, held in sorted(by_shape.items()):
+        best_per_config: dict[str, float] = {}
+        for e in held:  # one time per config at this shape: the fastest measurement of it
+            c = json.dumps(e.config, sort_keys=True)
+            best_per_config[c] = min(best_per_config.get(c, e.value), e.value)
+        if len(best_per_config) < min_trials:
+            continue
+        train = [e for e in entries if json.dumps(e.run.shape, sort_keys=True) != key]
+        model = learned.fit(learned.training_rows(family, "sm_90", train), with_census=False, seed=seed)
+        if model is None:
+            continue
+        shape = json.loads(key)
+        configs = [json.loads(c) for c in best_per_config]
+        times = list(best_per_config.values())
+        predicted = model.predict([learned.features(family, c, shape, "sm_90", None) for c in configs])
+        best = min(times)
+        top = sorted(range(len(configs)), key=lambda i: predicted[i])[:TOP]
+        random_regret = statistics.mean(
+            min(times[i] for i in rng.sample(range(len(times)), TOP)) / best for _ in range(2000)
+        )
+        rows.append(
+            {
+                "family": family_name,
+                "shape": shape,
+                "configs": len(configs),
+                "trained_on_runs": model.runs,
+                "spearman": spearman(predicted, times),
+                "top5_regret": min(times[i] for i in top) / best,
+                "random5_regret": random_regret,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", action="append", default=None, help="layernorm and matmul by default")
+    parser.add_argument("--runs", type=Path, default=Path("runs"))
+    parser.add_argument("--min-trials", type=int, default=20)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    rows = []
+    for family in args.family or ["layernorm", "matmul"]:
+        rows += holdout(family, entries_from(args.runs, family), args.min_trials)
+    table = [
+        [
+            r["family"],
+            ",".join(f"{k}={v}" for k, v in r["shape"].items()),
+            r["configs"],
+            f"{r['spearman']:.2f}",
+            f"{r['top5_regret']:.3f}",
+            f"{r['random5_regret']:.3f}",
+        ]
+        for r in rows
+    ]
+    headers = ["family", "held-out shape", "configs", "Spearman rho", "model top-5 regret", "random-5 regret"]
+    print(tabulate(table, headers, tablefmt="github"))
+    for family in sorted({r["family"] for r in rows}):
+        mine = [r for r in rows if r["family"] == family]
+        print(
+            f"\n{family}: median rho {statistics.median(r['spearman'] for r in mine):.2f}, median top-5 regret "
+            f"{statistics.median(r['top5_regret'] for r in mine):.3f} (random 5: "
+            f"{statistics.median(r['random5_regret'] for r in mine):.3f}) over {len(mine)} held-out shapes"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
