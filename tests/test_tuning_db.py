@@ -240,3 +240,21 @@ def test_shape_distance_is_on_log_sizes():
     assert shape_distance({"m": 1024}, {"m": 2048}) == pytest.approx(1.0)
     assert shape_distance({"m": 1024, "n": 4096}, {"m": 2048, "n": 1024}) == pytest.approx(math.sqrt(5))
     assert shape_distance({"m": 1}, {"d": 1}) == math.inf
+
+
+def test_importing_a_run_again_adds_only_what_the_database_lacks(tmp_path):
+    """A run whose database writes failed part-way is completed by importing its run directory again."""
+    import shutil
+
+    run = tmp_path / "search_mm"
+    shutil.copytree(SEARCH_DIR, run)
+    lines = (SEARCH_DIR / "trials.jsonl").read_text().splitlines()
+    (run / "trials.jsonl").write_text("\n".join(lines[:10]) + "\n")
+    url = "sqlite:///" + str(tmp_path / "db.sqlite")
+    assert "imported 1 run(s); 0 already present" in cli("db", "import", str(run), db=url).stdout
+    (run / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    assert "imported 0 run(s); 1 already present" in cli("db", "import", str(run), db=url).stdout
+    numbers = sorted(e.number for e in TuningDB(url).entries())
+    assert numbers == sorted(json.loads(x)["number"] for x in lines)  # every trial once
+    cli("db", "import", str(run), db=url)
+    assert len(list(TuningDB(url).entries())) == len(lines)

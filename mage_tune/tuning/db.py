@@ -242,18 +242,25 @@ class TuningDB:
         return self._add_runs(loaded)
 
     def _add_runs(self, loaded: list[tuple[RunInfo, list[dict]]]) -> tuple[int, int]:
-        """Each run not yet present, with its trials: (runs added, runs already present)."""
+        """Each run with its trials: (runs added, runs already present). A run already present gets the trials it
+        lacks (by trial number), so importing a run directory again completes what a failed write left out."""
+        import optuna
+
         added = present = 0
         for run, rows in loaded:
+            known: set[int] = set()
             if self.has_run(run.name):
                 present += 1
-                continue
-            study = self.study_for(run)
+                study = optuna.load_study(study_name=run.name, storage=self.storage)
+                known = {t.user_attrs.get("entry", {}).get("number") for t in study.get_trials(deepcopy=False)}
+            else:
+                study = self.study_for(run)
+                added += 1
             for r in rows:
-                self.add(
-                    study, r["number"], r["config"], r["outcome"], r["value"], r.get("census"), r.get("source", "")
-                )
-            added += 1
+                if r["number"] not in known:
+                    self.add(
+                        study, r["number"], r["config"], r["outcome"], r["value"], r.get("census"), r.get("source", "")
+                    )
         return added, present
 
 
@@ -281,10 +288,14 @@ def _entry_json(e: Entry) -> dict:
 
 class Recorder:
     """A search's writer into the database: one study per run, each finished trial added as it lands. A failure
-    (database locked, server gone) is said once and the search goes on: its run directory keeps every trial."""
+    (database locked, server gone) is said once and the search goes on: its run directory keeps every trial, and
+    `mage-tune db import RUN_DIR` adds what the database missed. After GIVE_UP failures in a row it stops trying."""
+
+    GIVE_UP = 3
 
     def __init__(self, url: str | None, run: RunInfo):
-        self.run, self.study, self.db, self.failed = run, None, None, False
+        self.run, self.study, self.db = run, None, None
+        self.failures, self.failed = 0, False
         self.url = url or default_url()
         self._guard(lambda: self._open(self.url))
 
@@ -296,15 +307,22 @@ class Recorder:
         if self.failed:
             return
         try:
+            if self.study is None and self.db is not None:
+                self.study = self.db.study_for(self.run)
             action()
+            self.failures = 0
         except Exception as exc:  # the database is a convenience: the run directory is the record
             from mage_tune.search.storage import redact
 
-            self.failed = True
+            self.failures += 1
+            self.failed = self.db is None or self.failures >= self.GIVE_UP
+            if self.failures > 1 and not self.failed:
+                return
             first = (str(exc).strip().splitlines() or [""])[0]
             print(
-                f"mage-tune: warning: the tuning database {redact(self.url)} is not "
-                f"written ({type(exc).__name__}: {redact(first)[:200]}); the run directory keeps every trial",
+                f"mage-tune: warning: the tuning database {redact(self.url)} is not written "
+                f"({type(exc).__name__}: {redact(first)[:200]}){'; given up' if self.failed else ''}; the run "
+                f"directory keeps every trial (`mage-tune db import {self.run.where}` adds them later)",
                 file=sys.stderr,
             )
 
