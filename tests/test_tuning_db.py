@@ -258,3 +258,35 @@ def test_importing_a_run_again_adds_only_what_the_database_lacks(tmp_path):
     assert numbers == sorted(json.loads(x)["number"] for x in lines)  # every trial once
     cli("db", "import", str(run), db=url)
     assert len(list(TuningDB(url).entries())) == len(lines)
+
+
+@pytest.mark.parametrize("storage", ["sqlite", "postgresql"])
+def test_one_worker_per_device_counts_exactly(storage, tmp_path):
+    """The --gpus orchestration (one spawned search process per device on one study and run directory), run here
+    with static workers so it is checked without a GPU: together the workers count exactly the trials asked."""
+    import uuid
+
+    from mage_tune.kernels import get_family
+    from mage_tune.search.gpus import run_on_gpus
+    from mage_tune.search.runner import COUNTED, Search, SearchSpec, _counted
+
+    url = None
+    if storage == "postgresql":
+        url = os.environ.get("MAGE_TUNE_TEST_POSTGRES")
+        if not url:
+            pytest.skip("MAGE_TUNE_TEST_POSTGRES is not set (.ci/run starts a PostgreSQL server and sets it)")
+    family = get_family("layernorm")
+    spec = SearchSpec(
+        "layernorm", {"m": 256, "d": 64}, "sm_90", 10, "random", url, f"devices-{uuid.uuid4().hex}",
+        tmp_path / "run", 1, True, 0, "layernorm", db="off",
+    )  # fmt: skip
+    parent = Search(spec, family, print)
+    parent.heartbeat.close()
+    shown = []
+    run_on_gpus(spec, parent.study, ["0", "1"], lambda done, best: shown.append(done))
+    trials = [json.loads(x) for x in (tmp_path / "run/trials.jsonl").read_text().splitlines()]
+    assert len(trials) == 10 and len({t["number"] for t in trials}) == 10
+    counted = [t for t in parent.study.get_trials() if t.user_attrs.get("outcome") in COUNTED]
+    assert len(counted) == 10 and _counted(parent.study)[0] == 10
+    assert shown and shown[-1] == 10
+    assert len((tmp_path / "run/environment.jsonl").read_text().splitlines()) == 2  # each worker recorded its own
