@@ -7,7 +7,9 @@ census model scores), so what is checked is where the first trials come from:
   * a static search at an unseen matmul shape starts with the best configs of the nearest measured shape, then the
     model's picks, then the sampler's; the report says which is which; --no-warm-start and other-shapes behave;
   * bad input: a file that is no record, an export line that is not one, --gpus without a GPU: one-line errors;
-  * a database that cannot be written never stops a search.
+  * a database that cannot be written never stops a search, and importing a run again completes it;
+  * the one-worker-per-GPU orchestration (static workers, so no GPU is needed) counts exactly on SQLite and
+    PostgreSQL.
 """
 
 from __future__ import annotations
