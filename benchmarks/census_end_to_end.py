@@ -35,9 +35,11 @@ __global__ void __launch_bounds__(128) gemm_tc(const unsigned short* a, const un
         for (int kt = 0; kt < KT; ++kt) {
             const int buf = kt & 1;
             unsigned dst = (unsigned)__cvta_generic_to_shared(&sa[buf][threadIdx.x * 8]);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(a + k0 + kt * 32 + threadIdx.x * 8));
+            const unsigned short* ga = a + k0 + kt * 32 + threadIdx.x * 8;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(ga));
             dst = (unsigned)__cvta_generic_to_shared(&sb[buf][threadIdx.x * 8]);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(b + k0 + kt * 32 + threadIdx.x * 8));
+            const unsigned short* gb = b + k0 + kt * 32 + threadIdx.x * 8;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gb));
             asm volatile("cp.async.commit_group;");
             asm volatile("cp.async.wait_group 0;");
             __syncthreads();
@@ -46,7 +48,8 @@ __global__ void __launch_bounds__(128) gemm_tc(const unsigned short* a, const un
                 unsigned af[WM][4], bf[WN][2];
 #pragma unroll
                 for (int i = 0; i < WM; ++i) {
-                    unsigned p = (unsigned)__cvta_generic_to_shared(&sa[buf][((warp * WM + i) % 4) * 512 + lane * 8 + ks * 16]);
+                    const int at = ((warp * WM + i) % 4) * 512 + lane * 8 + ks * 16;
+                    unsigned p = (unsigned)__cvta_generic_to_shared(&sa[buf][at]);
                     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                                  : "=r"(af[i][0]), "=r"(af[i][1]), "=r"(af[i][2]), "=r"(af[i][3]) : "r"(p));
                 }
@@ -74,7 +77,8 @@ __global__ void __launch_bounds__(128) gemm_tc(const unsigned short* a, const un
 #pragma unroll
         for (int j = 0; j < WN; ++j)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) c[((blockIdx.x * 4 + warp) * WM * WN + i * WN + j) * 128 + lane * 4 + r] = acc[i][j][r];
+            for (int r = 0; r < 4; ++r)
+                c[((blockIdx.x * 4 + warp) * WM * WN + i * WN + j) * 128 + lane * 4 + r] = acc[i][j][r];
 }
 """
 
