@@ -140,15 +140,20 @@ def _journal_class():
 
 def _rdb_storage(url: str, heartbeat: int, grace: int, attempts: int = 5):
     """RDBStorage, retried when workers started together on a fresh database race to create Optuna's tables
-    (PostgreSQL fails the loser with a unique violation or "already exists"; a retry finds the tables made)."""
+    (PostgreSQL fails the loser with a unique violation or "already exists", SQLite with "already exists" or a
+    lock; a retry finds the tables made)."""
     import optuna
-    from sqlalchemy.exc import IntegrityError, ProgrammingError
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
     for attempt in range(attempts):
         try:
             return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=grace)
-        except (IntegrityError, ProgrammingError):
-            if attempt == attempts - 1:
+        except (IntegrityError, ProgrammingError, OperationalError) as exc:
+            # SQLite reports the same race as an OperationalError ("table ... already exists", "database is locked")
+            racing = not isinstance(exc, OperationalError) or any(
+                text in str(exc) for text in ("already exists", "database is locked")
+            )
+            if attempt == attempts - 1 or not racing:
                 raise
             time.sleep(0.2 + random.random())
 
