@@ -17,27 +17,22 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from mage_tune.measure.saved import result_time
 from mage_tune.search import record
 
 WITHIN = 1.03
 
 
-def _cold(result: dict) -> float | None:
-    if not result.get("ok"):
-        return None
-    return next((t["median_us"] for t in result["timings"] if t["regime"] == "cold"), None)
-
-
 def baselines(run_dir: Path) -> dict[str, float]:
     """Fastest time of each baseline kind (triton, torch, copy), the median over the run's sessions (GPUs)."""
-    per_label: dict[str, list[float]] = {}
+    per_label: dict[tuple[str, str], list[float]] = {}
     for b in record.read_jsonl(run_dir / "baselines.jsonl", record.check_baseline):
-        t = _cold(b["result"])
+        r = b["result"]
+        t = result_time(r) if r["ok"] else None
         if t is not None:
-            per_label.setdefault(b["result"]["label"], []).append(t)
+            per_label.setdefault((r["kind"], r["label"]), []).append(t)
     out: dict[str, float] = {}
-    for label, times in per_label.items():
-        kind = label.split("[", 1)[0].split(" ", 1)[0].split(".", 1)[0]
+    for (kind, _), times in per_label.items():
         out[kind] = min(out.get(kind, float("inf")), statistics.median(times))
     return out
 

@@ -22,18 +22,6 @@ def _open(db_url):
     return TuningDB(db_url)
 
 
-def _shape_filter(text: str | None) -> dict | None:
-    if not text:
-        return None
-    out = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not value.strip().isdigit():
-            raise click.BadParameter(f"{part!r}: expected DIM=N[,DIM=N…]", param_hint="--shape")
-        out[key.strip()] = int(value)
-    return out
-
-
 def best_baselines(baselines: dict[str, float]) -> dict[str, float]:
     """The fastest time of each kind of baseline ("triton[BLOCK=…]" and "triton[…]" -> "triton")."""
     out: dict[str, float] = {}
@@ -113,10 +101,11 @@ def list_runs(db_url, family, as_json):
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 def query(family, db_url, shape_text, arch, top, as_json):
     """The fastest measured configs of FAMILY per shape, with the baselines measured in the same run."""
+    from mage_tune.cli.options import parse_shape
     from mage_tune.textwidth import short_config, table
     from mage_tune.tuning.db import measured_by_shape
 
-    shape = _shape_filter(shape_text)
+    shape = parse_shape(shape_text) or None
     entries = [e for e in _open(db_url).entries(family=family, arch=arch) if shape is None or e.run.shape == shape]
     out, rows = [], []
     for _, group in sorted(measured_by_shape(entries).items()):

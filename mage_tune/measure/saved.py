@@ -47,6 +47,16 @@ def _result_problem(r, sessions: int) -> str:
     return ""
 
 
+def shape_problem(shape) -> str:
+    """What is wrong with a recorded shape ("" when nothing is): a mapping of dimension names to positive integers."""
+    if not isinstance(shape, dict) or not shape:
+        return f"the shape {shape!r} is not a mapping of dimensions to sizes"
+    for key, value in shape.items():
+        if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"the shape {shape!r} has {key!r} = {value!r}, not a positive integer"
+    return ""
+
+
 def check_bench(record: dict, label: str) -> None:
     """Raise InputError naming `label` for a bench record the readers cannot use (no sessions, a session's copy
     bandwidth or FMA rate not positive, ...); drop (and report on stderr) single results that are damaged."""
@@ -54,7 +64,9 @@ def check_bench(record: dict, label: str) -> None:
     def bad(why: str) -> InputError:
         return InputError(f"damaged bench record: {why}", file=label)
 
-    for key, kind in (("family", str), ("shape", dict), ("environment", dict), ("census", dict), ("results", list)):
+    if shape_problem(record.get("shape")):
+        raise bad(shape_problem(record.get("shape")))
+    for key, kind in (("family", str), ("environment", dict), ("census", dict), ("results", list)):
         if not isinstance(record.get(key), kind):
             raise bad(f"{key!r} missing or not a {kind.__name__}")
     sessions = record.get("sessions")

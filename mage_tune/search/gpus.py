@@ -60,8 +60,6 @@ def _worker(spec, gpu: str) -> None:
 
 def run_on_gpus(spec, study, gpus: list[str], progress) -> None:
     """Start one worker per GPU, show the study's count until all end; an error names the GPU whose worker failed."""
-    from mage_tune.search.runner import _counted
-
     ctx = mp.get_context("spawn")
     child_spec = dataclasses.replace(spec, warm_start="off")
     procs = []
@@ -79,20 +77,22 @@ def run_on_gpus(spec, study, gpus: list[str], progress) -> None:
             os.environ["CUDA_VISIBLE_DEVICES"] = before
     try:
         while any(p.is_alive() for _, p in procs):
-            _show(study, progress, _counted)
+            _show(study, progress)
             time.sleep(1.0)
     except KeyboardInterrupt:
         for _, p in procs:
             p.join(30)
         raise
-    _show(study, progress, _counted)
+    _show(study, progress)
     failed = [f"GPU {gpu} (exit {p.exitcode})" for gpu, p in procs if p.exitcode]
     if failed:
         raise MageError(f"the search worker of {', '.join(failed)} stopped; finished trials are kept: re-run to resume")
 
 
-def _show(study, progress, counted) -> None:
+def _show(study, progress) -> None:
+    from mage_tune.search.runner import _counted
+
     with contextlib.suppress(Exception):  # a busy database delays the bar, never the search
-        done, _ = counted(study)
+        done, _ = _counted(study)
         values = [t.value for t in study.get_trials(deepcopy=False) if t.value is not None]
         progress(done, min(values, default=math.inf))

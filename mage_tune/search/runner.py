@@ -206,7 +206,7 @@ class Search:
         if self.study.get_trials(deepcopy=False):
             return ()
         try:
-            db = TuningDB(self.spec.db)
+            db = self.recorder.db if self.recorder and self.recorder.db else TuningDB(self.spec.db)
             entries = _family_entries(db, self.family, self.spec.arch)
         except Exception as exc:  # the database is a convenience: a search without its warm start still runs
             first = (str(exc).strip().splitlines() or [""])[0]

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mage_tune.errors import InputError
+from mage_tune.measure.saved import shape_problem
 
 DB_ENV = "MAGE_TUNE_DB"
 RUN_PREFIX = "run:"
@@ -77,16 +78,6 @@ class Entry:
     @property
     def measured(self) -> bool:
         return self.outcome == "measured" and self.value is not None and math.isfinite(self.value)
-
-
-def shape_problem(shape) -> str:
-    """What is wrong with a recorded shape ("" when nothing is): a mapping of dimension names to positive integers."""
-    if not isinstance(shape, dict) or not shape:
-        return f"the shape {shape!r} is not a mapping of dimensions to sizes"
-    for key, value in shape.items():
-        if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            return f"the shape {shape!r} has {key!r} = {value!r}, not a positive integer"
-    return ""
 
 
 def row_problem(row: dict) -> str:
@@ -198,7 +189,7 @@ class TuningDB:
         """One JSON line per trial, each with its run's context; returns the count."""
         n = 0
         for e in self.entries(family=family):
-            out.write(json.dumps({"schema": EXPORT_SCHEMA, **_entry_json(e)}, default=str) + "\n")
+            out.write(json.dumps({"schema": EXPORT_SCHEMA, **asdict(e)}, default=str) + "\n")
             n += 1
         return n
 
@@ -272,18 +263,6 @@ def _run_info(name: str, attrs: dict) -> RunInfo:
     known.setdefault("arch", "")
     known.setdefault("objective", "")
     return RunInfo(name=name, **known)
-
-
-def _entry_json(e: Entry) -> dict:
-    return {
-        "run": asdict(e.run),
-        "number": e.number,
-        "config": e.config,
-        "outcome": e.outcome,
-        "value": e.value,
-        "census": e.census,
-        "source": e.source,
-    }
 
 
 class Recorder:

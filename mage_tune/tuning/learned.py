@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from mage_tune.arch import get_arch
+from mage_tune.census.occupancy import occupancy
 from mage_tune.kernels.base import Config, Family, Shape
 from mage_tune.tuning.db import Entry
 
@@ -24,26 +25,21 @@ MIN_RUNS = 2
 
 
 def launch_features(family: Family, config: Config, shape: Shape, arch: str) -> dict[str, float]:
-    a = get_arch(arch)
     try:
         launch = family.launch(config, shape, arch)
     except Exception:  # a config the family cannot launch at this shape: the trees see missing values
         return {}
     blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
     threads = max(1, launch.block)
-    smem = launch.dynamic_shared
-    per_sm = min(
-        a.max_blocks_per_sm,
-        a.max_warps_per_sm * a.warp_size // threads,
-        a.smem_per_sm // max(1, smem + a.reserved_smem_per_block),
-    )
-    sms = a.sm_count or 100
-    slots = max(1, per_sm) * sms
+    # Blocks per SM before registers are known (the census adds them): the occupancy calculator without a
+    # register limit.
+    per_sm = occupancy(arch, threads, 0, launch.dynamic_shared).blocks_per_sm
+    slots = max(1, per_sm) * (get_arch(arch).sm_count or 100)
     waves = blocks / slots
     return {
         "log2_blocks": math.log2(max(1, blocks)),
         "threads": float(threads),
-        "dynamic_shared": float(smem),
+        "dynamic_shared": float(launch.dynamic_shared),
         "blocks_per_sm_limit": float(per_sm),
         "waves": waves,
         "last_wave_share": blocks / (math.ceil(waves) * slots) if blocks else 0.0,

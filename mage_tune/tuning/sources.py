@@ -3,16 +3,14 @@ and its trials, read with the same defensive readers `report` uses (a bad line i
 
 from __future__ import annotations
 
-import json
 import statistics
-import sys
 from pathlib import Path
 
 from mage_tune.errors import InputError
+from mage_tune.measure.saved import read_json, result_time, shape_problem
 from mage_tune.search import record
-from mage_tune.tuning.db import RunInfo, row_problem, run_name, shape_problem, versions
-
-MEASURED_OBJECTIVE = "measured-cold-median-us/1"  # a bench record's cold median is what a measured search minimises
+from mage_tune.search.runner import MEASURED_OBJECTIVE, STATIC_OBJECTIVE  # a bench record's cold median: measured
+from mage_tune.tuning.db import RunInfo, run_name, versions
 
 
 def _gpu_and_toolchain(envs: list[dict]) -> tuple[str, dict]:
@@ -27,23 +25,13 @@ def _arch_of(env: dict) -> str:
     return "sm_" + cc.replace(".", "") if cc else ""
 
 
-def _cold(result: dict) -> float | None:
-    timings = result.get("timings")
-    for t in timings if isinstance(timings, list) else []:
-        if not isinstance(t, dict):
-            continue
-        value = t.get("median_us")
-        if t.get("regime") == "cold" and isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value) if value > 0 and value == value else None
-    return None
-
-
 def _baselines(results: list[dict]) -> dict[str, float]:
+    """Label -> the median over the run's sessions of its cold time (results already checked by their reader)."""
     times: dict[str, list[float]] = {}
     for r in results:
-        value = _cold(r) if r.get("ok") else None
+        value = result_time(r) if r["ok"] else None
         if value is not None:
-            times.setdefault(str(r.get("label")), []).append(value)
+            times.setdefault(r["label"], []).append(value)
     return {label: statistics.median(v) for label, v in times.items()}
 
 
@@ -59,7 +47,7 @@ def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
     gpu, toolchain = _gpu_and_toolchain(envs)
     search = _read_json(path / "search.json") or {}
     objective = identity.get("objective") or (
-        "static-model-us/1" if identity.get("static") or identity.get("mode") == "static" else MEASURED_OBJECTIVE
+        STATIC_OBJECTIVE if identity.get("static") or identity.get("mode") == "static" else MEASURED_OBJECTIVE
     )
     study = str(identity.get("study") or path.name)
     baselines = _baselines([b["result"] for b in record.read_jsonl(path / "baselines.jsonl", record.check_baseline)])
@@ -94,49 +82,31 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
     data = _read_json(path)
     if not data or not str(data.get("schema", "")).startswith("mage-tune.bench/"):
         raise InputError("not a bench record (schema mage-tune.bench/…) nor a run directory or export", file=str(path))
-    if shape_problem(data.get("shape")):
-        raise InputError(shape_problem(data.get("shape")), file=str(path))
-    if not isinstance(data.get("results"), list):
-        raise InputError("a bench record without its list of results", file=str(path))
-    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
-    results = [r for r in data["results"] if isinstance(r, dict)]
+    # read_json checked it with bench's own reader: a bad shape is an error, damaged results are named and skipped
+    env = data["environment"]
     run = RunInfo(
-        name=run_name(f"bench {data.get('family')}", str(path.resolve())),
-        family=str(data.get("family", "")),
-        origin=str(data.get("family", "")),
-        shape=data.get("shape") or {},
+        name=run_name(f"bench {data['family']}", str(path.resolve())),
+        family=data["family"],
+        origin=data["family"],
+        shape=data["shape"],
         arch=_arch_of(env),
         objective=MEASURED_OBJECTIVE,
         gpu=str(env.get("gpu", "")),
         toolchain=versions(env.get("toolchain") or {}),
-        baselines=_baselines([r for r in results if r.get("kind") != "variant"]),
+        baselines=_baselines([r for r in data["results"] if r["kind"] != "variant"]),
         where=str(path),
     )
     rows = []
-    for number, r in enumerate(x for x in results if x.get("kind") == "variant"):
-        value = _cold(r) if r.get("ok") is True else None
-        row = {
-            "number": number,
-            "config": r.get("config"),
-            "outcome": "measured" if value is not None else "failed",
-            "value": value,
-            "source": "bench",
-        }
-        why = row_problem(row)
-        if why:
-            sys.stderr.write(f"mage-tune: warning: {path}: result {number} ({r.get('label', '?')}): {why}; skipped\n")
-            continue
-        rows.append(row)
+    for number, r in enumerate(x for x in data["results"] if x["kind"] == "variant"):
+        value = result_time(r) if r["ok"] else None
+        outcome = "measured" if value is not None else "failed"
+        rows.append({"number": number, "config": r["config"], "outcome": outcome, "value": value, "source": "bench"})
     return run, rows
 
 
 def _read_json(path: Path) -> dict | None:
-    from mage_tune.inputs import read_input
-
+    """A JSON object read with the project's bounded reader (None where the file does not exist or is no object)."""
     if not path.exists():
         return None
-    try:
-        data = json.loads(read_input(path).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"not a JSON record: {exc}", file=str(path)) from None
+    data = read_json(path)
     return data if isinstance(data, dict) else None

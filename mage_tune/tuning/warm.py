@@ -39,10 +39,6 @@ class WarmStart:
     notes: tuple[str, ...]  # what was used and what was not, for the log and the report
 
 
-def _shape_text(shape: dict) -> str:
-    return "-".join(f"{k}{v}" for k, v in shape.items())
-
-
 def _valid_here(family: Family, config: Config, shape: Shape, arch: str) -> Config | None:
     """The config completed to this family's knobs (a record from before a knob existed takes its default) and
     checked at this shape; None when it cannot run here."""
@@ -73,7 +69,7 @@ def nearest_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry])
             config = _valid_here(family, e.config, shape, arch)
             if config is None or any(p.config == config for p in picks):
                 continue
-            picks.append(Seed(config, f"nearest {_shape_text(e.run.shape)} #{len(picks) + 1}"))
+            picks.append(Seed(config, f"nearest {e.run.shape_key()} #{len(picks) + 1}"))
             if len(picks) == PER_SHAPE:
                 break
         per_shape.append(picks)
