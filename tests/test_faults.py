@@ -227,6 +227,24 @@ def test_kill_9_at_random_moments_then_resume(tmp_path, env, storage):
         assert_exact(tmp_path / "run", trials, journal_storage(tmp_path / "run.journal"))
 
 
+def test_a_counted_trial_a_kill_left_without_its_line_gets_it_on_resume(tmp_path, env):
+    """The narrow window a kill can hit: the outcome attr set (the trial counts), its trials.jsonl line not yet
+    written, the tell never made. Made here deterministically; the resumed search writes the line from the study."""
+    assert mage(*search("run", 3), cwd=tmp_path, env=env).returncode == 0
+    study = study_of(tmp_path / "run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        orphan = study.ask()
+    for key, value in {"config": {"threads": 32}, "label": "planted", "value": None, "outcome": "pruned"}.items():
+        orphan.set_user_attr(key, value)
+    study.tell(orphan, state=optuna.trial.TrialState.FAIL)  # what the killed trial's silent heartbeat leads to
+    run = mage(*search("run", 5), cwd=tmp_path, env=env)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    lines = [t for t in record.trials(tmp_path / "run") if t["number"] == orphan.number]
+    assert len(lines) == 1 and lines[0]["outcome"] == "pruned" and lines[0]["label"] == "planted"
+    assert_exact(tmp_path / "run", 5)
+
+
 def journal_storage(path: Path):
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 

@@ -5,8 +5,9 @@ Counting: a trial counts toward --trials once it carries a `outcome` user attr (
 pruned, compile_error, failed), and its trials.jsonl line is written right after that attr. A trial whose process is
 killed before its outcome never gets one; once its heartbeat has been silent for the grace period (storage.py: 30 s,
 or MAGE_TUNE_HEARTBEAT_GRACE) it is failed and a re-run of the same command takes its place, so no finished trial is
-lost and none runs twice. Several workers on one study share the count: a worker whose freshly asked trial would
-exceed it marks that trial `surplus` and stops.
+lost and none runs twice; a kill between a trial's outcome and its line leaves a counted trial without one, and
+the search that reaches the count writes it from the study's attrs. Several workers on one study share the count:
+a worker whose freshly asked trial would exceed it marks that trial `surplus` and stops.
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ class Search:
 
         attrs = {**attrs, "source": trial.user_attrs.get("source") or self.spec.sampler}
         try:
-            for key, val in {**attrs, "outcome": outcome}.items():
+            for key, val in {**attrs, "value": value, "outcome": outcome}.items():
                 trial.set_user_attr(key, val)
         except optuna.exceptions.UpdateFinishedTrialError:
             # Another worker finished this trial first: both popped it from the queue of enqueued trials (SQLite has
@@ -355,6 +356,7 @@ class Search:
                 counted, running = _counted(self.study)
                 progress(counted, self.best_value)
                 if counted >= self.spec.trials:
+                    self._restore_lines()
                     return
                 if counted + running >= self.spec.trials:
                     self._fail_stale()
@@ -397,6 +399,33 @@ class Search:
             self.heartbeat.close()
             if self.measurer is not None:
                 self.measurer.close()
+
+    def _restore_lines(self) -> None:
+        """A kill between a trial's outcome attr and its trials.jsonl line leaves it counted without a line. Once
+        such a trial runs nowhere (its silent heartbeat got it failed), its line is written from the study's attrs,
+        so the run directory holds every counted trial. Waits at most the heartbeat grace (plus a margin) for one
+        still marked running; a live worker's trial gets its own line within milliseconds."""
+        import optuna
+
+        from mage_tune.search.storage import grace_s
+
+        deadline = time.monotonic() + grace_s() + 5
+        while True:
+            self._fail_stale()
+            lined = {t["number"] for t in record.trials(self.spec.run_dir)}
+            missing = [
+                t
+                for t in self.study.get_trials(deepcopy=False)
+                if t.user_attrs.get("outcome") in COUNTED and t.number not in lined
+            ]
+            for t in missing:
+                if t.state != optuna.trial.TrialState.RUNNING:
+                    attrs = dict(t.user_attrs)
+                    attrs.setdefault("value", t.value)
+                    record.append_trial(self.spec.run_dir, {"number": t.number, "objective": self.objective, **attrs})
+            if all(t.state != optuna.trial.TrialState.RUNNING for t in missing) or time.monotonic() > deadline:
+                return
+            time.sleep(1)
 
     def _mark(self, trial, outcome: str) -> None:
         import optuna
