@@ -235,7 +235,8 @@ def test_a_counted_trial_a_kill_left_without_its_line_gets_it_on_resume(tmp_path
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         orphan = study.ask()
-    for key, value in {"config": {"threads": 32}, "label": "planted", "value": None, "outcome": "pruned"}.items():
+    planted = {"config": {"threads": 32}, "label": "planted", "run_dir": str((tmp_path / "run").resolve())}
+    for key, value in {**planted, "value": None, "outcome": "pruned"}.items():
         orphan.set_user_attr(key, value)
     study.tell(orphan, state=optuna.trial.TrialState.FAIL)  # what the killed trial's silent heartbeat leads to
     run = mage(*search("run", 5), cwd=tmp_path, env=env)

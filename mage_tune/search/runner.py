@@ -256,7 +256,8 @@ class Search:
 
         attrs = {**attrs, "source": trial.user_attrs.get("source") or self.spec.sampler}
         try:
-            for key, val in {**attrs, "value": value, "outcome": outcome}.items():
+            where = {"run_dir": str(self.spec.run_dir.resolve()), "value": value}  # what a line restored needs
+            for key, val in {**attrs, **where, "outcome": outcome}.items():
                 trial.set_user_attr(key, val)
         except optuna.exceptions.UpdateFinishedTrialError:
             # Another worker finished this trial first: both popped it from the queue of enqueued trials (SQLite has
@@ -402,9 +403,10 @@ class Search:
 
     def _restore_lines(self) -> None:
         """A kill between a trial's outcome attr and its trials.jsonl line leaves it counted without a line. Once
-        such a trial runs nowhere (its silent heartbeat got it failed), its line is written from the study's attrs,
-        so the run directory holds every counted trial. Waits at most the heartbeat grace (plus a margin) for one
-        still marked running; a live worker's trial gets its own line within milliseconds."""
+        such a trial of this run directory (its `run_dir` attr) runs nowhere (its silent heartbeat got it failed),
+        its line is written from the study's attrs, so the run directory holds every counted trial. Waits at most
+        the heartbeat grace (plus a margin) for one still marked running; a live worker's trial gets its own line
+        within milliseconds."""
         import optuna
 
         from mage_tune.search.storage import grace_s
@@ -413,15 +415,17 @@ class Search:
         while True:
             self._fail_stale()
             lined = {t["number"] for t in record.trials(self.spec.run_dir)}
+            ours = str(self.spec.run_dir.resolve())  # workers on one study may keep separate run directories
             missing = [
                 t
                 for t in self.study.get_trials(deepcopy=False)
-                if t.user_attrs.get("outcome") in COUNTED and t.number not in lined
+                if t.user_attrs.get("outcome") in COUNTED
+                and t.user_attrs.get("run_dir") == ours
+                and t.number not in lined
             ]
             for t in missing:
                 if t.state != optuna.trial.TrialState.RUNNING:
-                    attrs = dict(t.user_attrs)
-                    attrs.setdefault("value", t.value)
+                    attrs = {k: v for k, v in t.user_attrs.items() if k != "run_dir"}
                     record.append_trial(self.spec.run_dir, {"number": t.number, "objective": self.objective, **attrs})
             if all(t.state != optuna.trial.TrialState.RUNNING for t in missing) or time.monotonic() > deadline:
                 return
