@@ -46,7 +46,7 @@ SEED = {
 # block, 8-byte streaming accesses, so 6 chunks of x per thread.
 BEST = {**SEED, "threads": 64, "rows": 2, "vec": 8, "hint": "cs"}
 READS = {"regs": 1, "welford": 2, "twopass": 3}  # passes over x
-WALK_LIMIT = 2500  # walk every distinct kernel of the space up to this many, else a covering sample
+WALK_LIMIT = 3500  # walk every distinct kernel of the space up to this many, else a covering sample
 
 
 # --- workers (module level, so the process pool can pickle them) ------------------------------------------------
@@ -115,17 +115,19 @@ def test_seed_is_valid_and_the_default():
 
 
 def test_space_size_at_768():
-    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 2 * 2 * 3 * 4 * 2
+    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 3 * 2 * 3 * 4 * 2
     valid = [c for c in FAMILY.configs(D768, ARCH) if c["full_occupancy"] == 0]  # full_occupancy=1 doubles each
     assert 2 * len(valid) == sum(1 for _ in FAMILY.configs(D768, ARCH))
-    # persist=0: only threads·rows > 1024 and, for passes=regs at threads=32 with vec=4, 24 chunks > 16 are excluded.
-    assert sum(1 for c in valid if c["persist"] == 0) == 1896
+    # persist=0: only threads·rows > 1024, for passes=regs at threads=32 with vec=4 24 chunks > 16, and shfl2 at
+    # threads=32 (shfl's kernel) are excluded: 1896 with shfl or smem, 756 with shfl2 (threads ≥ 64).
+    assert sum(1 for c in valid if c["persist"] == 0 and c["reduce"] != "shfl2") == 1896
+    assert sum(1 for c in valid if c["persist"] == 0) == 1896 + 756
     # persist=2, 4, 8: passes=regs only (a third of the space), and at most 8 chunks, which excludes threads=32 with
-    # vec=8 and threads=64 with vec=4 (12 chunks each): 504 configs for each value.
+    # vec=8 and threads=64 with vec=4 (12 chunks each): 504 configs for each value, and 228 more with shfl2.
     for persist in (2, 4, 8):
         configs = [c for c in valid if c["persist"] == persist]
-        assert {c["passes"] for c in configs} == {"regs"} and len(configs) == 504
-    assert len(valid) == 1896 + 3 * 504 == 3408
+        assert {c["passes"] for c in configs} == {"regs"} and len(configs) == 504 + 228
+    assert len(valid) == 2652 + 3 * 732 == 4848
 
 
 def _kernel_text(config: dict, shape: dict) -> str:
@@ -136,12 +138,12 @@ def _kernel_text(config: dict, shape: dict) -> str:
 def test_whole_d768_space_compiles():
     """Every distinct kernel of the space with full_occupancy=0, compiled once, and a sample with full_occupancy=1
     (it changes one line, the launch bounds): persist=2, 4 and 8 render the same kernel (the value only sets the
-    grid), so the walk is the 1896 persist=0 kernels and the 504 persistent ones."""
+    grid), so the walk is the 2652 persist=0 kernels and the 732 persistent ones."""
     valid = list(FAMILY.configs(D768, ARCH))
     kernels: dict[str, dict] = {}
     for config in valid:
         kernels.setdefault(_kernel_text(config, D768), config)
-    assert len(kernels) == 2 * (1896 + 504)
+    assert len(kernels) == 2 * (2652 + 732)
     walk = [c for c in kernels.values() if c["full_occupancy"] == 0]
     configs = walk if len(walk) <= WALK_LIMIT else _sample(D768, 600, seed=0)
     bounded = [c for c in kernels.values() if c["full_occupancy"] == 1]
@@ -198,6 +200,7 @@ EXTRAS = [
     ({**SEED, "passes": "welford", "rows": 4}, {"m": 4093, "d": 768}),
     ({**SEED, "threads": 32, "rows": 8, "vec": 4, "passes": "twopass"}, D768),
     ({**SEED, "vec": 4}, {"m": 4096, "d": 769}),
+    ({**SEED, "passes": "welford", "reduce": "shfl2"}, D768),
 ]
 # persist: the fastest one-block-per-group config made persistent, and persistent kernels with warp-wide rows (no block
 # barrier) and with the shared-memory tree.
@@ -315,6 +318,14 @@ def test_reduce_sets_barriers_and_shuffles(censuses):
     assert tree_welford.ptx.barriers == _tree_barriers(128)
     warp_tree = _get(censuses, {**SEED, "threads": 32, "reduce": "smem", "passes": "twopass"})[1]
     assert warp_tree.ptx.barriers == warp_tree.sass.barriers == 0  # warp barriers only
+    # shfl2: the same barriers; each thread reads one 32-bit partial where shfl reads the four as one float4, and
+    # adds them with log2(4) = 2 more shuffles per reduction.
+    vector, butterfly = _get(censuses, SEED)[1], _get(censuses, {**SEED, "reduce": "shfl2"})[1]
+    assert butterfly.ptx.barriers == butterfly.sass.barriers == 2
+    assert butterfly.ptx.shuffles == butterfly.sass.shuffles == 10 + 2 * 2
+    assert vector.sass.shared_loads == {128: 2} and butterfly.sass.shared_loads == {32: 2}
+    welford_butterfly = _get(censuses, {**SEED, "passes": "welford", "reduce": "shfl2"})[1]
+    assert welford_butterfly.sass.shared_loads == {128: 1} and welford_butterfly.ptx.barriers == 1
 
 
 def test_shared_memory_is_what_the_constraint_counts(censuses):
@@ -665,13 +676,16 @@ def _run_on_host(program: Path, config: dict, shape: dict, grids: list[int], wor
 
 
 # Persistent kernels of every shape of reduction: a block of warp-wide rows (no block barrier), shuffles across warps,
-# the shared-memory tree, a ragged last chunk (d=769, d=1000); the seed with persist=0 checks the emulation itself.
+# the shared-memory tree, a ragged last chunk (d=769, d=1000); the seed with persist=0 checks the emulation itself,
+# and two one-block-per-group kernels the butterfly exchange (shfl2), of sums and of Welford triples.
 HOST_CONFIGS = [
     ({**BEST, "persist": 4}, 768),
     ({**SEED, "threads": 32, "rows": 4, "persist": 2}, 768),
     ({**SEED, "vec": 4, "reduce": "smem", "persist": 8}, 769),
     ({**SEED, "threads": 64, "rows": 8, "reduce": "smem", "rsqrt": "precise", "persist": 4}, 768),
     ({**SEED, "threads": 256, "rows": 2, "hint": "nc", "persist": 2}, 1000),
+    ({**SEED, "threads": 256, "rows": 2, "reduce": "shfl2", "persist": 2}, 1000),  # a butterfly over 8 warps
+    ({**SEED, "threads": 512, "reduce": "shfl2", "passes": "welford"}, 1000),  # Welford triples over 16 warps
     (SEED, 768),
 ]
 

@@ -27,11 +27,11 @@ ARCH = "sm_90"
 CUBE = {"m": 1024, "n": 1024, "k": 1024}
 # The seed's kernel: 64×64 tiles, bk=32, 4×4 micro-tiles (256 threads), A transposed by 4-byte copies, B by 16.
 SEED = {"bm": 64, "bn": 64, "bk": 32, "tm": 4, "tn": 4, "stages": 2, "a_vec": 4, "b_vec": 16, "a_trans": 1}
-SEED = {**SEED, "pad": 4, "smem_vec": 0, "pipe": 0, "k_unroll": 0, "raster": 0}
+SEED = {**SEED, "pad": 4, "smem_vec": 0, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1}
 # The base every one-knob change is measured against; a_trans=1 needs a_vec=4 and tn=2 needs smem_vec=0, hence
 # two more bases.
 BASE = {"bm": 64, "bn": 64, "bk": 16, "tm": 4, "tn": 4, "stages": 2, "a_vec": 16, "b_vec": 16, "a_trans": 0}
-BASE = {**BASE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0, "raster": 0}
+BASE = {**BASE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1}
 BASE_A4 = {**BASE, "a_vec": 4}
 BASE_SCALAR = {**BASE, "smem_vec": 0}
 
@@ -74,8 +74,8 @@ def _sample(shape: dict, count: int, seed: int, cover: bool) -> list[dict]:
 
 def test_space_size_and_seed_configs_are_valid():
     assert FAMILY is get_family("matmul")
-    assert FAMILY.space_size() == 4**6 * 3**4 * 2**4
-    assert sum(1 for _ in FAMILY.configs(CUBE, ARCH)) == 332124 * 4  # raster constrains nothing
+    assert FAMILY.space_size() == 4**6 * 3**4 * 2**4 * 5
+    assert sum(1 for _ in FAMILY.configs(CUBE, ARCH)) == 332124 * 4 * 5  # raster and split_k constrain nothing
     for stages in (1, 2):
         assert FAMILY.violations({**SEED, "stages": stages}, CUBE, ARCH) == []
     assert FAMILY.launch(SEED, CUBE, "sm_90").block == 256
@@ -281,35 +281,47 @@ HOST_FORMS = {
     "cp_async": "    if (in_bounds) std::memcpy(dst, src, BYTES); else std::memset(dst, 0, BYTES);",
     "lds32": "    return *p;",
     "cp_async_wait": "",
+    # Blocks run one after another, z outermost, so a slice's turn has always come when it looks: a wrong turn
+    # (never passed, or not reset for the next launch) aborts instead of hanging.
+    "wait_turn": "    if (__atomic_load_n(turn, __ATOMIC_ACQUIRE) != z) std::abort();",
+    "pass_turn": "    __atomic_store_n(turn, z, __ATOMIC_RELEASE);",
 }
+SPLIT_ONLY = ("wait_turn", "pass_turn")  # helpers rendered only with split_k > 1
 
 HOST_MAIN = r"""
-// argv: M N K threads grid.x grid.y shared_floats in_file out_file
+// argv: M N K threads grid.x grid.y grid.z shared_floats in_file out_file; the grid runs twice (two launches)
 int main(int argc, char** argv) {
     const int M = std::atoi(argv[1]), N = std::atoi(argv[2]), K = std::atoi(argv[3]);
     blockDim.x = std::atoi(argv[4]);
     gridDim.x = std::atoi(argv[5]);
     gridDim.y = std::atoi(argv[6]);
-    host_smem.assign(std::atoi(argv[7]), NAN);
+    gridDim.z = std::atoi(argv[7]);
+    host_smem.assign(std::atoi(argv[8]), NAN);
     std::vector<float> a(size_t(M) * K), b(size_t(K) * N), c(size_t(M) * N, NAN);
-    FILE* in = std::fopen(argv[8], "rb");
+    FILE* in = std::fopen(argv[9], "rb");
     for (auto* v : {&a, &b})
         if (std::fread(v->data(), sizeof(float), v->size(), in) != v->size()) return 2;
     std::fclose(in);
-    for (unsigned by = 0; by < gridDim.y; ++by)
-        for (unsigned bx = 0; bx < gridDim.x; ++bx) {
-            block_barrier = std::make_unique<std::barrier<>>(blockDim.x);
-            std::vector<std::thread> threads;
-            for (unsigned t = 0; t < blockDim.x; ++t)
-                threads.emplace_back([&, t, bx, by] {
-                    threadIdx.x = t;
-                    blockIdx.x = bx;
-                    blockIdx.y = by;
-                    matmul(a.data(), b.data(), c.data(), M, N, K);
-                });
-            for (auto& thread : threads) thread.join();
-        }
-    FILE* out = std::fopen(argv[9], "wb");
+    // Split-K launches twice, C refilled with NaN between: slice 0 must overwrite, the turns must start over.
+    for (int launch = 0; launch < (gridDim.z > 1 ? 2 : 1); ++launch) {
+        std::fill(c.begin(), c.end(), NAN);
+        for (unsigned bz = 0; bz < gridDim.z; ++bz)
+            for (unsigned by = 0; by < gridDim.y; ++by)
+                for (unsigned bx = 0; bx < gridDim.x; ++bx) {
+                    block_barrier = std::make_unique<std::barrier<>>(blockDim.x);
+                    std::vector<std::thread> threads;
+                    for (unsigned t = 0; t < blockDim.x; ++t)
+                        threads.emplace_back([&, t, bx, by, bz] {
+                            threadIdx.x = t;
+                            blockIdx.x = bx;
+                            blockIdx.y = by;
+                            blockIdx.z = bz;
+                            matmul(a.data(), b.data(), c.data(), M, N, K);
+                        });
+                    for (auto& thread : threads) thread.join();
+                }
+    }
+    FILE* out = std::fopen(argv[10], "wb");
     std::fwrite(c.data(), sizeof(float), c.size(), out);
     std::fclose(out);
     return 0;
@@ -323,7 +335,8 @@ def _host_source(config: dict, shape: dict) -> str:
         source, found = re.subn(
             rf"( {name}\(.*?\) \{{\n).*?\n\}}\n", rf"\g<1>{body}\n}}\n", source, count=1, flags=re.S
         )
-        assert found == (0 if name == "lds32" and "lds32(" not in source else 1), name
+        absent = (name == "lds32" and "lds32(" not in source) or (name in SPLIT_ONLY and config["split_k"] == 1)
+        assert found == (0 if absent else 1), name
     source, found = re.subn(r"(void cp_async_commit\(\) \{).*?\}\n", r"\1}\n", source)
     assert found == 1
     source = source.replace("extern __shared__ __align__(16) float smem[];", "float* smem = host_smem.data();")
@@ -342,7 +355,7 @@ def _emulate_matmul(job: tuple[dict, tuple[int, int, int]]) -> str | None:
         build = [host_compiler(), "-std=c++20", "-O1", "-pthread", "-w", "-o", work / "k", work / "k.cpp"]
         subprocess.run(build, check=True)
         (work / "in.bin").write_bytes(inputs["A"].tobytes() + inputs["B"].tobytes())
-        args = [m, n, k, launch.block, launch.grid[0], launch.grid[1], launch.dynamic_shared // 4]
+        args = [m, n, k, launch.block, *launch.grid, launch.dynamic_shared // 4]
         try:
             subprocess.run([work / "k", *map(str, args), work / "in.bin", work / "out.bin"], check=True, timeout=120)
         except subprocess.TimeoutExpired:
@@ -363,6 +376,9 @@ HOST_CASES = [
     ({**BASE, "stages": 3}, (70, 68, 40)),  # pipe=0: checks the emulation itself
     ({**BASE, "bk": 32, "stages": 4, "k_unroll": 8}, (70, 68, 100)),  # a partly unrolled k loop, four stages
     ({**PIPE, "raster": 4}, (330, 260, 16)),  # grouped block order: 6 block rows = a group of 4 and one of 2
+    ({**PIPE, "split_k": 3}, (70, 136, 132)),  # 9 k-tiles (the last partial) in shares of 3, ragged M and N
+    ({**BASE_SCALAR, "split_k": 4, "raster": 4}, (130, 68, 80)),  # 5 k-tiles in shares of 2: the last share empty
+    ({**BASE, "split_k": 8, "stages": 3}, (64, 64, 16)),  # one k-tile: slices 1..7 add nothing but take their turn
 ]
 
 

@@ -14,7 +14,9 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
   passes   regs: x read once and held in registers (chunks ≤ 16); welford: one read for (count, mean, M2) merged
            by Chan's formula, a second for the output; twopass: reads for the mean, the variance, the output
   reduce   shfl: warp shuffles, then one shared exchange of per-warp partials behind one barrier per reduction
-           (none when threads = 32); smem: a shared-memory tree, a block barrier per level that crosses warps
+           (none when threads = 32), every thread adding all the partials (vector broadcast reads); shfl2: the same
+           exchange, but lane l reads partial l % warps (one 32-bit read, conflict-free) and a butterfly of shuffles
+           over the warps' count adds them; smem: a shared-memory tree, a block barrier per level that crosses warps
   rsqrt    approx: rsqrt.approx (one MUFU.RSQ); precise: sqrt.approx then div.full, Triton's form (MUFU.SQRT and
            MUFU.RCP, no MUFU.RSQ: IEEE sqrtf and __fsqrt_rn both seed with MUFU.RSQ on sm_90)
   hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs);
@@ -74,7 +76,12 @@ class LayerNorm(CudaFamily):
         Knob("rows", (1, 2, 4, 8), "rows per block (threads·rows ≤ 1024); with threads=32, a warp per row"),
         Knob("vec", (16, 8, 4), "bytes per global access: float4, float2 or float"),
         Knob("passes", ("regs", "welford", "twopass"), "reads of x: 1 (row in registers), 2 (Welford), 3"),
-        Knob("reduce", ("shfl", "smem"), "warp shuffles + one shared exchange, or a shared-memory tree"),
+        Knob(
+            "reduce",
+            ("shfl", "smem", "shfl2"),
+            "warp shuffles + one shared exchange (every thread adds all partials; shfl2: one partial per lane, then "
+            "shuffles), or a shared-memory tree",
+        ),
         Knob("rsqrt", ("approx", "precise"), "rsqrt.approx (MUFU.RSQ), or sqrt.approx + div.full (no MUFU.RSQ)"),
         Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
         Knob("persist", (0, 2, 4, 8), "0: a block per row group; p: p × SMs blocks, next group's x loaded early"),
@@ -103,7 +110,7 @@ class LayerNorm(CudaFamily):
         """Static shared memory of the reductions (the template declares exactly this)."""
         threads, rows = config["threads"], config["rows"]
         welford = config["passes"] == "welford"
-        if config["reduce"] == "shfl":
+        if config["reduce"] != "smem":
             if threads == 32:
                 return 0  # the warp is the row: shuffles only
             # welford: one float4 triple per warp; otherwise one float per warp for each of two reductions
@@ -143,6 +150,8 @@ class LayerNorm(CudaFamily):
                     f"{self.chunks(config, shape)} chunks per thread, over {MAX_PERSIST_CHUNKS}; use more threads, "
                     "a wider vec, or persist=0"
                 )
+        if config["reduce"] == "shfl2" and threads == 32:
+            problems.append("reduce=shfl2 differs from shfl only across warps; with threads=32 use reduce=shfl")
         if self.shared_bytes(config) > MAX_STATIC_SHARED:
             problems.append(
                 f"reduce={config['reduce']} with threads={threads}, rows={rows} needs {self.shared_bytes(config)} "
@@ -157,6 +166,7 @@ class LayerNorm(CudaFamily):
             f"passes=regs needs ceil(d / (threads·vec/4)) ≤ {MAX_REG_CHUNKS} chunks per thread (the row in registers).",
             f"persist > 0 needs passes=regs and ≤ {MAX_PERSIST_CHUNKS} chunks per thread (two row groups in "
             "registers).",
+            "reduce=shfl2 needs threads ≥ 64 (a warp-wide row has no exchange, so it would be shfl's kernel).",
             f"The reduction's shared memory must fit in {MAX_STATIC_SHARED // 1024} KB "
             "(smem: rows·threads slots per reduction; shfl: one per warp).",
         ]

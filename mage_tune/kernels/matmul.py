@@ -4,7 +4,8 @@ The space spans the classic SIMT SGEMM choices: block tile (bm, bn, bk), micro-t
 derived), pipeline depth (stages), copy widths of A and B (a_vec, b_vec, in bytes), whether A is transposed on its
 way into shared memory (a_trans), row padding against bank conflicts (pad), float4 fragment reads (smem_vec) and
 register double buffering with one barrier per k-tile (pipe), how much of a k-tile one loop body holds
-(k_unroll), and the order blocks run in (raster: grouped rasterization for L2 reuse).
+(k_unroll), the order blocks run in (raster: grouped rasterization for L2 reuse) and how many blocks share one C
+tile's K range (split_k: serial split-K, for grids too small to fill the GPU).
 Every tile copy is a cp.async; M, N and K are runtime arguments, so any shape runs (edges zero-fill and are guarded).
 """
 
@@ -54,6 +55,13 @@ class Matmul(CudaFamily):
             "raster",
             (0, 4, 8, 16),
             "block rows per rasterization group (0: row-major block order): blocks resident together share tiles in L2",
+            free=True,
+        ),
+        Knob(
+            "split_k",
+            (1, 2, 3, 4, 8),
+            "blocks per C tile along K (serial split-K: slices add into C in a fixed order): more blocks for grids "
+            "under two waves",
             free=True,
         ),
     )
@@ -125,7 +133,7 @@ class Matmul(CudaFamily):
         ]
 
     def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
-        grid = (_cdiv(shape["n"], config["bn"]), _cdiv(shape["m"], config["bm"]), 1)
+        grid = (_cdiv(shape["n"], config["bn"]), _cdiv(shape["m"], config["bm"]), config["split_k"])
         return Launch(grid, self.threads(config), self.shared_bytes(config))
 
     def template_vars(self, config: Config, shape: Shape) -> dict:
@@ -153,6 +161,8 @@ class Matmul(CudaFamily):
             "k_step": 4 if c["smem_vec"] and not c["a_trans"] else 1,
             # float4 stores of C need each run 16-byte aligned, hence rows of C a multiple of 4 floats.
             "c_store_vec": b_frag_vec == 4 and shape["n"] % 4 == 0,
+            # split-K's turn counters, one per C tile; a power of two at least the grid, so near shapes share a source
+            "max_split_tiles": 1 << (_cdiv(shape["m"], c["bm"]) * _cdiv(shape["n"], c["bn"]) - 1).bit_length(),
         }
 
     # --- correctness and cost ---------------------------------------------------------------------------------
