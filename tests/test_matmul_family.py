@@ -5,7 +5,7 @@ the product in a host emulation."""
 from __future__ import annotations
 
 import functools
-import random
+import itertools
 import re
 import subprocess
 import tempfile
@@ -22,6 +22,7 @@ from mage_tune.errors import ConfigError
 from mage_tune.kernels import get_family
 from mage_tune.kernels.base import config_label
 from mage_tune.kernels.matmul import FAMILY
+from mage_tune.kernels.sample import sample_configs
 
 ARCH = "sm_90"
 CUBE = {"m": 1024, "n": 1024, "k": 1024}
@@ -57,16 +58,7 @@ def _compile_all(jobs: list[tuple[dict, dict]]) -> None:
 
 def _sample(shape: dict, count: int, seed: int, cover: bool) -> list[dict]:
     """`count` valid configs drawn with a fixed seed, plus (with `cover`) one for each knob value not yet drawn."""
-    valid = list(FAMILY.configs(shape, ARCH))
-    rng = random.Random(seed)
-    picked = rng.sample(valid, min(count, len(valid)))
-    if cover:
-        rng.shuffle(valid)
-        for knob in FAMILY.knobs:
-            for value in knob.domain:
-                if not any(c[knob.name] == value for c in picked):
-                    picked.append(next(c for c in valid if c[knob.name] == value))
-    return picked
+    return sample_configs(FAMILY, shape, ARCH, count, seed=seed, cover=cover)
 
 
 # --- 1. the space compiles -----------------------------------------------------------------------------------
@@ -74,8 +66,17 @@ def _sample(shape: dict, count: int, seed: int, cover: bool) -> list[dict]:
 
 def test_space_size_and_seed_configs_are_valid():
     assert FAMILY is get_family("matmul")
-    assert FAMILY.space_size() == 4**6 * 3**4 * 2**4 * 5
-    assert sum(1 for _ in FAMILY.configs(CUBE, ARCH)) == 332124 * 4 * 5  # raster and split_k constrain nothing
+    assert FAMILY.space_size() == 4**6 * 3**5 * 2**3 * 5
+    # raster and split_k constrain nothing: the space is the valid rest times their 4 * 5 values. Of the rest,
+    # 332124 combinations take A by cp.async (a_trans 0 or 1) and 44460 through registers.
+    combos = list(FAMILY.bound_combinations(CUBE, ARCH))
+    assert len(combos) == 332124 + 44460
+    a_trans = [k.name for k in FAMILY.knobs if not k.free].index("a_trans")
+    assert sum(1 for c in combos if c[a_trans] == 2) == 44460
+    first = list(itertools.islice(FAMILY.configs(CUBE, ARCH), 40))
+    frees = itertools.product((0, 4, 8, 16), (1, 2, 3, 4, 8))
+    assert first[:20] == [FAMILY.join_combination(combos[0], f) for f in frees]
+    assert all(FAMILY.violations(c, CUBE, ARCH) == [] for c in first)
     for stages in (1, 2):
         assert FAMILY.violations({**SEED, "stages": stages}, CUBE, ARCH) == []
     assert FAMILY.launch(SEED, CUBE, "sm_90").block == 256
@@ -235,7 +236,8 @@ def test_value_outside_domain():
     [
         (["a_trans=1", "a_vec=16"], CUBE, r"a_trans=1 needs a_vec=4"),
         (["smem_vec=1", "tn=2"], CUBE, r"smem_vec=1 needs tn % 4 == 0"),
-        (["smem_vec=1", "a_trans=1", "tm=2"], CUBE, r"smem_vec=1 with a_trans=1 needs tm % 4 == 0"),
+        (["smem_vec=1", "a_trans=1", "tm=2"], CUBE, r"smem_vec=1 with a_trans>0 needs tm % 4 == 0"),
+        (["a_trans=2", "pipe=1"], CUBE, r"a_trans=2 needs a_vec=16 .*pipe=0 and stages >= 2"),
         (["bm=32", "bn=32", "tm=8", "tn=8"], CUBE, r"threads = bm\*bn/\(tm\*tn\) = 16"),
         (["b_vec=16"], {"m": 513, "n": 257, "k": 129}, r"b_vec=16 needs N\*4 divisible by 16"),
     ],
@@ -379,6 +381,8 @@ HOST_CASES = [
     ({**PIPE, "split_k": 3}, (70, 136, 132)),  # 9 k-tiles (the last partial) in shares of 3, ragged M and N
     ({**BASE_SCALAR, "split_k": 4, "raster": 4}, (130, 68, 80)),  # 5 k-tiles in shares of 2: the last share empty
     ({**BASE, "split_k": 8, "stages": 3}, (64, 64, 16)),  # one k-tile: slices 1..7 add nothing but take their turn
+    ({**BASE, "a_trans": 2, "tm": 8, "stages": 3}, (70, 68, 100)),  # A through registers, ragged edges
+    ({**BASE, "a_trans": 2, "bm": 32, "bk": 32, "tm": 4, "k_unroll": 8, "split_k": 2}, (40, 68, 72)),
 ]
 
 

@@ -247,13 +247,27 @@ def load(
         raise InputError("binary data, not PTX, CUDA source, SASS text or a cubin", file=label)
     suffix = path.suffix.lower()
     if suffix == ".ptx" or (suffix not in (".cu", ".cuh") and re.search(r"^\s*\.version\s", text, re.M)):
-        module = ptx_view.parse(text, label)  # a garbled file fails here, with its line, before ptxas sees it
-        return _load_ptx_file(path, text, module.target, arch, label, ptxas_options)
+        return _assemble_while_parsing(path, text, arch, label, ptxas_options)
     if suffix in (".cu", ".cuh"):
         return _load_cu(text, arch or DEFAULT_ARCH, label, source_options or SourceOptions())
     if sass_view.looks_like_sass(text):
         return Artifact(label, arch or sass_view.arch_of(text) or "sm_90", sass=text)
     raise InputError("not PTX, CUDA source (.cu), SASS text or a cubin", file=label)
+
+
+def _assemble_while_parsing(
+    path: Path, text: str, arch: str | None, label: str, ptxas_options: tuple[str, ...] | None
+) -> Artifact:
+    """ptxas and the disassembler run (as processes, from a thread) while this thread parses the PTX, which the
+    census then takes from the parser's cache. A garbled file's parse error (with its line) wins over whatever ptxas
+    says of it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, target = ptx_view.header(text, label)
+    with ThreadPoolExecutor(1) as pool:
+        assembling = pool.submit(_load_ptx_file, path, text, target, arch, label, ptxas_options)
+        ptx_view.parse(text, label)
+        return assembling.result()
 
 
 def _ptx_only(ptx: str, arch: str, label: str, why: str, source: str | None = None) -> Artifact:

@@ -78,15 +78,23 @@ def _gc_paused(fn):
     return paused
 
 
-@_gc_paused
-def parse(text: str, label: str) -> Module:
-    """Read a PTX module; raise InputError naming `label` and the line for anything that is not PTX."""
+def header(text: str, label: str) -> tuple[str, str]:
+    """(version, target) of a PTX module, from its directives alone: what an assembler needs before the parse."""
     if not text.strip():
         raise InputError("empty file", file=label)
     version = re.search(r"^\s*\.version\s+(\d+\.\d+)", text, re.M)
     target = re.search(r"^\s*\.target\s+(\w+)", text, re.M)
     if not version or not target:
         raise InputError("not PTX: no .version/.target directive", file=label, line=1)
+    return version.group(1), target.group(1)
+
+
+# The last modules read, by text: a file's census parses it while ptxas runs, and the census then finds it here.
+@functools.lru_cache(maxsize=2)
+@_gc_paused
+def parse(text: str, label: str) -> Module:
+    """Read a PTX module; raise InputError naming `label` and the line for anything that is not PTX."""
+    version, target = header(text, label)
     # Blank comments out but keep their newlines so line numbers stay true.
     clean = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     module_shared = _shared_decls(clean)
@@ -98,7 +106,7 @@ def parse(text: str, label: str) -> Module:
         kernels.append(_kernel(clean, match, label, module_shared, lines))
     if not kernels:
         raise InputError("PTX holds no .entry kernel", file=label, line=_line_of(clean, len(clean)))
-    return Module(version.group(1), target.group(1), tuple(kernels))
+    return Module(version, target, tuple(kernels))
 
 
 def _line_of(text: str, pos: int) -> int:

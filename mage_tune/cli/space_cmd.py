@@ -26,7 +26,7 @@ def space(family, dims, arch, as_list, as_json):
     check_arch(arch)
     fam, shape = family_and_shape(family, dims)
     configs = list(fam.configs(shape, arch)) if (as_list or as_json) else None
-    count = len(configs) if configs is not None else sum(1 for _ in fam.configs(shape, arch))
+    count = len(configs) if configs is not None else fam.count_configs(shape, arch)
     if as_json:
         click.echo(
             json.dumps(

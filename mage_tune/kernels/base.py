@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import itertools
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -301,16 +302,30 @@ class Family(ABC):
     def configs(self, shape: Shape, arch: str) -> Iterator[Config]:
         """Every valid config, in a fixed order. Constraints are checked once per combination of the constrained knobs;
         free knobs (which no constraint reads) then take each of their values."""
-        bound = [k for k in self.knobs if not k.free]
         free = [k for k in self.knobs if k.free]
-        firsts = {k.name: k.domain[0] for k in free}
-        for values in itertools.product(*(k.domain for k in bound)):
-            partial = dict(zip((k.name for k in bound), values, strict=True))
-            if self.violations({**partial, **firsts}, shape, arch):
-                continue
+        for values in self.bound_combinations(shape, arch):
             for rest in itertools.product(*(k.domain for k in free)):
-                merged = {**partial, **dict(zip((k.name for k in free), rest, strict=True))}
-                yield {k.name: merged[k.name] for k in self.knobs}
+                yield self.join_combination(values, rest)
+
+    def bound_combinations(self, shape: Shape, arch: str) -> Iterator[tuple]:
+        """The valid value tuples of the constrained knobs (in knob order), each valid with any values of the free
+        ones: the space is these times the free knobs' product, which a sampler can index without listing it."""
+        bound = [k for k in self.knobs if not k.free]
+        firsts = {k.name: k.domain[0] for k in self.knobs if k.free}
+        for values in itertools.product(*(k.domain for k in bound)):
+            if not self.violations({**dict(zip((k.name for k in bound), values, strict=True)), **firsts}, shape, arch):
+                yield values
+
+    def count_configs(self, shape: Shape, arch: str) -> int:
+        """How many configs are valid, without building them."""
+        free = math.prod(len(k.domain) for k in self.knobs if k.free)
+        return free * sum(1 for _ in self.bound_combinations(shape, arch))
+
+    def join_combination(self, bound_values: tuple, free_values: tuple) -> Config:
+        """The config of one valid tuple of the constrained knobs and one tuple of the free knobs' values."""
+        bound = iter(bound_values)
+        free = iter(free_values)
+        return {k.name: next(free) if k.free else next(bound) for k in self.knobs}
 
     def space_size(self) -> int:
         size = 1

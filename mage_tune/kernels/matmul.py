@@ -1,12 +1,13 @@
 """FP32 matmul C = A·B (row-major M×K times K×N): block tiles, per-thread micro-tiles, a cp.async pipeline.
 
 The space spans the classic SIMT SGEMM choices: block tile (bm, bn, bk), micro-tile (tm, tn; the thread count is
-derived), pipeline depth (stages), copy widths of A and B (a_vec, b_vec, in bytes), whether A is transposed on its
-way into shared memory (a_trans), row padding against bank conflicts (pad), float4 fragment reads (smem_vec) and
-register double buffering with one barrier per k-tile (pipe), how much of a k-tile one loop body holds
-(k_unroll), the order blocks run in (raster: grouped rasterization for L2 reuse) and how many blocks share one C
-tile's K range (split_k: serial split-K, for grids too small to fill the GPU).
-Every tile copy is a cp.async; M, N and K are runtime arguments, so any shape runs (edges zero-fill and are guarded).
+derived), pipeline depth (stages), copy widths of A and B (a_vec, b_vec, in bytes), whether and how A is transposed on
+its way into shared memory (a_trans: by cp.async, or through registers), row padding against bank conflicts (pad),
+float4 fragment reads (smem_vec) and register double buffering with one barrier per k-tile (pipe), how much of a
+k-tile one loop body holds (k_unroll), the order blocks run in (raster: grouped rasterization for L2 reuse) and how
+many blocks share one C tile's K range (split_k: serial split-K, for grids too small to fill the GPU).
+Every tile copy of B (and of A unless a_trans=2) is a cp.async; M, N and K are runtime arguments, so any shape runs
+(edges zero-fill and are guarded).
 """
 
 from __future__ import annotations
@@ -41,7 +42,12 @@ class Matmul(CudaFamily):
         Knob("stages", (3, 1, 2, 4), "shared-memory buffers; stages-1 tile copies stay in flight while one computes"),
         Knob("a_vec", (16, 4, 8), "bytes per cp.async of A"),
         Knob("b_vec", (16, 4, 8), "bytes per cp.async of B"),
-        Knob("a_trans", (0, 1), "1: A transposed into shared memory as As[bk][bm] (4-byte copies)"),
+        Knob(
+            "a_trans",
+            (0, 1, 2),
+            "A transposed into shared memory as As[bk][bm]: 1 by 4-byte cp.async, 2 through registers (16-byte "
+            "loads, then four 4-byte shared stores, after the current tile's FMAs)",
+        ),
         Knob("pad", (4, 0), "floats of padding per shared row of A, against bank conflicts"),
         Knob("smem_vec", (1, 0), "1: float4 fragment reads from shared memory (LDS.128)"),
         Knob(
@@ -100,8 +106,14 @@ class Matmul(CudaFamily):
             out.append(f"k_unroll={c['k_unroll']} needs pipe=0 and k_unroll < bk={c['bk']} (else: full unroll)")
         if c["pipe"] and c["stages"] < 2:
             out.append("pipe=1 needs stages >= 2 (tile kt+1 lands in its own buffer while tile kt is read)")
-        if c["a_trans"] and c["a_vec"] != 4:
+        if c["a_trans"] == 1 and c["a_vec"] != 4:
             out.append(f"a_trans=1 needs a_vec=4 (a transposing copy scatters single floats), got a_vec={c['a_vec']}")
+        if c["a_trans"] == 2 and (c["a_vec"] != 16 or c["pipe"] or c["stages"] < 2):
+            out.append(
+                "a_trans=2 needs a_vec=16 (16-byte loads into registers), pipe=0 and stages >= 2 (the registers are "
+                f"stored into the buffer of a later tile), got a_vec={c['a_vec']}, pipe={c['pipe']}, "
+                f"stages={c['stages']}"
+            )
         if (shape["k"] * FLOAT) % c["a_vec"]:
             out.append(f"a_vec={c['a_vec']} needs K*4 divisible by {c['a_vec']} (row starts of A), K={shape['k']}")
         if (shape["n"] * FLOAT) % c["b_vec"]:
@@ -111,7 +123,7 @@ class Matmul(CudaFamily):
         if c["smem_vec"] and c["tn"] % 4:
             out.append(f"smem_vec=1 needs tn % 4 == 0 (float4 runs of B columns), got tn={c['tn']}")
         if c["smem_vec"] and c["a_trans"] and c["tm"] % 4:
-            out.append(f"smem_vec=1 with a_trans=1 needs tm % 4 == 0 (float4 runs of A rows), got tm={c['tm']}")
+            out.append(f"smem_vec=1 with a_trans>0 needs tm % 4 == 0 (float4 runs of A rows), got tm={c['tm']}")
         limit = SMEM_OPTIN.get(arch, SMEM_OPTIN["sm_90"])
         if self.shared_bytes(c) > limit:
             out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")
@@ -124,9 +136,11 @@ class Matmul(CudaFamily):
             "pipe=1 needs stages >= 2",
             "k_unroll > 0 needs pipe=0 (the register double buffer is indexed by the unrolled group) and k_unroll < bk",
             "a_trans=1 needs a_vec=4: the transposing copy scatters single floats",
+            "a_trans=2 needs a_vec=16, pipe=0 and stages >= 2: A's 16-byte loads wait in registers for a later tile's "
+            "buffer",
             "K*4 % a_vec == 0 and N*4 % b_vec == 0, so every row of A and B starts aligned to its copy width",
             "bk % (a_vec/4) == 0 and bn % (b_vec/4) == 0 (always true in these domains)",
-            "smem_vec=1 needs tn % 4 == 0 (B fragments read as float4 runs of columns) and, when a_trans=1, "
+            "smem_vec=1 needs tn % 4 == 0 (B fragments read as float4 runs of columns) and, when a_trans>0, "
             "tm % 4 == 0 (A fragments as float4 runs of rows); with a_trans=0 A is read as float4 along k",
             "shared memory stages * (A tile + pad, B tile) * 4 bytes <= the arch's opt-in limit (227 KB on sm_90)",
             "copies that do not divide evenly among the threads are guarded, so they constrain nothing",

@@ -1,0 +1,86 @@
+"""The templates' newer paths on a real GPU: matmul's serial split-K (turn counters that must start over at every
+launch) and A staged through registers, and layer norm's butterfly exchange (reduce=shfl2), each checked against the
+float64 reference after one launch and again after many (graph replays included), then timed beside its baselines.
+Skipped where no CUDA device is present."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+# The template's previous best at 1024x4096x1024 (a grid of 128 blocks: under one wave on 132 SMs), and changes of it.
+WIDE = {"bm": 128, "bn": 256, "bk": 16, "tm": 8, "tn": 16, "stages": 2, "a_vec": 4, "b_vec": 16, "a_trans": 1}
+WIDE = {**WIDE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1}
+MATMUL_CASES = [
+    ({**WIDE, "split_k": 3}, {"m": 1024, "n": 4096, "k": 1024}),
+    ({**WIDE, "split_k": 8, "a_trans": 2, "a_vec": 16}, {"m": 1000, "n": 1028, "k": 4100}),  # ragged, 8 slices
+    ({**WIDE, "a_trans": 2, "a_vec": 16, "raster": 8}, {"m": 2048, "n": 2048, "k": 2048}),
+    ({**WIDE, "bm": 64, "bn": 64, "bk": 32, "tm": 8, "tn": 4, "a_trans": 0, "a_vec": 16, "split_k": 4, "pipe": 1,
+      "stages": 3}, {"m": 1024, "n": 1024, "k": 8192}),
+]  # fmt: skip
+LAYERNORM_CASES = [
+    ({"threads": 512, "reduce": "shfl2"}, {"m": 4096, "d": 4096}),
+    ({"threads": 256, "reduce": "shfl2", "passes": "welford"}, {"m": 2048, "d": 5000}),
+    ({"threads": 256, "rows": 2, "reduce": "shfl2", "persist": 2}, {"m": 8192, "d": 1600}),
+]
+
+
+def _variant(family_name: str, config: dict, shape: dict):
+    from mage_tune.kernels import get_family
+
+    family = get_family(family_name)
+    full = family.parse_settings([f"{k}={v}" for k, v in config.items()], shape, "sm_90")
+    return family, family.build(full, shape, "sm_90")
+
+
+def _correct_after_many_launches(family_name: str, config: dict, shape: dict) -> None:
+    import torch
+
+    from mage_tune.measure import variant_job
+    from mage_tune.measure.harness import Buffers, check, make_launcher, time_graph
+
+    family, variant = _variant(family_name, config, shape)
+    bufs = Buffers(family, shape, seed=0, sets=2)
+    reference = family.reference(bufs.host, shape)
+    launch = make_launcher(variant_job(variant), family, shape)
+    ok, _, _, why = check(launch, family, shape, bufs, reference)
+    assert ok, f"{variant.label} first launch: {why}"
+    for _ in range(25):
+        launch(bufs.sets[0])
+    time_graph(launch, bufs.sets, launches=20, rounds=2)  # graph replays, rotating buffer sets
+    torch.cuda.synchronize()
+    again = check(launch, family, shape, bufs, reference)
+    assert again[0], f"{variant.label} after 65 launches: {again[3]}"
+    if family_name == "matmul" and config["split_k"] > 1:  # the slices add in a fixed order: the same bits each time
+        first = bufs.sets[0]["__out__"].clone()
+        launch(bufs.sets[0])
+        torch.cuda.synchronize()
+        assert torch.equal(first, bufs.sets[0]["__out__"]), variant.label
+
+
+@pytest.mark.parametrize(("config", "shape"), MATMUL_CASES)
+def test_split_k_and_register_staged_a_stay_correct_launch_after_launch(config, shape):
+    _correct_after_many_launches("matmul", config, shape)
+
+
+@pytest.mark.parametrize(("config", "shape"), LAYERNORM_CASES)
+def test_butterfly_exchange_stays_correct_launch_after_launch(config, shape):
+    _correct_after_many_launches("layernorm", config, shape)
+
+
+def test_split_k_is_timed_beside_cublas_and_fills_the_gpu():
+    """The same tile with and without split-K at a shape whose grid is under one wave: both correct and timed in one
+    session with cuBLAS; the split variant launches split_k times the blocks."""
+    from mage_tune.measure import bench
+
+    shape = {"m": 1024, "n": 4096, "k": 1024}
+    family, plain = _variant("matmul", WIDE, shape)
+    _, split = _variant("matmul", {**WIDE, "split_k": 3}, shape)
+    assert np.prod(split.launch.grid) == 3 * np.prod(plain.launch.grid) == 3 * 128
+    run = bench(family, shape, [plain, split], rounds=3, job_timeout_s=120, baselines=("torch",))
+    results = {r.label: r for r in run.results}
+    assert all(r.ok for r in results.values()), [(r.label, r.error) for r in results.values()]
+    assert {r.kind for r in results.values()} == {"variant", "torch"}
+    assert all(r.time("cold") > 0 for r in results.values())
