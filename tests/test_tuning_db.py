@@ -127,18 +127,24 @@ def test_import_list_query_round_trip(filled, tmp_path):
     assert kept.returncode == 0 and "0 run(s) dropped" in kept.stderr
 
 
+def _measured() -> list[tuple[str, float, dict]]:
+    """(shape as JSON, cold µs, config) of every measured trial in the files."""
+    out = []
+    for path in BENCH:
+        data = json.loads(path.read_text())
+        out += [(json.dumps(data["shape"]), _cold(v), v["config"]) for v in _variants(path) if _cold(v) is not None]
+    for t in (json.loads(x) for x in (SEARCH_DIR / "trials.jsonl").read_text().splitlines()):
+        if t["outcome"] == "measured":
+            out.append((json.dumps({"m": 1024, "n": 1024, "k": 1024}), t["value"], t["config"]))
+    return out
+
+
 def _nearest_best(shape: dict) -> tuple[dict, dict]:
     """The nearest measured shape among the files and its fastest config (completed with the family's defaults)."""
     family = get_family("matmul")
     shapes: dict[str, list[tuple[float, dict]]] = {}
-    for path in BENCH:
-        data = json.loads(path.read_text())
-        for v in _variants(path):
-            if _cold(v) is not None:
-                shapes.setdefault(json.dumps(data["shape"]), []).append((_cold(v), v["config"]))
-    for t in (json.loads(x) for x in (SEARCH_DIR / "trials.jsonl").read_text().splitlines()):
-        if t["outcome"] == "measured":
-            shapes.setdefault(json.dumps({"m": 1024, "n": 1024, "k": 1024}), []).append((t["value"], t["config"]))
+    for shape_json, value, config in _measured():
+        shapes.setdefault(shape_json, []).append((value, config))
     near = min(shapes, key=lambda s: shape_distance(json.loads(s), shape))
     for _, config in sorted(shapes[near], key=lambda p: p[0]):
         if set(config) <= {k.name for k in family.knobs}:
@@ -152,7 +158,7 @@ def _nearest_best(shape: dict) -> tuple[dict, dict]:
 def test_static_search_starts_from_the_nearest_shape_then_the_model(filled, tmp_path):
     shape = {"m": 1536, "n": 1536, "k": 1536}
     out = cli(
-        "search", "matmul", "--m", "1536", "--n", "1536", "--k", "1536", "--static", "--trials", "14",
+        "search", "matmul", "--m", "1536", "--n", "1536", "--k", "1536", "--static", "--trials", "20",
         "--seed", "1", "--workers", "2", "--run-dir", str(tmp_path / "run"), "--wide", db=filled,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -165,6 +171,20 @@ def test_static_search_starts_from_the_nearest_shape_then_the_model(filled, tmp_
     assert first["source"] == "nearest m2048-n2048-k2048 #1" and first["config"] == near_config
     kinds = [t["source"].split(" ")[0] for t in trials]
     assert kinds[0] == "nearest" and "model" in kinds and kinds[-1] == "tpe"
+    # Knob values no record took (the records hold no split-K, no A through registers, ...) are each tried on the
+    # nearest best config, the first six in knob order, changing only what their constraints need.
+    taken: dict[str, set] = {}
+    for _, _, config in _measured():
+        for k, v in get_family("matmul").with_defaults(config).items():
+            taken.setdefault(k, set()).add(v)
+    fresh = [t for t in trials if t["source"].startswith("new value ")]
+    assert len(fresh) == 6 and kinds[len(kinds) - kinds[::-1].index("nearest")] == "new"  # right after the nearest
+    for t in fresh:
+        knob, value = t["source"].removeprefix("new value ").split(" on ")[0].split("=")
+        assert str(near_config[knob]) != value and value not in {str(v) for v in taken[knob]}
+        assert str(t["config"][knob]) == value
+        assert len({k for k, v in t["config"].items() if v != near_config[k]} - {knob}) <= 2
+    assert "knob values new to the database" in out.stdout
     last_seed = max(i for i, k in enumerate(kinds) if k != "tpe")
     assert all(k != "tpe" for k in kinds[: last_seed + 1])  # every seed runs before the sampler's trials
     assert "nearest shapes (tuning database)" in out.stdout and "model (tuning database)" in out.stdout
@@ -173,7 +193,7 @@ def test_static_search_starts_from_the_nearest_shape_then_the_model(filled, tmp_
     # the run itself is in the database now, as a static run (warm starts use measured runs only)
     runs = json.loads(cli("db", "list", "--json", db=filled).stdout)
     mine = [r for r in runs if r["shape"] == shape]
-    assert len(mine) == 1 and mine[0]["objective"] == "static-model-us/1" and mine[0]["trials"] == 14
+    assert len(mine) == 1 and mine[0]["objective"] == "static-model-us/1" and mine[0]["trials"] == 20
 
 
 def test_no_warm_start_and_other_shapes(filled, tmp_path):

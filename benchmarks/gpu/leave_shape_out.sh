@@ -5,6 +5,8 @@
 # directory and log go to OUT/FAMILY-SHAPE; OUT/FAMILY.tgz is rewritten after every shape, so a call cut short keeps
 # what finished. Shapes not started before DEADLINE_S seconds (default 540) are listed in OUT/FAMILY-skipped.txt.
 #
+# WARM=off runs the same searches cold (no warm start), for contrast.
+#
 # usage: bash benchmarks/gpu/leave_shape_out.sh FAMILY OUT SHAPE...   (SHAPE as DIM=N,DIM=N,...)
 # then:  python benchmarks/leave_shape_out_report.py OUT_FOLDER...   (tables, JSON and the figure)
 set -u
@@ -22,7 +24,7 @@ for shape in "$@"; do
     continue
   fi
   echo "== $tag ($(( SECONDS - start )) s)"
-  python -m mage_tune search "$family" --shape "$shape" --trials "$trials" --warm-start other-shapes --gpus all \
+  python -m mage_tune search "$family" --shape "$shape" --trials "$trials" --warm-start "${WARM:-other-shapes}" --gpus all \
     --workers "$workers" --seed 0 --run-dir "$out/$tag" --json > "$out/$tag.json" 2> "$out/$tag.log"
   echo "exit $? after $(( SECONDS - start )) s" >> "$out/$tag.log"
   tail -n 3 "$out/$tag.log"

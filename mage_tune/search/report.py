@@ -70,7 +70,12 @@ def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
 def source_kind(source: str) -> str:
     """ "nearest m1024-n1024-k1024 #1 (…)" -> "nearest shapes"; "model #2" -> "model"; a sampler's name as it is."""
     first = (source or "sampler").split(" ", 1)[0]
-    return {"nearest": "nearest shapes (tuning database)", "model": "model (tuning database)"}.get(first, first)
+    named = {
+        "nearest": "nearest shapes (tuning database)",
+        "new": "knob values new to the database",
+        "model": "model (tuning database)",
+    }
+    return named.get(first, first)
 
 
 def source_rows(run_dir: Path) -> list[list]:

@@ -2,7 +2,10 @@
 
 1. The best configs measured at the nearest shapes (same family and arch, the same GPU where the database has it;
    distance on log2 of each dimension), round-robin over the nearest few shapes, each checked valid here.
-2. Then a model trained on the database (tuning/learned.py) ranks a random sample of valid configs without
+2. Knob values no measured trial of the database has taken (a knob or a value newer than the records: a model
+   trained on those records cannot know what they do), each tried once on the best nearest config, changing as few
+   other knobs as its constraints need.
+3. Then a model trained on the database (tuning/learned.py) ranks a random sample of valid configs without
    compiling, the best few are compiled and censused, and the model with census features picks among them.
 
 The seeds are enqueued into the study ahead of the sampler, each with a `source` saying where it came from; TPE (or
@@ -11,6 +14,7 @@ the sampler asked for) counts them among its start-up trials and goes on from th
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ from mage_tune.tuning.db import Entry, measured_by_shape, shape_distance
 NEAREST_SHAPES = 3
 PER_SHAPE = 2
 MODEL_PICKS = 6
+NEW_VALUE_PICKS = 6
 POOL = 3000
 COMPILED = 24
 
@@ -78,6 +83,43 @@ def nearest_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry])
         for picks in per_shape:
             if rank < len(picks) and all(s.config != picks[rank].config for s in out):
                 out.append(picks[rank])
+    return out
+
+
+def _with_value(family: Family, config: Config, knob: str, value, shape: Shape, arch: str) -> Config | None:
+    """`config` with knob=value, valid here: as it is, else with the fewest other knobs changed (at most two, the
+    first fix in knob order); None when no such neighbour is valid."""
+    wanted = {**config, knob: value}
+    others = [k for k in family.knobs if k.name != knob]
+    for count in range(3):
+        for picked in itertools.combinations(others, count):
+            alternatives = [[v for v in k.domain if v != config[k.name]] for k in picked]
+            for values in itertools.product(*alternatives):
+                candidate = {**wanted, **{k.name: v for k, v in zip(picked, values, strict=True)}}
+                if not family.violations(candidate, shape, arch):
+                    return candidate
+    return None
+
+
+def new_value_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry], near: list[Seed]) -> list[Seed]:
+    """The best nearest config with each knob value no entry has taken (records from before a knob existed count
+    at its default), so what the template gained since the records is measured in the first trials."""
+    if not near:
+        return []
+    names = {k.name for k in family.knobs}
+    taken: dict[str, set] = {name: set() for name in names}
+    for e in entries:
+        for name, value in family.with_defaults({k: v for k, v in e.config.items() if k in names}).items():
+            taken[name].add(value)
+    base = near[0]
+    out: list[Seed] = []
+    for knob in family.knobs:
+        for value in knob.domain:
+            if value in taken[knob.name] or len(out) == NEW_VALUE_PICKS:
+                continue
+            config = _with_value(family, base.config, knob.name, value, shape, arch)
+            if config is not None and all(config != s.config for s in [*near, *out]):
+                out.append(Seed(config, f"new value {knob.name}={value} on {base.source}"))
     return out
 
 
@@ -150,8 +192,13 @@ def plan(
     if not usable:
         return WarmStart((), ("warm start: the tuning database has no measured trial of this family and arch",))
     near = nearest_seeds(family, shape, arch, usable)
+    fresh = new_value_seeds(family, shape, arch, usable, near)
     shapes = len(measured_by_shape(usable))
     notes = [f"warm start: {len(near)} config(s) from the nearest of {shapes} measured shape(s)"]
-    modelled, note = model_seeds(family, shape, arch, usable, [s.config for s in near], workers, seed or 0)
+    if fresh:
+        values = ", ".join(s.source.split(" on ", 1)[0].removeprefix("new value ") for s in fresh)
+        notes.append(f"{len(fresh)} with knob values the database has not measured: {values}")
+    taken = [s.config for s in near + fresh]
+    modelled, note = model_seeds(family, shape, arch, usable, taken, workers, seed or 0)
     notes.append(note)
-    return WarmStart(tuple(near + modelled), tuple(notes))
+    return WarmStart(tuple(near + fresh + modelled), tuple(notes))
