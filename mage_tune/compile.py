@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mage_tune import toolchain
 from mage_tune.arch import ARCH_NAMES, get_arch
-from mage_tune.errors import CompileError, InputError, ToolchainError
+from mage_tune.errors import CompileError, InputError, MageError, ToolchainError
 
 SUPPORTED_ARCHS = ARCH_NAMES
 
@@ -78,7 +78,8 @@ def _load_cached(key: str, label: str, arch: str, source: str | None) -> Artifac
     try:
         manifest = json.loads((folder / MANIFEST).read_bytes())
         files = manifest["files"]
-        if manifest["key"] != key or not {"kernel.ptx", "kernel.sass", "kernel.cubin"} <= set(files):
+        # no cubin: a PTX assembled in parts (compile a family's variant whole: it is launched from its cubin)
+        if manifest["key"] != key or not {"kernel.ptx", "kernel.sass"} <= set(files):
             return None
         data = {}
         for name in (*_FILES.values(), "kernel.cubin"):
@@ -410,9 +411,51 @@ def build_from_ptx(ptx: str, arch: str, label: str, ptxas_options: tuple[str, ..
     cached = _load_cached(key, label, arch, None)
     if cached:
         return cached
-    art = _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)
+    art = _from_ptx_in_parts(ptx, arch, label, ptxas_options, _parts_for(ptx))
     _store(key, art)
     return art
+
+
+PART_BYTES = 128 * 1024  # a smaller part would spend more on starting ptxas and cuobjdump than it saves
+
+
+def _parts_for(ptx: str) -> int:
+    return max(1, min(os.cpu_count() or 1, len(ptx) // PART_BYTES))
+
+
+def _from_ptx_in_parts(ptx: str, arch: str, label: str, ptxas_options: tuple[str, ...], parts: int) -> Artifact:
+    """A PTX module of many kernels assembled and disassembled as `parts` modules side by side (ptx_parts.py says
+    why each kernel's SASS is the same); the listings, ELF dumps and ptxas reports are joined, and there is no one
+    cubin. Any failure assembles the whole module instead, so an error is ptxas's own about the file."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mage_tune import ptx_parts
+
+    modules = ptx_parts.split(ptx, parts)
+    if len(modules) == 1:
+        return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)
+
+    def assemble(module: str) -> tuple[str, str, str, str, str]:
+        cubin, report, ptxas_version = ptxas(module, arch, label, options=ptxas_options)
+        sass, res, cuobjdump_version = disassemble(cubin, label)
+        return report, sass, res, ptxas_version, cuobjdump_version
+
+    try:
+        with ThreadPoolExecutor(len(modules)) as pool:  # the threads wait on processes
+            done = list(pool.map(assemble, modules))
+    except MageError:
+        return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)
+    reports, listings, dumps, ptxas_versions, cuobjdump_versions = zip(*done, strict=True)
+    tools = {"ptxas": ptxas_versions[0], "cuobjdump": cuobjdump_versions[0], "ptxas parts": str(len(modules))}
+    return Artifact(
+        label,
+        arch,
+        ptx=ptx,
+        ptxas_log="".join(reports),
+        sass="\n".join(listings),
+        res_usage="\n".join(dumps),
+        tools=tools,
+    )
 
 
 def _from_ptx(
