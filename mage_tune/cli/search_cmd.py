@@ -63,7 +63,9 @@ def search(
     $MAGE_TUNE_HEARTBEAT_GRACE seconds (default 30); the resumed run waits that long for its place.
 
     A trial counts toward --trials when it ends measured, modelled, duplicate (same SASS as a measured one),
-    pruned (constraints or census), compile_error or failed (wrong result, crash, timeout).
+    pruned (constraints or census), compile_error or failed (wrong result, crash, timeout). A sampler's draw that
+    breaks a constraint runs as the nearest valid config (at most two other knobs changed; the record keeps the
+    draw as repaired_from); only a draw with no valid config that close is pruned for its constraints.
     """
     import json
 

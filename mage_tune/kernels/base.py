@@ -374,6 +374,21 @@ class Family(ABC):
         fixed_text = ", ".join(f"{k}={v}" for k, v in fixed.items()) or f"{self.name} (all defaults)"
         raise ConfigError(f"{fixed_text} is not valid: {'; '.join(problems)}")
 
+    def nearest_valid(
+        self, config: Config, shape: Shape, arch: str, keep: tuple[str, ...] = (), max_changes: int = 2
+    ) -> Config | None:
+        """`config` itself when valid, else the valid config with the fewest other knobs changed (at most
+        `max_changes`, none of `keep`; the first in knob and domain order); None when none is that close."""
+        others = [k for k in self.knobs if k.name not in keep]
+        for count in range(max_changes + 1):
+            for picked in itertools.combinations(others, count):
+                alternatives = [[v for v in k.domain if v != config[k.name]] for k in picked]
+                for values in itertools.product(*alternatives):
+                    candidate = {**config, **{k.name: v for k, v in zip(picked, values, strict=True)}}
+                    if not self.violations(candidate, shape, arch):
+                        return candidate
+        return None
+
     def check_valid(self, config: Config, shape: Shape, arch: str) -> None:
         problems = self.violations(config, shape, arch)
         if problems:

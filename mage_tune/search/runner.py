@@ -246,7 +246,18 @@ class Search:
 
     # --- one trial ------------------------------------------------------------------------------------------------
     def _suggest(self, trial) -> Config:
-        return {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
+        """The sampler's config; a drawing sampler's proposal that breaks a constraint becomes its nearest valid
+        config (at most two other knobs changed; the trial keeps `repaired_from`, the proposed values). The sampler
+        draws each knob on its own, and in a constrained space such as matmul's about half its draws would be
+        invalid, each a trial spent on nothing. The grid walks its points as they are."""
+        proposal = {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
+        if self.spec.sampler == "grid" or not self.family.violations(proposal, self.spec.shape, self.spec.arch):
+            return proposal
+        repaired = self.family.nearest_valid(proposal, self.spec.shape, self.spec.arch)
+        if repaired is None:
+            return proposal
+        trial.set_user_attr("repaired_from", {k: v for k, v in proposal.items() if repaired[k] != v})
+        return repaired
 
     def _finish(self, trial, outcome: str, value: float | None, attrs: dict) -> None:
         """The outcome attr makes the trial count, so its trials.jsonl line follows it at once, before the tell: a
@@ -255,6 +266,8 @@ class Search:
         import optuna
 
         attrs = {**attrs, "source": trial.user_attrs.get("source") or self.spec.sampler}
+        if trial.user_attrs.get("repaired_from"):
+            attrs["repaired_from"] = trial.user_attrs["repaired_from"]
         try:
             where = {"run_dir": str(self.spec.run_dir.resolve()), "value": value}  # what a line restored needs
             for key, val in {**attrs, **where, "outcome": outcome}.items():

@@ -14,7 +14,6 @@ the sampler asked for) counts them among its start-up trials and goes on from th
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 from dataclasses import dataclass
@@ -86,21 +85,6 @@ def nearest_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry])
     return out
 
 
-def _with_value(family: Family, config: Config, knob: str, value, shape: Shape, arch: str) -> Config | None:
-    """`config` with knob=value, valid here: as it is, else with the fewest other knobs changed (at most two, the
-    first fix in knob order); None when no such neighbour is valid."""
-    wanted = {**config, knob: value}
-    others = [k for k in family.knobs if k.name != knob]
-    for count in range(3):
-        for picked in itertools.combinations(others, count):
-            alternatives = [[v for v in k.domain if v != config[k.name]] for k in picked]
-            for values in itertools.product(*alternatives):
-                candidate = {**wanted, **{k.name: v for k, v in zip(picked, values, strict=True)}}
-                if not family.violations(candidate, shape, arch):
-                    return candidate
-    return None
-
-
 def new_value_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry], near: list[Seed]) -> list[Seed]:
     """The best nearest config with each knob value no entry has taken (records from before a knob existed count
     at its default), so what the template gained since the records is measured in the first trials."""
@@ -117,7 +101,7 @@ def new_value_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry
         for value in knob.domain:
             if value in taken[knob.name] or len(out) == NEW_VALUE_PICKS:
                 continue
-            config = _with_value(family, base.config, knob.name, value, shape, arch)
+            config = family.nearest_valid({**base.config, knob.name: value}, shape, arch, keep=(knob.name,))
             if config is not None and all(config != s.config for s in [*near, *out]):
                 out.append(Seed(config, f"new value {knob.name}={value} on {base.source}"))
     return out
