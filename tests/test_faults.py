@@ -254,6 +254,28 @@ def journal_storage(path: Path):
     return JournalStorage(JournalFileBackend(str(path)))
 
 
+INTERRUPTED_QUERY = """
+import logging
+from mage_tune import cli
+
+def interrupted(**_):
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        logging.getLogger("sqlalchemy.pool.impl.QueuePool").error("Error closing cursor", exc_info=True)
+
+cli.cli.main = interrupted
+cli.main()
+"""
+
+
+def test_a_connection_interrupted_mid_query_prints_no_traceback(env):
+    """A Ctrl-C during a database query makes SQLAlchemy log the cursor it could not close, with a traceback, which
+    Python prints to stderr when no handler takes that logger (in its own process: pytest would take it here)."""
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_QUERY], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
 def test_ctrl_c_prints_no_traceback(tmp_path, env):
     """SIGINT to the whole process group (what a terminal's Ctrl-C does): the search says how to resume, and no
     compile process prints a traceback."""
