@@ -255,24 +255,23 @@ def journal_storage(path: Path):
 
 
 INTERRUPTED_QUERY = """
-import logging
-from mage_tune import cli
+import logging, pathlib, sys
+from mage_tune.search.storage import open_storage
 
-def interrupted(**_):
-    try:
-        raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        logging.getLogger("sqlalchemy.pool.impl.QueuePool").error("Error closing cursor", exc_info=True)
-
-cli.cli.main = interrupted
-cli.main()
+open_storage("sqlite:///" + sys.argv[1], pathlib.Path(sys.argv[1]).parent)
+try:
+    raise KeyboardInterrupt
+except KeyboardInterrupt:
+    logging.getLogger("sqlalchemy.pool.impl.QueuePool").error("Error closing cursor", exc_info=True)
 """
 
 
-def test_a_connection_interrupted_mid_query_prints_no_traceback(env):
+def test_a_connection_interrupted_mid_query_prints_no_traceback(tmp_path, env):
     """A Ctrl-C during a database query makes SQLAlchemy log the cursor it could not close, with a traceback, which
-    Python prints to stderr when no handler takes that logger (in its own process: pytest would take it here)."""
-    done = subprocess.run([sys.executable, "-c", INTERRUPTED_QUERY], env=env, capture_output=True, text=True)
+    Python prints to stderr when no handler takes that logger (in its own process: pytest would take it here). Every
+    study and tuning database opens through open_storage, which gives the logger a handler."""
+    script = [sys.executable, "-c", INTERRUPTED_QUERY, str(tmp_path / "study.db")]
+    done = subprocess.run(script, env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
 
 

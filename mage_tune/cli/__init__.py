@@ -3,7 +3,6 @@ so `--help` stays instant."""
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
@@ -97,9 +96,6 @@ def main_error_text(exc: MageError) -> str:
 
 
 def main() -> None:
-    # SQLAlchemy logs a connection it could not close cleanly (a Ctrl-C during a query) with its traceback, which
-    # Python prints to stderr when nothing handles the logger; the command already says what happened.
-    logging.getLogger("sqlalchemy").addHandler(logging.NullHandler())
     try:
         cli.main(standalone_mode=False)
     except MageError as exc:

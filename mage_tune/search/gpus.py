@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import math
 import multiprocessing as mp
 import os
@@ -46,7 +45,6 @@ def _worker(spec, gpu: str) -> None:
     from mage_tune.search.runner import Search
     from mage_tune.search.storage import storage_errors
 
-    logging.getLogger("sqlalchemy").addHandler(logging.NullHandler())  # as in the CLI: no traceback on Ctrl-C
     try:
         family = load_family(spec.origin or spec.family)
         runner = Search(spec, family, lambda text: print(f"GPU {gpu}: {text}", file=sys.stderr))

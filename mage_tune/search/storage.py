@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import random
 import re
@@ -138,6 +139,11 @@ def _journal_class():
     return HeartbeatJournalStorage
 
 
+# SQLAlchemy logs a connection it could not close cleanly (a Ctrl-C during a query) with its traceback, which Python
+# prints to stderr when nothing handles the logger; the command already says what happened.
+_QUIET = logging.NullHandler()
+
+
 def _rdb_storage(url: str, heartbeat: int, grace: int, attempts: int = 5):
     """RDBStorage, retried when workers started together on a fresh database race to create Optuna's tables
     (PostgreSQL fails the loser with a unique violation or "already exists", SQLite with "already exists" or a
@@ -145,6 +151,7 @@ def _rdb_storage(url: str, heartbeat: int, grace: int, attempts: int = 5):
     import optuna
     from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+    logging.getLogger("sqlalchemy").addHandler(_QUIET)  # once: a handler already there is not added again
     for attempt in range(attempts):
         try:
             return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=grace)
