@@ -31,6 +31,7 @@ inline float2 make_float2(float a, float b) { return {a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 template <class T> T __ldg(const T* p) { return *p; }
 template <class T> T __ldcg(const T* p) { return *p; }
+template <class T> void __stcs(T* p, T v) { *p = v; }
 inline void __trap() { std::abort(); }
 inline float __fdividef(float a, float b) { return a / b; }
 using std::max;

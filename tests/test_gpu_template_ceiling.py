@@ -1,5 +1,6 @@
 """The templates' newer paths on a real GPU: matmul's serial split-K (turn counters that must start over at every
-launch) and A staged through registers, and layer norm's butterfly exchange (reduce=shfl2), each checked against the
+launch), A staged through registers and warp tiles (warp_n), and layer norm's butterfly exchange (reduce=shfl2) and
+streaming stores (y_hint=cs), each checked against the
 float64 reference after one launch and again after many (graph replays included), then timed beside its baselines.
 Skipped where no CUDA device is present."""
 
@@ -19,11 +20,15 @@ MATMUL_CASES = [
     ({**WIDE, "a_trans": 2, "a_vec": 16, "raster": 8}, {"m": 2048, "n": 2048, "k": 2048}),
     ({**WIDE, "bm": 64, "bn": 64, "bk": 32, "tm": 8, "tn": 4, "a_trans": 0, "a_vec": 16, "split_k": 4, "pipe": 1,
       "stages": 3}, {"m": 1024, "n": 1024, "k": 8192}),
+    ({**WIDE, "warp_n": 8, "split_k": 2}, {"m": 1000, "n": 1028, "k": 2052}),  # warps of 4×8 threads, ragged
+    ({**WIDE, "bm": 128, "bn": 128, "bk": 8, "tm": 8, "tn": 8, "stages": 3, "pipe": 1, "warp_n": 4},
+     {"m": 2048, "n": 2048, "k": 2048}),
 ]  # fmt: skip
 LAYERNORM_CASES = [
     ({"threads": 512, "reduce": "shfl2"}, {"m": 4096, "d": 4096}),
     ({"threads": 256, "reduce": "shfl2", "passes": "welford"}, {"m": 2048, "d": 5000}),
     ({"threads": 256, "rows": 2, "reduce": "shfl2", "persist": 2}, {"m": 8192, "d": 1600}),
+    ({"threads": 128, "vec": 8, "y_hint": "cs", "hint": "cs"}, {"m": 16384, "d": 2560}),  # streaming stores
 ]
 
 
@@ -61,12 +66,12 @@ def _correct_after_many_launches(family_name: str, config: dict, shape: dict) ->
 
 
 @pytest.mark.parametrize(("config", "shape"), MATMUL_CASES)
-def test_split_k_and_register_staged_a_stay_correct_launch_after_launch(config, shape):
+def test_split_k_register_staged_a_and_warp_tiles_stay_correct_launch_after_launch(config, shape):
     _correct_after_many_launches("matmul", config, shape)
 
 
 @pytest.mark.parametrize(("config", "shape"), LAYERNORM_CASES)
-def test_butterfly_exchange_stays_correct_launch_after_launch(config, shape):
+def test_butterfly_exchange_and_streaming_stores_stay_correct_launch_after_launch(config, shape):
     _correct_after_many_launches("layernorm", config, shape)
 
 

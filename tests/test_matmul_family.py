@@ -28,13 +28,14 @@ ARCH = "sm_90"
 CUBE = {"m": 1024, "n": 1024, "k": 1024}
 # The seed's kernel: 64×64 tiles, bk=32, 4×4 micro-tiles (256 threads), A transposed by 4-byte copies, B by 16.
 SEED = {"bm": 64, "bn": 64, "bk": 32, "tm": 4, "tn": 4, "stages": 2, "a_vec": 4, "b_vec": 16, "a_trans": 1}
-SEED = {**SEED, "pad": 4, "smem_vec": 0, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1}
-# The base every one-knob change is measured against; a_trans=1 needs a_vec=4 and tn=2 needs smem_vec=0, hence
-# two more bases.
+SEED = {**SEED, "pad": 4, "smem_vec": 0, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1, "warp_n": 0}
+# The base every one-knob change is measured against; a_trans=1 needs a_vec=4, tn=2 needs smem_vec=0 and warp_n=16
+# a block 32 threads wide, hence three more bases.
 BASE = {"bm": 64, "bn": 64, "bk": 16, "tm": 4, "tn": 4, "stages": 2, "a_vec": 16, "b_vec": 16, "a_trans": 0}
-BASE = {**BASE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1}
+BASE = {**BASE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1, "warp_n": 0}
 BASE_A4 = {**BASE, "a_vec": 4}
 BASE_SCALAR = {**BASE, "smem_vec": 0}
+BASE_WIDE = {**BASE, "bn": 128}  # 32 threads along N: room for warps of 2×16 (warp_n=16)
 
 
 # --- workers (module level, so the process pool can pickle them) ------------------------------------------------
@@ -114,7 +115,7 @@ def _one_knob_pairs() -> list[tuple[str, dict, dict]]:
         for value in knob.domain:
             if value == BASE[knob.name]:
                 continue
-            for base in (BASE, BASE_A4, BASE_SCALAR):
+            for base in (BASE, BASE_A4, BASE_SCALAR, BASE_WIDE):
                 changed = {**base, knob.name: value}
                 if not FAMILY.violations(changed, CUBE, ARCH):
                     pairs.append((knob.name, base, changed))
@@ -125,7 +126,16 @@ def _one_knob_pairs() -> list[tuple[str, dict, dict]]:
 @pytest.fixture(scope="module")
 def censuses():
     """label -> (Variant, Census) for the bases, every one-knob change, and the seed's kernels."""
-    configs = [BASE, BASE_A4, BASE_SCALAR, SEED, {**SEED, "stages": 1}, {**SEED, "stages": 3}, {**SEED, "smem_vec": 1}]
+    configs = [
+        BASE,
+        BASE_A4,
+        BASE_SCALAR,
+        BASE_WIDE,
+        SEED,
+        {**SEED, "stages": 1},
+        {**SEED, "stages": 3},
+        {**SEED, "smem_vec": 1},
+    ]
     configs += [changed for _, _, changed in _one_knob_pairs()]
     unique = list({config_label("matmul", c): c for c in configs}.values())
     with ProcessPoolExecutor(2) as pool:
@@ -383,6 +393,9 @@ HOST_CASES = [
     ({**BASE, "split_k": 8, "stages": 3}, (64, 64, 16)),  # one k-tile: slices 1..7 add nothing but take their turn
     ({**BASE, "a_trans": 2, "tm": 8, "stages": 3}, (70, 68, 100)),  # A through registers, ragged edges
     ({**BASE, "a_trans": 2, "bm": 32, "bk": 32, "tm": 4, "k_unroll": 8, "split_k": 2}, (40, 68, 72)),
+    ({**PIPE, "warp_n": 8}, (70, 136, 72)),  # 16×8 threads in warps of 4×8: two warps along N, four along M
+    ({**PIPE, "warp_n": 4, "a_trans": 1, "a_vec": 4}, (66, 132, 40)),  # warps of 8×4, A transposed
+    ({**BASE_SCALAR, "warp_n": 16, "tm": 2, "tn": 2}, (65, 68, 12)),  # 32×32 threads in warps of 2×16
 ]
 
 

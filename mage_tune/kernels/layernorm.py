@@ -21,6 +21,8 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            MUFU.RCP, no MUFU.RSQ: IEEE sqrtf and __fsqrt_rn both seed with MUFU.RSQ on sm_90)
   hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs);
            scale and bias always take the read-only path
+  y_hint   cache hint on y's stores: none (st.global), cs (streaming, st.global.cs: y lines are evicted first, so
+           L2 keeps room for x)
   persist  0: one block per row group (a group is `rows` consecutive rows). p > 0: a persistent grid of
            min(groups, p × SMs) blocks, each walking groups blockIdx.x, + gridDim.x, ...; two register sets take
            turns (passes=regs only, chunks ≤ 8 so both fit): the next group's loads are in flight in one while the
@@ -84,6 +86,7 @@ class LayerNorm(CudaFamily):
         ),
         Knob("rsqrt", ("approx", "precise"), "rsqrt.approx (MUFU.RSQ), or sqrt.approx + div.full (no MUFU.RSQ)"),
         Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
+        Knob("y_hint", ("none", "cs"), "cache hint on y's stores: plain, or streaming (st.global.cs, evict first)"),
         Knob("persist", (0, 2, 4, 8), "0: a block per row group; p: p × SMs blocks, next group's x loaded early"),
         Knob(
             "full_occupancy",
@@ -189,6 +192,7 @@ class LayerNorm(CudaFamily):
             "chunks": self.chunks(config, shape),
             "full_chunks": d // (threads * v),
             "ptx_hint": HINTS[config["hint"]],
+            "store": "__stcs" if config["y_hint"] == "cs" else "plain_store",
             # Without a block barrier shared across rows, a block's surplus rows may simply leave.
             "early_exit": rows == 1 or threads == 32,
         }

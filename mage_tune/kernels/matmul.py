@@ -4,8 +4,9 @@ The space spans the classic SIMT SGEMM choices: block tile (bm, bn, bk), micro-t
 derived), pipeline depth (stages), copy widths of A and B (a_vec, b_vec, in bytes), whether and how A is transposed on
 its way into shared memory (a_trans: by cp.async, or through registers), row padding against bank conflicts (pad),
 float4 fragment reads (smem_vec) and register double buffering with one barrier per k-tile (pipe), how much of a
-k-tile one loop body holds (k_unroll), the order blocks run in (raster: grouped rasterization for L2 reuse) and how
-many blocks share one C tile's K range (split_k: serial split-K, for grids too small to fill the GPU).
+k-tile one loop body holds (k_unroll), how a warp's threads lie over the block tile (warp_n), the order blocks run
+in (raster: grouped rasterization for L2 reuse) and how many blocks share one C tile's K range (split_k: serial
+split-K, for grids too small to fill the GPU).
 Every tile copy of B (and of A unless a_trans=2) is a cp.async; M, N and K are runtime arguments, so any shape runs
 (edges zero-fill and are guarded).
 """
@@ -57,6 +58,12 @@ class Matmul(CudaFamily):
             "read before the current tile's last FMAs",
         ),
         Knob("k_unroll", (0, 4, 8), "k steps per unrolled loop body (0: the whole k-tile); pipe=0 only"),
+        Knob(
+            "warp_n",
+            (0, 4, 8, 16),
+            "threads of a warp along N, the rest along M (a warp tile of micro-tiles: fewer distinct fragment "
+            "addresses per shared load); 0: threads numbered row by row across the whole block tile",
+        ),
         Knob(
             "raster",
             (0, 4, 8, 16),
@@ -124,6 +131,14 @@ class Matmul(CudaFamily):
             out.append(f"smem_vec=1 needs tn % 4 == 0 (float4 runs of B columns), got tn={c['tn']}")
         if c["smem_vec"] and c["a_trans"] and c["tm"] % 4:
             out.append(f"smem_vec=1 with a_trans>0 needs tm % 4 == 0 (float4 runs of A rows), got tm={c['tm']}")
+        if c["warp_n"]:
+            tx, ty = c["bn"] // c["tn"], c["bm"] // c["tm"]
+            if tx % c["warp_n"] or ty % (32 // c["warp_n"]) or c["warp_n"] == tx:
+                out.append(
+                    f"warp_n={c['warp_n']} needs bn/tn={tx} divisible by {c['warp_n']} and bm/tm={ty} by "
+                    f"{32 // c['warp_n']} (warps of {32 // c['warp_n']}×{c['warp_n']} threads tile the block), and "
+                    f"warp_n != bn/tn (that warp is the row-major one, warp_n=0)"
+                )
         limit = SMEM_OPTIN.get(arch, SMEM_OPTIN["sm_90"])
         if self.shared_bytes(c) > limit:
             out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")
@@ -142,6 +157,8 @@ class Matmul(CudaFamily):
             "bk % (a_vec/4) == 0 and bn % (b_vec/4) == 0 (always true in these domains)",
             "smem_vec=1 needs tn % 4 == 0 (B fragments read as float4 runs of columns) and, when a_trans>0, "
             "tm % 4 == 0 (A fragments as float4 runs of rows); with a_trans=0 A is read as float4 along k",
+            "warp_n > 0 needs bn/tn % warp_n == 0 and bm/tm % (32/warp_n) == 0 (warps of (32/warp_n) × warp_n threads "
+            "tile the block's threads) and warp_n != bn/tn (the row-major warp, warp_n=0, already)",
             "shared memory stages * (A tile + pad, B tile) * 4 bytes <= the arch's opt-in limit (227 KB on sm_90)",
             "copies that do not divide evenly among the threads are guarded, so they constrain nothing",
         ]
