@@ -28,14 +28,13 @@ ARCH = "sm_90"
 CUBE = {"m": 1024, "n": 1024, "k": 1024}
 # The seed's kernel: 64×64 tiles, bk=32, 4×4 micro-tiles (256 threads), A transposed by 4-byte copies, B by 16.
 SEED = {"bm": 64, "bn": 64, "bk": 32, "tm": 4, "tn": 4, "stages": 2, "a_vec": 4, "b_vec": 16, "a_trans": 1}
-SEED = {**SEED, "pad": 4, "smem_vec": 0, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1, "warp_n": 0}
-# The base every one-knob change is measured against; a_trans=1 needs a_vec=4, tn=2 needs smem_vec=0 and warp_n=16
-# a block 32 threads wide, hence three more bases.
+SEED = {**SEED, "pad": 4, "smem_vec": 0, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1}
+# The base every one-knob change is measured against; a_trans=1 needs a_vec=4 and tn=2 needs smem_vec=0, hence
+# two more bases.
 BASE = {"bm": 64, "bn": 64, "bk": 16, "tm": 4, "tn": 4, "stages": 2, "a_vec": 16, "b_vec": 16, "a_trans": 0}
-BASE = {**BASE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1, "warp_n": 0}
+BASE = {**BASE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1}
 BASE_A4 = {**BASE, "a_vec": 4}
 BASE_SCALAR = {**BASE, "smem_vec": 0}
-BASE_WIDE = {**BASE, "bn": 128}  # 32 threads along N: room for warps of 2×16 (warp_n=16)
 
 
 # --- workers (module level, so the process pool can pickle them) ------------------------------------------------
@@ -69,9 +68,9 @@ def test_space_size_and_seed_configs_are_valid():
     assert FAMILY is get_family("matmul")
     assert FAMILY.space_size() == 4**6 * 3**5 * 2**3 * 5
     # raster and split_k constrain nothing: the space is the valid rest times their 4 * 5 values. Of the rest,
-    # 332124 combinations take A by cp.async (a_trans 0 or 1) and 44460 through registers.
+    # 428970 combinations take A by cp.async (a_trans 0 or 1) and 44460 through registers.
     combos = list(FAMILY.bound_combinations(CUBE, ARCH))
-    assert len(combos) == 332124 + 44460
+    assert len(combos) == 428970 + 44460
     a_trans = [k.name for k in FAMILY.knobs if not k.free].index("a_trans")
     assert sum(1 for c in combos if c[a_trans] == 2) == 44460
     first = list(itertools.islice(FAMILY.configs(CUBE, ARCH), 40))
@@ -115,7 +114,7 @@ def _one_knob_pairs() -> list[tuple[str, dict, dict]]:
         for value in knob.domain:
             if value == BASE[knob.name]:
                 continue
-            for base in (BASE, BASE_A4, BASE_SCALAR, BASE_WIDE):
+            for base in (BASE, BASE_A4, BASE_SCALAR):
                 changed = {**base, knob.name: value}
                 if not FAMILY.violations(changed, CUBE, ARCH):
                     pairs.append((knob.name, base, changed))
@@ -126,16 +125,7 @@ def _one_knob_pairs() -> list[tuple[str, dict, dict]]:
 @pytest.fixture(scope="module")
 def censuses():
     """label -> (Variant, Census) for the bases, every one-knob change, and the seed's kernels."""
-    configs = [
-        BASE,
-        BASE_A4,
-        BASE_SCALAR,
-        BASE_WIDE,
-        SEED,
-        {**SEED, "stages": 1},
-        {**SEED, "stages": 3},
-        {**SEED, "smem_vec": 1},
-    ]
+    configs = [BASE, BASE_A4, BASE_SCALAR, SEED, {**SEED, "stages": 1}, {**SEED, "stages": 3}, {**SEED, "smem_vec": 1}]
     configs += [changed for _, _, changed in _one_knob_pairs()]
     unique = list({config_label("matmul", c): c for c in configs}.values())
     with ProcessPoolExecutor(2) as pool:
@@ -187,13 +177,18 @@ def test_smem_vec_sets_shared_load_width(censuses):
 
 def test_pipe_and_k_unroll_show_in_the_census():
     """pipe=1 reads the first fragments of each k-tile before the barrier-free group loop, so its SASS holds more
-    shared loads; k_unroll=8 halves the unrolled body of a bk=16 tile, so the SASS is shorter by about its FMAs."""
+    shared loads; k_unroll=8 halves the unrolled body of a bk=16 tile, so the SASS is shorter by about its FMAs, and
+    so does k_unroll=4 with pipe=1 (a rolled body and the last one unrolled)."""
     big = {**SEED, "bm": 128, "bn": 256, "bk": 16, "tm": 8, "tn": 16, "smem_vec": 1, "stages": 3}
-    plain, piped, rolled = (_census(c)[1] for c in (big, {**big, "pipe": 1}, {**big, "k_unroll": 8}))
+    configs = (big, {**big, "pipe": 1}, {**big, "k_unroll": 8}, {**big, "pipe": 1, "k_unroll": 4})
+    plain, piped, rolled, piped_rolled = (_census(c)[1] for c in configs)
     assert sum(piped.sass.shared_loads.values()) > sum(plain.sass.shared_loads.values())
     assert piped.sass.barriers == plain.sass.barriers == 2  # one in the loop and one before it, against two in it
     assert plain.sass.instructions - rolled.sass.instructions > 8 * 128 * 0.9
-    for c in (plain, piped, rolled):
+    # pipe=1 with k_unroll=4: a rolled body of 4 k steps and the last 4 unrolled, 8 of the tile's 16 steps in code
+    assert piped.sass.instructions - piped_rolled.sass.instructions > 8 * 128 * 0.9
+    assert piped_rolled.sass.barriers == 2
+    for c in (plain, piped, rolled, piped_rolled):
         assert c.resources.spill_store_bytes == 0 and c.resources.stack_bytes == 0
 
 
@@ -393,9 +388,8 @@ HOST_CASES = [
     ({**BASE, "split_k": 8, "stages": 3}, (64, 64, 16)),  # one k-tile: slices 1..7 add nothing but take their turn
     ({**BASE, "a_trans": 2, "tm": 8, "stages": 3}, (70, 68, 100)),  # A through registers, ragged edges
     ({**BASE, "a_trans": 2, "bm": 32, "bk": 32, "tm": 4, "k_unroll": 8, "split_k": 2}, (40, 68, 72)),
-    ({**PIPE, "warp_n": 8}, (70, 136, 72)),  # 16×8 threads in warps of 4×8: two warps along N, four along M
-    ({**PIPE, "warp_n": 4, "a_trans": 1, "a_vec": 4}, (66, 132, 40)),  # warps of 8×4, A transposed
-    ({**BASE_SCALAR, "warp_n": 16, "tm": 2, "tn": 2}, (65, 68, 12)),  # 32×32 threads in warps of 2×16
+    ({**PIPE, "k_unroll": 8}, (70, 136, 72)),  # pipe=1, rolled: 2 groups of 4 k steps per body, 4 per tile
+    ({**PIPE, "a_trans": 1, "a_vec": 4, "k_unroll": 4}, (66, 132, 40)),  # 16 groups: 3 rolled bodies, 1 unrolled
 ]
 
 

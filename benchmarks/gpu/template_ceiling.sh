@@ -15,31 +15,17 @@ mkdir -p "$out"
 winners=runs/h200-2026-11-30-warm-start/summary.json
 start=$SECONDS
 
-winner() {  # FAMILY SHAPE -> the JSON list [winner config] of that shape
-  python - "$winners" "$1" "$2" <<'EOF'
-import json, sys
-rows, family, shape = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
-want = {k: int(v) for k, v in (item.split("=") for item in shape.split(","))}
-print(json.dumps([r["winner_config"] for r in rows if r["family"] == family and r["shape"] == want]))
-EOF
-}
+source benchmarks/gpu/crossed_bench.sh
 
-bench_family() {  # FAMILY SHAPE AXES...
-  local family=$1 shape=$2 tag=$1-${2//[=,]/}
-  shift 2
-  winner "$family" "$shape" > "$out/$tag.winner.json"
-  dims=$(echo "$shape" | sed -E 's/(^|,)([a-z])=/ --\2 /g')
-  python benchmarks/gpu/expand_configs.py "$family" "$out/$tag.winner.json" $dims "$@" > "$out/$tag.configs.json"
-  echo "== $tag: $(python -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$out/$tag.configs.json") configs ($(( SECONDS - start )) s)"
-  python -m mage_tune bench "$family" --shape "$shape" --configs "$out/$tag.configs.json" --rounds 7 \
-    --out "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.log"
-  echo "exit $?" >> "$out/$tag.log"
-  tar czf "$out/../ceiling.tgz" -C "$out" .
+bench_family() {  # FAMILY SHAPE AXES...: the winner of SHAPE crossed with AXES
+  local tag=$1-${2//[=,]/}
+  winner_of "$1" "$2" > "$out/$tag.winner.json"
+  bench_crossed "$1" "$2" "$out/$tag.winner.json" "${@:3}"
 }
 
 for shape in m=1024,n=4096,k=1024 m=4096,n=1024,k=2048 m=8192,n=1024,k=1024 m=1024,n=1024,k=8192 \
   m=2048,n=2048,k=6144 m=5120,n=5120,k=5120 m=1536,n=1536,k=1536; do
-  w=$(winner matmul "$shape")
+  w=$(winner_of matmul "$shape")
   a_trans=$(echo "$w" | python -c "import json,sys; print(json.load(sys.stdin)[0]['a_trans'])")
   a_vec=$(echo "$w" | python -c "import json,sys; print(json.load(sys.stdin)[0]['a_vec'])")
   pipe=$(echo "$w" | python -c "import json,sys; print(json.load(sys.stdin)[0]['pipe'])")
@@ -53,12 +39,12 @@ for shape in m=1024,d=512 m=1024,d=8192 m=16384,d=2560 m=2048,d=1536 m=2048,d=50
 done
 
 for shape in m=16384,d=2560 m=8192,d=1600; do
-  w=$(winner layernorm "$shape")
+  w=$(winner_of layernorm "$shape")
   sets=$(echo "$w" | python -c "import json,sys; print(' '.join('--set %s=%s' % kv for kv in json.load(sys.stdin)[0].items() if kv[0] != 'reduce'))")
   for reduce in shfl shfl2; do
     python -m mage_tune counters layernorm --shape "$shape" $sets --set reduce=$reduce \
       --out "$out/ncu-layernorm-${shape//[=,]/}-$reduce.json" > "$out/ncu-layernorm-${shape//[=,]/}-$reduce.txt" 2>&1
   done
 done
-tar czf "$out/../ceiling.tgz" -C "$out" .
+tar czf "$out.tgz" -C "$out" .
 echo "done after $(( SECONDS - start )) s"

@@ -4,9 +4,8 @@ The space spans the classic SIMT SGEMM choices: block tile (bm, bn, bk), micro-t
 derived), pipeline depth (stages), copy widths of A and B (a_vec, b_vec, in bytes), whether and how A is transposed on
 its way into shared memory (a_trans: by cp.async, or through registers), row padding against bank conflicts (pad),
 float4 fragment reads (smem_vec) and register double buffering with one barrier per k-tile (pipe), how much of a
-k-tile one loop body holds (k_unroll), how a warp's threads lie over the block tile (warp_n), the order blocks run
-in (raster: grouped rasterization for L2 reuse) and how many blocks share one C tile's K range (split_k: serial
-split-K, for grids too small to fill the GPU).
+k-tile one loop body holds (k_unroll), the order blocks run in (raster: grouped rasterization for L2 reuse) and how
+many blocks share one C tile's K range (split_k: serial split-K, for grids too small to fill the GPU).
 Every tile copy of B (and of A unless a_trans=2) is a cp.async; M, N and K are runtime arguments, so any shape runs
 (edges zero-fill and are guarded).
 """
@@ -57,13 +56,7 @@ class Matmul(CudaFamily):
             "1: one barrier per k-tile and fragments double-buffered in registers, the next tile's first fragments "
             "read before the current tile's last FMAs",
         ),
-        Knob("k_unroll", (0, 4, 8), "k steps per unrolled loop body (0: the whole k-tile); pipe=0 only"),
-        Knob(
-            "warp_n",
-            (0, 4, 8, 16),
-            "threads of a warp along N, the rest along M (a warp tile of micro-tiles: fewer distinct fragment "
-            "addresses per shared load); 0: threads numbered row by row across the whole block tile",
-        ),
+        Knob("k_unroll", (0, 4, 8), "k steps per unrolled loop body (0: the whole k-tile)"),
         Knob(
             "raster",
             (0, 4, 8, 16),
@@ -92,6 +85,11 @@ class Matmul(CudaFamily):
         return config["bm"] * config["bn"] // (config["tm"] * config["tn"])
 
     @staticmethod
+    def k_step(config: Config) -> int:
+        """k steps per fragment group: untransposed A with smem_vec reads one float4 per row covering four."""
+        return 4 if config["smem_vec"] and not config["a_trans"] else 1
+
+    @staticmethod
     def shared_floats(config: Config) -> tuple[int, int]:
         """Floats in one stage's A buffer and B buffer (padding included)."""
         bm, bn, bk, pad = config["bm"], config["bn"], config["bk"], config["pad"]
@@ -109,8 +107,14 @@ class Matmul(CudaFamily):
             out.append(f"threads = bm*bn/(tm*tn) = {threads} must be a multiple of 32 in 32..1024")
         if c["tm"] * c["tn"] > MAX_ACCUMULATORS:
             out.append(f"tm*tn = {c['tm'] * c['tn']} accumulators exceed {MAX_ACCUMULATORS} per thread")
-        if c["k_unroll"] and (c["pipe"] or c["k_unroll"] >= c["bk"]):
-            out.append(f"k_unroll={c['k_unroll']} needs pipe=0 and k_unroll < bk={c['bk']} (else: full unroll)")
+        k_step = self.k_step(c)
+        if c["k_unroll"] and c["k_unroll"] >= c["bk"]:
+            out.append(f"k_unroll={c['k_unroll']} needs k_unroll < bk={c['bk']} (else: the whole k-tile unrolled)")
+        elif c["k_unroll"] and c["pipe"] and (c["k_unroll"] // k_step) % 2:
+            out.append(
+                f"k_unroll={c['k_unroll']} with pipe=1 needs an even number of fragment groups per loop body "
+                f"(k_unroll / {k_step} k steps per group)"
+            )
         if c["pipe"] and c["stages"] < 2:
             out.append("pipe=1 needs stages >= 2 (tile kt+1 lands in its own buffer while tile kt is read)")
         if c["a_trans"] == 1 and c["a_vec"] != 4:
@@ -131,14 +135,6 @@ class Matmul(CudaFamily):
             out.append(f"smem_vec=1 needs tn % 4 == 0 (float4 runs of B columns), got tn={c['tn']}")
         if c["smem_vec"] and c["a_trans"] and c["tm"] % 4:
             out.append(f"smem_vec=1 with a_trans>0 needs tm % 4 == 0 (float4 runs of A rows), got tm={c['tm']}")
-        if c["warp_n"]:
-            tx, ty = c["bn"] // c["tn"], c["bm"] // c["tm"]
-            if tx % c["warp_n"] or ty % (32 // c["warp_n"]) or c["warp_n"] == tx:
-                out.append(
-                    f"warp_n={c['warp_n']} needs bn/tn={tx} divisible by {c['warp_n']} and bm/tm={ty} by "
-                    f"{32 // c['warp_n']} (warps of {32 // c['warp_n']}×{c['warp_n']} threads tile the block), and "
-                    f"warp_n != bn/tn (that warp is the row-major one, warp_n=0)"
-                )
         limit = SMEM_OPTIN.get(arch, SMEM_OPTIN["sm_90"])
         if self.shared_bytes(c) > limit:
             out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")
@@ -149,7 +145,9 @@ class Matmul(CudaFamily):
             "threads = bm*bn/(tm*tn) is derived and must be a multiple of 32 in 32..1024",
             f"tm*tn <= {MAX_ACCUMULATORS} accumulators per thread",
             "pipe=1 needs stages >= 2",
-            "k_unroll > 0 needs pipe=0 (the register double buffer is indexed by the unrolled group) and k_unroll < bk",
+            "k_unroll > 0 needs k_unroll < bk and, with pipe=1, an even number of fragment groups per loop body "
+            "(k_unroll, or k_unroll/4 when A is read as float4 along k), so each body starts on the same register "
+            "buffer",
             "a_trans=1 needs a_vec=4: the transposing copy scatters single floats",
             "a_trans=2 needs a_vec=16, pipe=0 and stages >= 2: A's 16-byte loads wait in registers for a later tile's "
             "buffer",
@@ -157,8 +155,6 @@ class Matmul(CudaFamily):
             "bk % (a_vec/4) == 0 and bn % (b_vec/4) == 0 (always true in these domains)",
             "smem_vec=1 needs tn % 4 == 0 (B fragments read as float4 runs of columns) and, when a_trans>0, "
             "tm % 4 == 0 (A fragments as float4 runs of rows); with a_trans=0 A is read as float4 along k",
-            "warp_n > 0 needs bn/tn % warp_n == 0 and bm/tm % (32/warp_n) == 0 (warps of (32/warp_n) × warp_n threads "
-            "tile the block's threads) and warp_n != bn/tn (the row-major warp, warp_n=0, already)",
             "shared memory stages * (A tile + pad, B tile) * 4 bytes <= the arch's opt-in limit (227 KB on sm_90)",
             "copies that do not divide evenly among the threads are guarded, so they constrain nothing",
         ]
@@ -188,8 +184,7 @@ class Matmul(CudaFamily):
             "b_copies": c["bk"] * c["bn"] // b_vec,
             "a_frag_vec": a_frag_vec,
             "b_frag_vec": b_frag_vec,
-            # Untransposed A with smem_vec reads one float4 per row covering four k steps.
-            "k_step": 4 if c["smem_vec"] and not c["a_trans"] else 1,
+            "k_step": self.k_step(c),
             # float4 stores of C need each run 16-byte aligned, hence rows of C a multiple of 4 floats.
             "c_store_vec": b_frag_vec == 4 and shape["n"] % 4 == 0,
             # split-K's turn counters, one per C tile; a power of two at least the grid, so near shapes share a source

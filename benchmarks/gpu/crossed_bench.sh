@@ -1,0 +1,28 @@
+# Sourced by the probe scripts: bench a family's configs crossed with other knob values, one `mage-tune bench
+# --configs` run per shape (its baselines beside them), records under $out, all packed into $out.tgz after each.
+#
+#   bench_crossed FAMILY SHAPE BASES.json [--set KNOB=V1,V2 ...]
+# FAMILY-SHAPE.configs.json (the crossing, invalid combinations dropped), .json (bench record), .txt (its table),
+# .log (stderr and exit status).
+
+bench_crossed() {
+  local family=$1 shape=$2 bases=$3 tag=$1-${2//[=,]/}
+  shift 3
+  local dims
+  dims=$(echo "$shape" | sed -E 's/(^|,)([a-z])=/ --\2 /g')
+  python benchmarks/gpu/expand_configs.py "$family" "$bases" $dims "$@" > "$out/$tag.configs.json"
+  echo "== $tag: $(python -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$out/$tag.configs.json") configs ($(( SECONDS - start )) s)"
+  python -m mage_tune bench "$family" --shape "$shape" --configs "$out/$tag.configs.json" --rounds 7 \
+    --out "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.log"
+  echo "exit $?" >> "$out/$tag.log"
+  tar czf "$out.tgz" -C "$out" .
+}
+
+winner_of() {  # FAMILY SHAPE -> the JSON list [winner config] of that shape in $winners (a leave-shape-out summary)
+  python - "$winners" "$1" "$2" <<'PY'
+import json, sys
+rows, family, shape = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+want = {k: int(v) for k, v in (item.split("=") for item in shape.split(","))}
+print(json.dumps([r["winner_config"] for r in rows if r["family"] == family and r["shape"] == want]))
+PY
+}
