@@ -39,6 +39,7 @@ SEED = {
     "reduce": "shfl",
     "rsqrt": "approx",
     "hint": "none",
+    "y_hint": "none",
     "persist": 0,
     "full_occupancy": 0,
 }
@@ -115,9 +116,10 @@ def test_seed_is_valid_and_the_default():
 
 
 def test_space_size_at_768():
-    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 3 * 2 * 3 * 4 * 2
-    valid = [c for c in FAMILY.configs(D768, ARCH) if c["full_occupancy"] == 0]  # full_occupancy=1 doubles each
-    assert 2 * len(valid) == sum(1 for _ in FAMILY.configs(D768, ARCH))
+    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 3 * 2 * 3 * 2 * 4 * 2
+    # full_occupancy=1 and y_hint=cs (which constrains nothing) double each
+    valid = [c for c in FAMILY.configs(D768, ARCH) if c["full_occupancy"] == 0 and c["y_hint"] == "none"]
+    assert 4 * len(valid) == sum(1 for _ in FAMILY.configs(D768, ARCH))
     # persist=0: only threads·rows > 1024, for passes=regs at threads=32 with vec=4 24 chunks > 16, and shfl2 at
     # threads=32 (shfl's kernel) are excluded: 1896 with shfl or smem, 756 with shfl2 (threads ≥ 64).
     assert sum(1 for c in valid if c["persist"] == 0 and c["reduce"] != "shfl2") == 1896
@@ -136,18 +138,18 @@ def _kernel_text(config: dict, shape: dict) -> str:
 
 
 def test_whole_d768_space_compiles():
-    """Every distinct kernel of the space with full_occupancy=0, compiled once, and a sample with full_occupancy=1
-    (it changes one line, the launch bounds): persist=2, 4 and 8 render the same kernel (the value only sets the
-    grid), so the walk is the 2652 persist=0 kernels and the 732 persistent ones."""
+    """Every distinct kernel of the space with full_occupancy=0 and y_hint=none, compiled once, and a sample of the
+    rest (each changes one line: the launch bounds, the store of y): persist=2, 4 and 8 render the same kernel (the
+    value only sets the grid), so the walk is the 2652 persist=0 kernels and the 732 persistent ones."""
     valid = list(FAMILY.configs(D768, ARCH))
     kernels: dict[str, dict] = {}
     for config in valid:
         kernels.setdefault(_kernel_text(config, D768), config)
-    assert len(kernels) == 2 * (2652 + 732)
-    walk = [c for c in kernels.values() if c["full_occupancy"] == 0]
+    assert len(kernels) == 4 * (2652 + 732)
+    walk = [c for c in kernels.values() if c["full_occupancy"] == 0 and c["y_hint"] == "none"]
     configs = walk if len(walk) <= WALK_LIMIT else _sample(D768, 600, seed=0)
-    bounded = [c for c in kernels.values() if c["full_occupancy"] == 1]
-    _compile_all(configs + random.Random(0).sample(bounded, 200), D768)
+    rest = [c for c in kernels.values() if c["full_occupancy"] == 1 or c["y_hint"] != "none"]
+    _compile_all(configs + random.Random(0).sample(rest, 200), D768)
 
 
 def test_compile_error_names_the_config(monkeypatch):
@@ -281,6 +283,14 @@ def test_rows_set_the_launch(censuses):
         assert variant.launch.block == c.occupancy.block == 128 * rows
     config, shape = EXTRAS[5]
     assert _get(censuses, config, shape)[0].launch.grid == (math.ceil(4093 / 4), 1, 1)
+
+
+def test_y_hint_sets_the_cache_qualifier_of_y(censuses):
+    for y_hint in FAMILY.knob("y_hint").domain:
+        _, c = _get(censuses, {**SEED, "y_hint": y_hint})
+        y = c.ptx.params["y"].stores
+        assert y > 0 and c.ptx.global_store_hints == ({"cs": y} if y_hint == "cs" else {}), y_hint
+        assert c.sass.global_store_hints == ({"EF": y} if y_hint == "cs" else {}), y_hint
 
 
 def test_hint_sets_the_cache_qualifier_of_x(censuses):
@@ -686,6 +696,7 @@ HOST_CONFIGS = [
     ({**SEED, "threads": 256, "rows": 2, "hint": "nc", "persist": 2}, 1000),
     ({**SEED, "threads": 256, "rows": 2, "reduce": "shfl2", "persist": 2}, 1000),  # a butterfly over 8 warps
     ({**SEED, "threads": 512, "reduce": "shfl2", "passes": "welford"}, 1000),  # Welford triples over 16 warps
+    ({**SEED, "threads": 128, "rows": 2, "vec": 8, "y_hint": "cs", "persist": 2}, 1000),  # streaming stores of y
     (SEED, 768),
 ]
 

@@ -68,9 +68,9 @@ def test_space_size_and_seed_configs_are_valid():
     assert FAMILY is get_family("matmul")
     assert FAMILY.space_size() == 4**6 * 3**5 * 2**3 * 5
     # raster and split_k constrain nothing: the space is the valid rest times their 4 * 5 values. Of the rest,
-    # 428970 combinations take A by cp.async (a_trans 0 or 1) and 44460 through registers.
+    # 332124 combinations take A by cp.async (a_trans 0 or 1) and 44460 through registers.
     combos = list(FAMILY.bound_combinations(CUBE, ARCH))
-    assert len(combos) == 428970 + 44460
+    assert len(combos) == 332124 + 44460
     a_trans = [k.name for k in FAMILY.knobs if not k.free].index("a_trans")
     assert sum(1 for c in combos if c[a_trans] == 2) == 44460
     first = list(itertools.islice(FAMILY.configs(CUBE, ARCH), 40))
@@ -177,18 +177,13 @@ def test_smem_vec_sets_shared_load_width(censuses):
 
 def test_pipe_and_k_unroll_show_in_the_census():
     """pipe=1 reads the first fragments of each k-tile before the barrier-free group loop, so its SASS holds more
-    shared loads; k_unroll=8 halves the unrolled body of a bk=16 tile, so the SASS is shorter by about its FMAs, and
-    so does k_unroll=4 with pipe=1 (a rolled body and the last one unrolled)."""
+    shared loads; k_unroll=8 halves the unrolled body of a bk=16 tile, so the SASS is shorter by about its FMAs."""
     big = {**SEED, "bm": 128, "bn": 256, "bk": 16, "tm": 8, "tn": 16, "smem_vec": 1, "stages": 3}
-    configs = (big, {**big, "pipe": 1}, {**big, "k_unroll": 8}, {**big, "pipe": 1, "k_unroll": 4})
-    plain, piped, rolled, piped_rolled = (_census(c)[1] for c in configs)
+    plain, piped, rolled = (_census(c)[1] for c in (big, {**big, "pipe": 1}, {**big, "k_unroll": 8}))
     assert sum(piped.sass.shared_loads.values()) > sum(plain.sass.shared_loads.values())
     assert piped.sass.barriers == plain.sass.barriers == 2  # one in the loop and one before it, against two in it
     assert plain.sass.instructions - rolled.sass.instructions > 8 * 128 * 0.9
-    # pipe=1 with k_unroll=4: a rolled body of 4 k steps and the last 4 unrolled, 8 of the tile's 16 steps in code
-    assert piped.sass.instructions - piped_rolled.sass.instructions > 8 * 128 * 0.9
-    assert piped_rolled.sass.barriers == 2
-    for c in (plain, piped, rolled, piped_rolled):
+    for c in (plain, piped, rolled):
         assert c.resources.spill_store_bytes == 0 and c.resources.stack_bytes == 0
 
 
@@ -388,8 +383,6 @@ HOST_CASES = [
     ({**BASE, "split_k": 8, "stages": 3}, (64, 64, 16)),  # one k-tile: slices 1..7 add nothing but take their turn
     ({**BASE, "a_trans": 2, "tm": 8, "stages": 3}, (70, 68, 100)),  # A through registers, ragged edges
     ({**BASE, "a_trans": 2, "bm": 32, "bk": 32, "tm": 4, "k_unroll": 8, "split_k": 2}, (40, 68, 72)),
-    ({**PIPE, "k_unroll": 8}, (70, 136, 72)),  # pipe=1, rolled: 2 groups of 4 k steps per body, 4 per tile
-    ({**PIPE, "a_trans": 1, "a_vec": 4, "k_unroll": 4}, (66, 132, 40)),  # 16 groups: 3 rolled bodies, 1 unrolled
 ]
 
 

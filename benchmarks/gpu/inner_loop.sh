@@ -3,8 +3,9 @@
 # (runs/h200-2026-11-30-warm-start/summary.json), one `mage-tune bench --configs` run per shape, baselines beside:
 #  - matmul, at the shapes with M, N, K >= 1024 where the winner is over 1.10× cuBLAS: the winner and cuBLAS's own
 #    tiling (256×128×8, 16×8 micro-tiles, four stages, register double buffering), each crossed with pipe, k_unroll
-#    (a rolled loop of k_unroll k steps instead of a whole unrolled k-tile: a smaller loop for the instruction cache)
-#    and stages;
+#    and stages. At commit d55a6ef k_unroll also applied with pipe=1 (a rolled loop of k_unroll k steps and the last
+#    body unrolled: a smaller loop for the instruction cache); it gained nothing and was taken out, so at later
+#    commits expand_configs drops those combinations;
 #  - layer norm, at every shape: the winner crossed with y_hint (plain or streaming stores of y) and hint=cs.
 # Records: OUT/inner_loop/{matmul,layernorm}-SHAPE.{configs.json,json,txt,log}; OUT/inner_loop.tgz.
 #

@@ -58,6 +58,7 @@ class View:
     bulk_commits: int = 0  # cp.async.bulk.commit_group / UTMACMDFLUSH
     bulk_waits: tuple[int, ...] = ()  # cp.async.bulk.wait_group N / the DEPBAR.LE SB0 after a bulk commit
     matrix_shapes: dict[str, int] = field(default_factory=dict)  # matrix ops by shape and types
+    global_store_hints: dict[str, int] = field(default_factory=dict)  # cache qualifiers on global stores: "cs" / "EF"
     wmma_loads: int | None = None  # wmma.load (PTX only: SASS has plain loads); None in SASS
     wmma_stores: int | None = None
     wgmma_fences: int = 0  # wgmma.fence / WARPGROUP.ARRIVE

@@ -319,6 +319,7 @@ def space_of(parts: tuple[str, ...] | list[str]) -> str:
 
 
 _LOAD_HINTS = ("nc", "ca", "cg", "cs", "lu", "cv")
+_STORE_HINTS = ("wb", "cg", "cs", "wt")
 _SPECIAL = ("rsqrt", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh", "div")
 _MATRIX = ("mma", "wgmma", "wmma")
 _HOPPER_ROOTS = ("ldmatrix", "stmatrix", "mbarrier", "setmaxnreg")
@@ -395,6 +396,7 @@ def view(kernel: Kernel) -> View:
             "matrix",
             "predicated",
             "hints",
+            "store_hints",
             "matrix_loads",
             "matrix_stores",
             "mbarrier",
@@ -422,10 +424,11 @@ def view(kernel: Kernel) -> View:
                 continue
             key = f"{space}_{'stores' if root == 'st' else 'loads'}"
             c[key][access_bits(parts)] += 1
-            if key == "global_loads":
+            if key in ("global_loads", "global_stores"):
+                known = _LOAD_HINTS if key == "global_loads" else _STORE_HINTS
                 for hint in parts[2:]:
-                    if hint in _LOAD_HINTS or hint.startswith(("L1::", "L2::")):
-                        c["hints"][hint] += 1
+                    if hint in known or hint.startswith(("L1::", "L2::")):
+                        c["hints" if key == "global_loads" else "store_hints"][hint] += 1
             if ins.guard:
                 c["predicated"][key] += 1
         elif root == "cp" and len(parts) > 2 and parts[1] == "reduce" and "bulk" in parts:
@@ -515,6 +518,7 @@ def view(kernel: Kernel) -> View:
         generic_loads=dict(c["generic_loads"]),
         generic_stores=dict(c["generic_stores"]),
         global_load_hints=dict(c["hints"]),
+        global_store_hints=dict(c["store_hints"]),
         cp_async=dict(c["cp_async"]),
         cp_async_commits=commits,
         cp_async_wait=tuple(waits),

@@ -88,7 +88,7 @@ _MEMORY = {
     "ST": "generic_stores",
     "LDGSTS": "cp_async",
 }
-_LDG_HINTS = ("CONSTANT", "EF", "EL", "LU", "NA", "LTC64B", "LTC128B", "LTC256B")
+_CACHE_HINTS = ("CONSTANT", "EF", "EL", "LU", "NA", "LTC64B", "LTC128B", "LTC256B")
 _MATRIX = ("HMMA", "HGMMA", "IMMA", "DMMA", "QGMMA", "IGMMA")
 
 
@@ -134,7 +134,8 @@ def bulk_kind(opcode: str) -> str | None:
 
 
 def view(instrs: list[SassInstr]) -> View:
-    keys = [*_MEMORY.values(), "special", "matrix", "predicated", "hints", "matrix_loads", "matrix_stores"]
+    keys = [*_MEMORY.values(), "special", "matrix", "predicated", "hints", "store_hints", "matrix_loads"]
+    keys += ["matrix_stores"]
     keys += ["mbarrier", "bulk", "matrix_shapes", "cluster_barriers"]
     c: dict[str, Counter] = {k: Counter() for k in keys}
     commits = barriers = shuffles = atomics = bulk = 0
@@ -163,10 +164,10 @@ def view(instrs: list[SassInstr]) -> View:
         if root in _MEMORY:
             key = _MEMORY[root]
             c[key][bits] += 1
-            if root == "LDG":
+            if root in ("LDG", "STG"):
                 for hint in ins.opcode.split(".")[1:]:
-                    if hint in _LDG_HINTS:
-                        c["hints"][hint] += 1
+                    if hint in _CACHE_HINTS:
+                        c["hints" if root == "LDG" else "store_hints"][hint] += 1
             if ins.guard and ins.guard != "PT":
                 c["predicated"][key] += 1
         elif root == "LDGDEPBAR":
@@ -230,6 +231,7 @@ def view(instrs: list[SassInstr]) -> View:
         generic_loads=dict(c["generic_loads"]),
         generic_stores=dict(c["generic_stores"]),
         global_load_hints=dict(c["hints"]),
+        global_store_hints=dict(c["store_hints"]),
         cp_async=dict(c["cp_async"]),
         cp_async_commits=commits,
         cp_async_wait=tuple(waits),

@@ -40,6 +40,7 @@ def _view_rows(prefix: str, view: View | None) -> list[tuple[str, str]]:
         ("global loads", widths(view.global_loads)),
         ("global load hints", _mapping(view.global_load_hints)),
         ("global stores", widths(view.global_stores)),
+        ("global store hints", _mapping(view.global_store_hints)),
         ("shared loads / stores", f"{widths(view.shared_loads)} / {widths(view.shared_stores)}"),
         ("local loads / stores", f"{widths(view.local_loads)} / {widths(view.local_stores)}"),
         ("cp.async copies", widths(view.cp_async)),

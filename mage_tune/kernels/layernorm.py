@@ -86,7 +86,12 @@ class LayerNorm(CudaFamily):
         ),
         Knob("rsqrt", ("approx", "precise"), "rsqrt.approx (MUFU.RSQ), or sqrt.approx + div.full (no MUFU.RSQ)"),
         Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
-        Knob("y_hint", ("none", "cs"), "cache hint on y's stores: plain, or streaming (st.global.cs, evict first)"),
+        Knob(
+            "y_hint",
+            ("none", "cs"),
+            "cache hint on y's stores: plain, or streaming (st.global.cs, evict first)",
+            free=True,
+        ),
         Knob("persist", (0, 2, 4, 8), "0: a block per row group; p: p × SMs blocks, next group's x loaded early"),
         Knob(
             "full_occupancy",

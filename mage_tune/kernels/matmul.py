@@ -56,7 +56,7 @@ class Matmul(CudaFamily):
             "1: one barrier per k-tile and fragments double-buffered in registers, the next tile's first fragments "
             "read before the current tile's last FMAs",
         ),
-        Knob("k_unroll", (0, 4, 8), "k steps per unrolled loop body (0: the whole k-tile)"),
+        Knob("k_unroll", (0, 4, 8), "k steps per unrolled loop body (0: the whole k-tile); pipe=0 only"),
         Knob(
             "raster",
             (0, 4, 8, 16),
@@ -85,11 +85,6 @@ class Matmul(CudaFamily):
         return config["bm"] * config["bn"] // (config["tm"] * config["tn"])
 
     @staticmethod
-    def k_step(config: Config) -> int:
-        """k steps per fragment group: untransposed A with smem_vec reads one float4 per row covering four."""
-        return 4 if config["smem_vec"] and not config["a_trans"] else 1
-
-    @staticmethod
     def shared_floats(config: Config) -> tuple[int, int]:
         """Floats in one stage's A buffer and B buffer (padding included)."""
         bm, bn, bk, pad = config["bm"], config["bn"], config["bk"], config["pad"]
@@ -107,14 +102,8 @@ class Matmul(CudaFamily):
             out.append(f"threads = bm*bn/(tm*tn) = {threads} must be a multiple of 32 in 32..1024")
         if c["tm"] * c["tn"] > MAX_ACCUMULATORS:
             out.append(f"tm*tn = {c['tm'] * c['tn']} accumulators exceed {MAX_ACCUMULATORS} per thread")
-        k_step = self.k_step(c)
-        if c["k_unroll"] and c["k_unroll"] >= c["bk"]:
-            out.append(f"k_unroll={c['k_unroll']} needs k_unroll < bk={c['bk']} (else: the whole k-tile unrolled)")
-        elif c["k_unroll"] and c["pipe"] and (c["k_unroll"] // k_step) % 2:
-            out.append(
-                f"k_unroll={c['k_unroll']} with pipe=1 needs an even number of fragment groups per loop body "
-                f"(k_unroll / {k_step} k steps per group)"
-            )
+        if c["k_unroll"] and (c["pipe"] or c["k_unroll"] >= c["bk"]):
+            out.append(f"k_unroll={c['k_unroll']} needs pipe=0 and k_unroll < bk={c['bk']} (else: full unroll)")
         if c["pipe"] and c["stages"] < 2:
             out.append("pipe=1 needs stages >= 2 (tile kt+1 lands in its own buffer while tile kt is read)")
         if c["a_trans"] == 1 and c["a_vec"] != 4:
@@ -145,9 +134,7 @@ class Matmul(CudaFamily):
             "threads = bm*bn/(tm*tn) is derived and must be a multiple of 32 in 32..1024",
             f"tm*tn <= {MAX_ACCUMULATORS} accumulators per thread",
             "pipe=1 needs stages >= 2",
-            "k_unroll > 0 needs k_unroll < bk and, with pipe=1, an even number of fragment groups per loop body "
-            "(k_unroll, or k_unroll/4 when A is read as float4 along k), so each body starts on the same register "
-            "buffer",
+            "k_unroll > 0 needs pipe=0 (the register double buffer is indexed by the unrolled group) and k_unroll < bk",
             "a_trans=1 needs a_vec=4: the transposing copy scatters single floats",
             "a_trans=2 needs a_vec=16, pipe=0 and stages >= 2: A's 16-byte loads wait in registers for a later tile's "
             "buffer",
@@ -184,7 +171,8 @@ class Matmul(CudaFamily):
             "b_copies": c["bk"] * c["bn"] // b_vec,
             "a_frag_vec": a_frag_vec,
             "b_frag_vec": b_frag_vec,
-            "k_step": self.k_step(c),
+            # Untransposed A with smem_vec reads one float4 per row covering four k steps.
+            "k_step": 4 if c["smem_vec"] and not c["a_trans"] else 1,
             # float4 stores of C need each run 16-byte aligned, hence rows of C a multiple of 4 floats.
             "c_store_vec": b_frag_vec == 4 and shape["n"] % 4 == 0,
             # split-K's turn counters, one per C tile; a power of two at least the grid, so near shapes share a source
