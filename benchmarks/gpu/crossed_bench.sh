@@ -1,12 +1,14 @@
 # Sourced by the probe scripts: bench a family's configs crossed with other knob values, one `mage-tune bench
 # --configs` run per shape (its baselines beside them), records under $out, all packed into $out.tgz after each.
 #
-#   bench_crossed FAMILY SHAPE BASES.json [--set KNOB=V1,V2 ...]
-# FAMILY-SHAPE.configs.json (the crossing, invalid combinations dropped), .json (bench record), .txt (its table),
-# .log (stderr and exit status).
+#   bench_crossed FAMILY SHAPE TAG.bases.json [--set KNOB=V1,V2 ...]
+# TAG.configs.json (the crossing, invalid combinations dropped), TAG.json (bench record), TAG.txt (its table),
+# TAG.log (stderr and exit status); TAG is the bases file's name up to its first dot.
 
 bench_crossed() {
-  local family=$1 shape=$2 bases=$3 tag=$1-${2//[=,]/}
+  local family=$1 shape=$2 bases=$3 tag
+  tag=$(basename "$bases")
+  tag=${tag%%.*}  # the bases file's name up to its first dot names the records
   shift 3
   local dims
   dims=$(echo "$shape" | sed -E 's/(^|,)([a-z])=/ --\2 /g')

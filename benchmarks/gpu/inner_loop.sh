@@ -6,12 +6,10 @@
 #    and stages. At commit d55a6ef k_unroll also applied with pipe=1 (a rolled loop of k_unroll k steps and the last
 #    body unrolled: a smaller loop for the instruction cache); it gained nothing and was taken out, so at later
 #    commits expand_configs drops those combinations;
-#  - layer norm, at every shape: the winner crossed with y_hint (plain or streaming stores of y) and hint=cs;
-#  - layernorm_loads: the same winners crossed with hint=na (x's loads do not allocate in L1, which keeps scale and
-#    bias) and hint=l2pf (x's misses fetch 256 bytes into L2), and with y_hint.
-# Records: OUT/inner_loop/{matmul,layernorm}-SHAPE[-loads].{configs.json,json,txt,log}; OUT/inner_loop.tgz.
+#  - layer norm, at every shape: the winner crossed with y_hint (plain or streaming stores of y) and hint=cs.
+# Records: OUT/inner_loop/{matmul,layernorm}-SHAPE.{configs.json,json,txt,log}; OUT/inner_loop.tgz.
 #
-# usage: OUT=/tmp/w bash benchmarks/gpu/inner_loop.sh [matmul] [layernorm] [layernorm_loads]
+# usage: OUT=/tmp/w bash benchmarks/gpu/inner_loop.sh [matmul] [layernorm]
 set -u
 out=${OUT:-out}/inner_loop
 mkdir -p "$out"
@@ -19,7 +17,7 @@ winners=runs/h200-2026-11-30-warm-start/summary.json
 start=$SECONDS
 source benchmarks/gpu/crossed_bench.sh
 
-for part in ${*:-matmul layernorm layernorm_loads}; do
+for part in ${*:-matmul layernorm}; do
   case $part in
   matmul)
     for shape in m=1024,n=4096,k=1024 m=4096,n=1024,k=2048 m=8192,n=1024,k=1024 m=1024,n=1024,k=8192 \
@@ -40,14 +38,6 @@ print(json.dumps([winner, cublas_like]))' > "$out/$tag.bases.json"
       winner_of layernorm "$shape" > "$out/$tag.bases.json"
       hint=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['hint'])" "$out/$tag.bases.json")
       bench_crossed layernorm "$shape" "$out/$tag.bases.json" --set y_hint=none,cs --set "hint=$hint,cs"
-    done ;;
-  layernorm_loads)
-    for shape in m=16384,d=2560 m=32768,d=1024 m=32768,d=512 m=8192,d=6144 m=8192,d=1600 m=1024,d=8192 \
-      m=1024,d=512 m=2048,d=1536 m=2048,d=5000 m=4096,d=3000; do
-      tag=layernorm-${shape//[=,]/}-loads
-      winner_of layernorm "$shape" > "$out/$tag.bases.json"
-      hint=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))[0]['hint'])" "$out/$tag.bases.json")
-      bench_crossed layernorm "$shape" "$out/$tag.bases.json" --set "hint=$hint,na,l2pf" --set y_hint=none,cs
     done ;;
   esac
 done

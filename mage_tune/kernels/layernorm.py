@@ -19,9 +19,7 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            over the warps' count adds them; smem: a shared-memory tree, a block barrier per level that crosses warps
   rsqrt    approx: rsqrt.approx (one MUFU.RSQ); precise: sqrt.approx then div.full, Triton's form (MUFU.SQRT and
            MUFU.RCP, no MUFU.RSQ: IEEE sqrtf and __fsqrt_rn both seed with MUFU.RSQ on sm_90)
-  hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs),
-           na (ld.global.L1::no_allocate: x leaves L1 to scale and bias), l2pf (ld.global.L2::256B: a miss fetches
-           the whole 256-byte block into L2, fewer and larger DRAM requests);
+  hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs);
            scale and bias always take the read-only path
   y_hint   cache hint on y's stores: none (st.global), cs (streaming, st.global.cs: y lines are evicted first, so
            L2 keeps room for x)
@@ -54,7 +52,7 @@ MAX_BLOCK = 1024
 MAX_REG_CHUNKS = 16  # regs mode: at most 16 accesses (64 floats at vec=16) of x live per thread
 MAX_PERSIST_CHUNKS = MAX_REG_CHUNKS // 2  # persist: the current row group and the prefetched one, both in registers
 MAX_STATIC_SHARED = 48 * 1024
-HINTS = {"none": "", "nc": ".nc", "cs": ".cs", "na": ".L1::no_allocate", "l2pf": ".L2::256B"}
+HINTS = {"none": "", "nc": ".nc", "cs": ".cs"}
 # SMs of the usual part of each arch: A100 108, a full GA102 (A40, RTX 3090 Ti) 84, RTX 4090 128, H100 SXM / H200
 # 132. persist is a launch-shape knob, not a correctness one: a persistent block walks row groups by gridDim.x, so any
 # grid of one block or more computes the same y; on a part with another SM count the grid is merely a little off
@@ -87,11 +85,7 @@ class LayerNorm(CudaFamily):
             "shuffles), or a shared-memory tree",
         ),
         Knob("rsqrt", ("approx", "precise"), "rsqrt.approx (MUFU.RSQ), or sqrt.approx + div.full (no MUFU.RSQ)"),
-        Knob(
-            "hint",
-            ("none", "nc", "cs", "na", "l2pf"),
-            "cache hint on x's loads: plain, read-only path, streaming, L1::no_allocate, L2::256B prefetch",
-        ),
+        Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
         Knob(
             "y_hint",
             ("none", "cs"),
