@@ -1,0 +1,79 @@
+"""Tables of crossed bench records (benchmarks/gpu/crossed_bench.sh: template_ceiling.sh, inner_loop.sh): one table
+per shape, a row per variant named by the knobs that vary within that record, its median time (cold regime), and
+its ratio to the baseline of the same run — cuBLAS FP32 for matmul; Triton's best num_warps for layer norm, with the
+variant's share of Triton's distance to the same-bytes copy.
+
+    python analysis/crossed_bench.py runs/h200-2026-12-01-template-ceiling/ceiling [--markdown OUT.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tabulate import tabulate
+
+from mage_tune.measure.saved import result_time
+
+
+def fastest(results: list[dict], kind: str) -> float | None:
+    times = [result_time(r) for r in results if r["kind"] == kind and r["ok"]]
+    return min((t for t in times if t is not None), default=None)
+
+
+def varying_knobs(variants: list[dict]) -> list[str]:
+    """The knobs whose value differs between the record's variants, in knob order."""
+    configs = [r["config"] for r in variants]
+    return [k for k in configs[0] if len({c.get(k) for c in configs}) > 1] if configs else []
+
+
+def table(record: dict) -> tuple[str, list[str], list[list]]:
+    """(heading, headers, rows) of one bench record."""
+    results = record["results"]
+    variants = [r for r in results if r["kind"] == "variant"]
+    knobs = varying_knobs(variants) or ["label"]
+    shape = ",".join(f"{k}={v}" for k, v in record["shape"].items())
+    if record["family"] == "matmul":
+        base = fastest(results, "torch")
+        heading = f"### matmul {shape} (cuBLAS FP32 {base:.1f} µs)"
+        headers = [", ".join(knobs), "µs", "/cuBLAS"]
+        copy = None
+    else:
+        base, copy = fastest(results, "triton"), fastest(results, "copy")
+        heading = f"### {record['family']} {shape} (Triton best {base:.2f} µs, copy {copy:.2f} µs)"
+        headers = [", ".join(knobs), "µs", "/Triton", "(ours-copy)/(Triton-copy)"]
+    rows = []
+    for r in variants:
+        t = result_time(r) if r["ok"] else None
+        name = r["label"] if knobs == ["label"] else ", ".join(f"{k}={r['config'][k]}" for k in knobs)
+        if len(knobs) == 1 and knobs != ["label"]:
+            name = str(r["config"][knobs[0]])
+        row = [name, f"{t:.{1 if copy is None else 2}f}" if t else r.get("error", "failed")]
+        row.append(f"{t / base:.3f}" if t else "-")
+        if copy is not None:
+            gap = (t - copy) / (base - copy) if t and base > copy else None
+            row.append(f"{gap:.2f}" if gap is not None else "-")
+        rows.append(row)
+    return heading, headers, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--markdown", type=Path, default=None, help="Also write the tables here.")
+    args = parser.parse_args()
+    out = []
+    for path in sorted(args.folder.glob("*.json")):
+        if path.name.endswith((".configs.json", ".winner.json", ".bases.json")) or path.name.startswith("ncu-"):
+            continue
+        heading, headers, rows = table(json.loads(path.read_text()))
+        out += [heading + "\n", tabulate(rows, headers, tablefmt="github"), ""]
+    text = "\n".join(out)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
