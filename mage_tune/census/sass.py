@@ -134,9 +134,8 @@ def bulk_kind(opcode: str) -> str | None:
 
 
 def view(instrs: list[SassInstr]) -> View:
-    keys = [*_MEMORY.values(), "special", "matrix", "predicated", "hints", "store_hints", "matrix_loads"]
-    keys += ["matrix_stores"]
-    keys += ["mbarrier", "bulk", "matrix_shapes", "cluster_barriers"]
+    keys = [*_MEMORY.values(), "special", "matrix", "predicated", "hints", "store_hints"]
+    keys += ["matrix_loads", "matrix_stores", "mbarrier", "bulk", "matrix_shapes", "cluster_barriers"]
     c: dict[str, Counter] = {k: Counter() for k in keys}
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []

@@ -21,8 +21,9 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            MUFU.RCP, no MUFU.RSQ: IEEE sqrtf and __fsqrt_rn both seed with MUFU.RSQ on sm_90)
   hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs);
            scale and bias always take the read-only path
-  y_hint   cache hint on y's stores: none (st.global), cs (streaming, st.global.cs: y lines are evicted first, so
-           L2 keeps room for x)
+  y_hint   cache hint on y's stores: none (st.global), cs (streaming, st.global.cs, evict-first lines). On an H200
+           cs with hint=cs reached the copy's time where x and y fit in L2 and cost up to 18 % where they do not
+           (runs/h200-2026-12-01-inner-loop), so it is the search's to choose per shape
   persist  0: one block per row group (a group is `rows` consecutive rows). p > 0: a persistent grid of
            min(groups, p × SMs) blocks, each walking groups blockIdx.x, + gridDim.x, ...; two register sets take
            turns (passes=regs only, chunks ≤ 8 so both fit): the next group's loads are in flight in one while the
