@@ -151,6 +151,26 @@ def test_shapes_table_rebuilds_from_the_records():
     assert "Triton's kernel against ours, property by property" in text
 
 
+@pytest.mark.parametrize(
+    "folder",
+    [
+        "h200-2026-12-01-template-ceiling/ceiling",
+        "h200-2026-12-01-inner-loop/warp_tile",
+        "h200-2026-12-01-inner-loop/inner_loop",
+        "h200-2026-12-01-inner-loop/load_hints",
+    ],
+)
+def test_crossed_bench_tables_rebuild_from_the_records(folder):
+    """The committed tables (FOLDER.md) are what analysis/crossed_bench.py makes of the committed bench records."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "analysis" / "crossed_bench.py"), str(ROOT / "runs" / folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == (ROOT / "runs" / f"{folder}.md").read_text().strip()
+
+
 def test_configs_file_excludes_other_selections():
     listed = str(ROOT / "benchmarks" / "gpu" / "configs" / "mm_small_tiles.json")
     done = subprocess.run(
