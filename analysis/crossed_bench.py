@@ -46,9 +46,12 @@ def table(record: dict) -> tuple[str, list[str], list[list]]:
     rows = []
     for r in variants:
         t = result_time(r) if r["ok"] else None
-        name = r["label"] if knobs == ["label"] else ", ".join(f"{k}={r['config'][k]}" for k in knobs)
-        if len(knobs) == 1 and knobs != ["label"]:
+        if knobs == ["label"]:
+            name = r["label"]
+        elif len(knobs) == 1:
             name = str(r["config"][knobs[0]])
+        else:
+            name = ", ".join(f"{k}={r['config'][k]}" for k in knobs)
         row = [name, f"{t:.{1 if copy is None else 2}f}" if t else r.get("error", "failed")]
         row.append(f"{t / base:.3f}" if t else "-")
         if copy is not None:

@@ -435,26 +435,22 @@ def _from_ptx_in_parts(ptx: str, arch: str, label: str, ptxas_options: tuple[str
     if len(modules) == 1:
         return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)
 
-    def assemble(module: str) -> tuple[str, str, str, str, str]:
-        cubin, report, ptxas_version = ptxas(module, arch, label, options=ptxas_options)
-        sass, res, cuobjdump_version = disassemble(cubin, label)
-        return report, sass, res, ptxas_version, cuobjdump_version
+    def assemble(module: str) -> Artifact:
+        return _from_ptx(module, arch, label, ptxas_options=ptxas_options)
 
     try:
         with ThreadPoolExecutor(len(modules)) as pool:  # the threads wait on processes
             done = list(pool.map(assemble, modules))
     except MageError:
         return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)
-    reports, listings, dumps, ptxas_versions, cuobjdump_versions = zip(*done, strict=True)
-    tools = {"ptxas": ptxas_versions[0], "cuobjdump": cuobjdump_versions[0], "ptxas parts": str(len(modules))}
     return Artifact(
         label,
         arch,
         ptx=ptx,
-        ptxas_log="".join(reports),
-        sass="\n".join(listings),
-        res_usage="\n".join(dumps),
-        tools=tools,
+        ptxas_log="".join(a.ptxas_log for a in done),
+        sass="\n".join(a.sass for a in done),
+        res_usage="\n".join(a.res_usage for a in done),
+        tools={**done[0].tools, "ptxas parts": str(len(done))},
     )
 
 

@@ -320,6 +320,7 @@ def space_of(parts: tuple[str, ...] | list[str]) -> str:
 
 _LOAD_HINTS = ("nc", "ca", "cg", "cs", "lu", "cv")
 _STORE_HINTS = ("wb", "cg", "cs", "wt")
+_HINT_COUNTERS = {"global_loads": ("hints", _LOAD_HINTS), "global_stores": ("store_hints", _STORE_HINTS)}
 _SPECIAL = ("rsqrt", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh", "div")
 _MATRIX = ("mma", "wgmma", "wmma")
 _HOPPER_ROOTS = ("ldmatrix", "stmatrix", "mbarrier", "setmaxnreg")
@@ -424,11 +425,11 @@ def view(kernel: Kernel) -> View:
                 continue
             key = f"{space}_{'stores' if root == 'st' else 'loads'}"
             c[key][access_bits(parts)] += 1
-            if key in ("global_loads", "global_stores"):
-                known = _LOAD_HINTS if key == "global_loads" else _STORE_HINTS
+            if key in _HINT_COUNTERS:
+                counter, known = _HINT_COUNTERS[key]
                 for hint in parts[2:]:
                     if hint in known or hint.startswith(("L1::", "L2::")):
-                        c["hints" if key == "global_loads" else "store_hints"][hint] += 1
+                        c[counter][hint] += 1
             if ins.guard:
                 c["predicated"][key] += 1
         elif root == "cp" and len(parts) > 2 and parts[1] == "reduce" and "bulk" in parts:

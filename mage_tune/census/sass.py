@@ -89,6 +89,7 @@ _MEMORY = {
     "LDGSTS": "cp_async",
 }
 _CACHE_HINTS = ("CONSTANT", "EF", "EL", "LU", "NA", "LTC64B", "LTC128B", "LTC256B")
+_HINT_COUNTERS = {"LDG": "hints", "STG": "store_hints"}  # the counter of each opcode's cache modifiers
 _MATRIX = ("HMMA", "HGMMA", "IMMA", "DMMA", "QGMMA", "IGMMA")
 
 
@@ -163,10 +164,10 @@ def view(instrs: list[SassInstr]) -> View:
         if root in _MEMORY:
             key = _MEMORY[root]
             c[key][bits] += 1
-            if root in ("LDG", "STG"):
+            if root in _HINT_COUNTERS:
                 for hint in ins.opcode.split(".")[1:]:
                     if hint in _CACHE_HINTS:
-                        c["hints" if root == "LDG" else "store_hints"][hint] += 1
+                        c[_HINT_COUNTERS[root]][hint] += 1
             if ins.guard and ins.guard != "PT":
                 c["predicated"][key] += 1
         elif root == "LDGDEPBAR":

@@ -85,11 +85,14 @@ def nearest_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry])
     return out
 
 
-def new_value_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry], near: list[Seed]) -> list[Seed]:
+def new_value_seeds(
+    family: Family, shape: Shape, arch: str, entries: list[Entry], near: list[Seed]
+) -> tuple[list[Seed], str]:
     """The best nearest config with each knob value no entry has taken (records from before a knob existed count
-    at its default), so what the template gained since the records is measured in the first trials."""
+    at its default), so what the template gained since the records is measured in the first trials; and a note
+    naming those values ("" when there are none)."""
     if not near:
-        return []
+        return [], ""
     names = {k.name for k in family.knobs}
     taken: dict[str, set] = {name: set() for name in names}
     for e in entries:
@@ -97,6 +100,7 @@ def new_value_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry
             taken[name].add(value)
     base = near[0]
     out: list[Seed] = []
+    values: list[str] = []
     for knob in family.knobs:
         for value in knob.domain:
             if value in taken[knob.name] or len(out) == NEW_VALUE_PICKS:
@@ -104,7 +108,9 @@ def new_value_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry
             config = family.nearest_valid({**base.config, knob.name: value}, shape, arch, keep=(knob.name,))
             if config is not None and all(config != s.config for s in [*near, *out]):
                 out.append(Seed(config, f"new value {knob.name}={value} on {base.source}"))
-    return out
+                values.append(f"{knob.name}={value}")
+    note = f"{len(out)} with knob values the database has not measured: {', '.join(values)}" if out else ""
+    return out, note
 
 
 def random_valid(family: Family, shape: Shape, arch: str, count: int, seed: int) -> list[Config]:
@@ -176,12 +182,11 @@ def plan(
     if not usable:
         return WarmStart((), ("warm start: the tuning database has no measured trial of this family and arch",))
     near = nearest_seeds(family, shape, arch, usable)
-    fresh = new_value_seeds(family, shape, arch, usable, near)
+    fresh, fresh_note = new_value_seeds(family, shape, arch, usable, near)
     shapes = len(measured_by_shape(usable))
     notes = [f"warm start: {len(near)} config(s) from the nearest of {shapes} measured shape(s)"]
-    if fresh:
-        values = ", ".join(s.source.split(" on ", 1)[0].removeprefix("new value ") for s in fresh)
-        notes.append(f"{len(fresh)} with knob values the database has not measured: {values}")
+    if fresh_note:
+        notes.append(fresh_note)
     taken = [s.config for s in near + fresh]
     modelled, note = model_seeds(family, shape, arch, usable, taken, workers, seed or 0)
     notes.append(note)
