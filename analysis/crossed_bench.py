@@ -1,6 +1,6 @@
 """Tables of crossed bench records (benchmarks/gpu/crossed_bench.sh: template_ceiling.sh, inner_loop.sh): one table
 per shape, a row per variant named by the knobs that vary within that record, its median time (cold regime), and
-its ratio to the baseline of the same run — cuBLAS FP32 for matmul; Triton's best num_warps for layer norm, with the
+its ratio to the baseline of the same run — cuBLAS FP32 for the matmul families; Triton's best num_warps for layer norm, with the
 variant's share of Triton's distance to the same-bytes copy.
 
     python analysis/crossed_bench.py runs/h200-2026-12-01-template-ceiling/ceiling [--markdown OUT.md]
@@ -34,13 +34,13 @@ def table(record: dict) -> tuple[str, list[str], list[list]]:
     variants = [r for r in results if r["kind"] == "variant"]
     knobs = varying_knobs(variants) or ["label"]
     shape = ",".join(f"{k}={v}" for k, v in record["shape"].items())
-    if record["family"] == "matmul":
+    copy = fastest(results, "copy")
+    if copy is None:  # a matmul family: no same-bytes copy, cuBLAS FP32 is the baseline
         base = fastest(results, "torch")
-        heading = f"### matmul {shape} (cuBLAS FP32 {base:.1f} µs)"
+        heading = f"### {record['family']} {shape} (cuBLAS FP32 {base:.1f} µs)"
         headers = [", ".join(knobs), "µs", "/cuBLAS"]
-        copy = None
     else:
-        base, copy = fastest(results, "triton"), fastest(results, "copy")
+        base = fastest(results, "triton")
         heading = f"### {record['family']} {shape} (Triton best {base:.2f} µs, copy {copy:.2f} µs)"
         headers = [", ".join(knobs), "µs", "/Triton", "(ours-copy)/(Triton-copy)"]
     rows = []

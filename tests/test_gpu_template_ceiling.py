@@ -1,7 +1,8 @@
 """The templates' newer paths on a real GPU: matmul's serial split-K (turn counters that must start over at every
-launch) and A staged through registers, and layer norm's butterfly exchange (reduce=shfl2) and streaming stores
-(y_hint=cs), each checked against the float64 reference after one launch and again after many (graph replays
-included), then timed beside its baselines. Skipped where no CUDA device is present."""
+launch) and A staged through registers, the 3xTF32 tensor-core matmul (its fragments, ragged edges, split-K and
+scalar stores of C), and layer norm's butterfly exchange (reduce=shfl2) and streaming stores (y_hint=cs), each
+checked against the float64 reference after one launch and again after many (graph replays included), then timed
+beside its baselines. Skipped where no CUDA device is present."""
 
 from __future__ import annotations
 
@@ -14,11 +15,17 @@ pytestmark = pytest.mark.gpu
 WIDE = {"bm": 128, "bn": 256, "bk": 16, "tm": 8, "tn": 16, "stages": 2, "a_vec": 4, "b_vec": 16, "a_trans": 1}
 WIDE = {**WIDE, "pad": 4, "smem_vec": 1, "pipe": 0, "k_unroll": 0, "raster": 0, "split_k": 1}
 MATMUL_CASES = [
-    ({**WIDE, "split_k": 3}, {"m": 1024, "n": 4096, "k": 1024}),
-    ({**WIDE, "split_k": 8, "a_trans": 2, "a_vec": 16}, {"m": 1000, "n": 1028, "k": 4100}),  # ragged, 8 slices
-    ({**WIDE, "a_trans": 2, "a_vec": 16, "raster": 8}, {"m": 2048, "n": 2048, "k": 2048}),
-    ({**WIDE, "bm": 64, "bn": 64, "bk": 32, "tm": 8, "tn": 4, "a_trans": 0, "a_vec": 16, "split_k": 4, "pipe": 1,
-      "stages": 3}, {"m": 1024, "n": 1024, "k": 8192}),
+    ("matmul", {**WIDE, "split_k": 3}, {"m": 1024, "n": 4096, "k": 1024}),
+    ("matmul", {**WIDE, "split_k": 8, "a_trans": 2, "a_vec": 16}, {"m": 1000, "n": 1028, "k": 4100}),  # 8 slices
+    ("matmul", {**WIDE, "a_trans": 2, "a_vec": 16, "raster": 8}, {"m": 2048, "n": 2048, "k": 2048}),
+    ("matmul", {**WIDE, "bm": 64, "bn": 64, "bk": 32, "tm": 8, "tn": 4, "a_trans": 0, "a_vec": 16, "split_k": 4,
+                "pipe": 1, "stages": 3}, {"m": 1024, "n": 1024, "k": 8192}),
+    ("matmul-3xtf32", {}, {"m": 1024, "n": 4096, "k": 1024}),
+    # ragged in every dimension, N odd (scalar stores of C), 4-byte copies, three slices
+    ("matmul-3xtf32", {"a_vec": 4, "b_vec": 4, "split_k": 3}, {"m": 1000, "n": 1001, "k": 999}),
+    ("matmul-3xtf32", {"bm": 256, "wm": 64, "wn": 64, "raster": 8, "stages": 4}, {"m": 2048, "n": 2048, "k": 2048}),
+    ("matmul-3xtf32", {"bm": 64, "bn": 64, "bk": 16, "wm": 32, "wn": 32, "split_k": 4},
+     {"m": 1024, "n": 1028, "k": 8192}),
 ]  # fmt: skip
 LAYERNORM_CASES = [
     ({"threads": 512, "reduce": "shfl2"}, {"m": 4096, "d": 4096}),
@@ -54,16 +61,16 @@ def _correct_after_many_launches(family_name: str, config: dict, shape: dict) ->
     torch.cuda.synchronize()
     again = check(launch, family, shape, bufs, reference)
     assert again[0], f"{variant.label} after 65 launches: {again[3]}"
-    if family_name == "matmul" and config["split_k"] > 1:  # the slices add in a fixed order: the same bits each time
+    if config.get("split_k", 1) > 1:  # the slices add in a fixed order: the same bits at every launch
         first = bufs.sets[0]["__out__"].clone()
         launch(bufs.sets[0])
         torch.cuda.synchronize()
         assert torch.equal(first, bufs.sets[0]["__out__"]), variant.label
 
 
-@pytest.mark.parametrize(("config", "shape"), MATMUL_CASES)
-def test_split_k_and_register_staged_a_stay_correct_launch_after_launch(config, shape):
-    _correct_after_many_launches("matmul", config, shape)
+@pytest.mark.parametrize(("family_name", "config", "shape"), MATMUL_CASES)
+def test_matmul_paths_stay_correct_launch_after_launch(family_name, config, shape):
+    _correct_after_many_launches(family_name, config, shape)
 
 
 @pytest.mark.parametrize(("config", "shape"), LAYERNORM_CASES)
@@ -85,3 +92,19 @@ def test_split_k_is_timed_beside_cublas_and_fills_the_gpu():
     assert all(r.ok for r in results.values()), [(r.label, r.error) for r in results.values()]
     assert {r.kind for r in results.values()} == {"variant", "torch"}
     assert all(r.time("cold") > 0 for r in results.values())
+
+
+def test_3xtf32_is_as_accurate_as_cublas_fp32_and_timed_beside_it():
+    """The tensor-core family against the same float64 reference as cuBLAS FP32 (TF32 off), in one session: its
+    error stays within a small factor of cuBLAS's (not TF32's 10-bit significands), and both are timed."""
+    from mage_tune.measure import bench
+
+    shape = {"m": 1024, "n": 4096, "k": 1024}
+    family, variant = _variant("matmul-3xtf32", {}, shape)
+    run = bench(family, shape, [variant], rounds=3, job_timeout_s=120, baselines=("torch",))
+    results = {r.kind: r for r in run.results}
+    assert set(results) == {"variant", "torch"} and all(r.ok for r in results.values())
+    ours, cublas = results["variant"], results["torch"]
+    print(f"relative error: 3xTF32 {ours.rel_err:.3g}, cuBLAS FP32 {cublas.rel_err:.3g}")
+    assert ours.rel_err <= 8 * cublas.rel_err, (ours.rel_err, cublas.rel_err)
+    assert ours.time("cold") > 0 and cublas.time("cold") > 0

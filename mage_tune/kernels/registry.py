@@ -23,6 +23,7 @@ ENTRY_POINT_GROUP = "mage_tune.families"
 BUILTINS = {
     "layernorm": "mage_tune.kernels.layernorm:FAMILY",
     "matmul": "mage_tune.kernels.matmul:FAMILY",
+    "matmul-3xtf32": "mage_tune.kernels.matmul_3xtf32:FAMILY",
 }
 
 

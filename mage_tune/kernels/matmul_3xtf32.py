@@ -1,0 +1,118 @@
+"""FP32 matmul C = A·B on tensor cores by 3xTF32: each float split into two TF32 parts, three mma.sync m16n8k8 per
+product tile, FP32 accumulation — FP32-level accuracy (checked against the float64 reference with the SIMT family's
+tolerance) at tensor-core speed.
+
+A different numeric recipe from the SIMT family `matmul` (whose products are IEEE FP32 FMAs), so a family of its
+own, opted into by name; the problem, inputs, reference and baselines (cuBLAS FP32, Triton's IEEE matmul) are
+`matmul`'s, so the two compare directly. The space: block tile (bm, bn, bk), warp tile (wm, wn; the thread count is
+derived), pipeline depth (stages), copy widths (a_vec, b_vec), block order (raster) and serial split-K (split_k).
+"""
+
+from __future__ import annotations
+
+from mage_tune.kernels.base import Config, Knob, Launch, Shape
+from mage_tune.kernels.matmul import FLOAT, SMEM_OPTIN, Matmul, _cdiv
+
+MAX_ACCUMULATORS = 128  # floats per thread: a 64×64 warp tile
+REGISTER_FILE = 65536  # 32-bit registers per SM
+OPERAND_REGISTERS = 64  # about what the split fragments, addresses and indices add to the accumulators
+
+
+class Matmul3xTF32(Matmul):
+    name = "matmul-3xtf32"
+    template = "matmul_3xtf32.cu.j2"
+    knobs = (
+        Knob("bm", (128, 64, 256), "block tile rows (of C and A)"),
+        Knob("bn", (128, 64, 256), "block tile columns (of C and B)"),
+        Knob("bk", (32, 16), "k-tile depth: the K extent of one shared-memory tile"),
+        Knob("wm", (64, 32), "warp tile rows: wm/16 mma tiles"),
+        Knob("wn", (32, 64), "warp tile columns: wn/8 mma tiles (threads = 32·(bm/wm)·(bn/wn))"),
+        Knob("stages", (3, 2, 4), "shared-memory buffers; stages-1 tile copies stay in flight while one computes"),
+        Knob("a_vec", (16, 4), "bytes per cp.async of A"),
+        Knob("b_vec", (16, 4), "bytes per cp.async of B"),
+        Knob(
+            "raster",
+            (0, 4, 8, 16),
+            "block rows per rasterization group (0: row-major block order): blocks resident together share tiles in L2",
+            free=True,
+        ),
+        Knob(
+            "split_k",
+            (1, 2, 3, 4, 8),
+            "blocks per C tile along K (serial split-K: slices add into C in a fixed order): more blocks for grids "
+            "under two waves",
+            free=True,
+        ),
+    )
+
+    # --- the space ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def threads(config: Config) -> int:
+        return 32 * (config["bm"] // config["wm"]) * (config["bn"] // config["wn"])
+
+    @staticmethod
+    def accumulators(config: Config) -> int:
+        return config["wm"] * config["wn"] // 32
+
+    @staticmethod
+    def shared_floats(config: Config) -> tuple[int, int]:
+        """Floats in one stage's A buffer and B buffer, padding included (rows of bk+4 and bn+8)."""
+        bm, bn, bk = config["bm"], config["bn"], config["bk"]
+        return bm * (bk + 4), bk * (bn + 8)
+
+    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+        c = config
+        out = []
+        if int(arch.removeprefix("sm_").rstrip("a")) < 80:
+            out.append(f"mma.sync with TF32 operands needs sm_80 or newer, not {arch}")
+        if c["bm"] % c["wm"] or c["bn"] % c["wn"]:
+            out.append(f"warp tile {c['wm']}×{c['wn']} must divide the block tile {c['bm']}×{c['bn']}")
+        else:
+            threads = self.threads(c)
+            registers = threads * (self.accumulators(c) + OPERAND_REGISTERS)
+            if threads > 512:
+                out.append(f"threads = 32·(bm/wm)·(bn/wn) = {threads} exceeds 512")
+            elif registers > REGISTER_FILE:
+                out.append(
+                    f"{threads} threads × about {self.accumulators(c) + OPERAND_REGISTERS} registers exceed the "
+                    f"{REGISTER_FILE} of an SM"
+                )
+        if self.accumulators(c) > MAX_ACCUMULATORS:
+            out.append(f"wm*wn/32 = {self.accumulators(c)} accumulators exceed {MAX_ACCUMULATORS} per thread")
+        if (shape["k"] * FLOAT) % c["a_vec"]:
+            out.append(f"a_vec={c['a_vec']} needs K*4 divisible by {c['a_vec']} (row starts of A), K={shape['k']}")
+        if (shape["n"] * FLOAT) % c["b_vec"]:
+            out.append(f"b_vec={c['b_vec']} needs N*4 divisible by {c['b_vec']} (row starts of B), N={shape['n']}")
+        limit = SMEM_OPTIN.get(arch, SMEM_OPTIN["sm_90"])
+        if self.shared_bytes(c) > limit:
+            out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")
+        return out
+
+    def constraint_text(self) -> list[str]:
+        return [
+            "mma.sync with TF32 operands: sm_80 or newer",
+            "the warp tile wm×wn divides the block tile bm×bn; threads = 32·(bm/wm)·(bn/wn) <= 512",
+            f"wm*wn/32 <= {MAX_ACCUMULATORS} accumulators per thread, and threads × (accumulators + "
+            f"{OPERAND_REGISTERS}) <= {REGISTER_FILE} registers of an SM",
+            "K*4 % a_vec == 0 and N*4 % b_vec == 0, so every row of A and B starts aligned to its copy width",
+            "shared memory stages * (bm·(bk+4) + bk·(bn+8)) * 4 bytes <= the arch's opt-in limit (227 KB on sm_90)",
+        ]
+
+    def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
+        grid = (_cdiv(shape["n"], config["bn"]), _cdiv(shape["m"], config["bm"]), config["split_k"])
+        return Launch(grid, self.threads(config), self.shared_bytes(config))
+
+    def template_vars(self, config: Config, shape: Shape) -> dict:
+        c = config
+        return {
+            **c,
+            "label": ",".join(f"{k}={v}" for k, v in c.items()),
+            "threads": self.threads(c),
+            "a_vec_floats": c["a_vec"] // FLOAT,
+            "b_vec_floats": c["b_vec"] // FLOAT,
+            "c_pair": shape["n"] % 2 == 0,  # float2 stores of C: each pair 8-byte aligned
+            "max_split_tiles": 1 << (_cdiv(shape["m"], c["bm"]) * _cdiv(shape["n"], c["bn"]) - 1).bit_length(),
+        }
+
+
+FAMILY = Matmul3xTF32()
