@@ -1,9 +1,11 @@
-"""Tables of crossed bench records (benchmarks/gpu/crossed_bench.sh: template_ceiling.sh, inner_loop.sh): one table
-per shape, a row per variant named by the knobs that vary within that record, its median time (cold regime), and
-its ratio to the baseline of the same run — cuBLAS FP32 for the matmul families; Triton's best num_warps for layer norm, with the
-variant's share of Triton's distance to the same-bytes copy.
+"""Tables of crossed bench records (benchmarks/gpu/crossed_bench.sh: template_ceiling.sh, inner_loop.sh,
+tensor_core.sh): one table per shape, a row per variant named by the knobs that vary within that record, its median
+time (cold regime), and its ratio to the baseline of the same run — cuBLAS FP32 for the matmul families; Triton's
+best num_warps for layer norm, with the variant's share of Triton's distance to the same-bytes copy.
 
-    python analysis/crossed_bench.py runs/h200-2026-12-01-template-ceiling/ceiling [--markdown OUT.md]
+    python analysis/crossed_bench.py runs/h200-2026-12-01-template-ceiling/ceiling [--markdown OUT.md] [--errors]
+
+--errors adds each row's relative error against the float64 reference (the baseline's in the heading).
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ def varying_knobs(variants: list[dict]) -> list[str]:
     return [k for k in configs[0] if len({c.get(k) for c in configs}) > 1] if configs else []
 
 
-def table(record: dict) -> tuple[str, list[str], list[list]]:
-    """(heading, headers, rows) of one bench record."""
+def table(record: dict, errors: bool = False) -> tuple[str, list[str], list[list]]:
+    """(heading, headers, rows) of one bench record; with `errors`, each row's relative error too."""
     results = record["results"]
     variants = [r for r in results if r["kind"] == "variant"]
     knobs = varying_knobs(variants) or ["label"]
@@ -37,7 +39,11 @@ def table(record: dict) -> tuple[str, list[str], list[list]]:
     copy = fastest(results, "copy")
     if copy is None:  # a matmul family: no same-bytes copy, cuBLAS FP32 is the baseline
         base = fastest(results, "torch")
-        heading = f"### {record['family']} {shape} (cuBLAS FP32 {base:.1f} µs)"
+        heading = f"### {record['family']} {shape} (cuBLAS FP32 {base:.1f} µs"
+        if errors:
+            cublas = min((r for r in results if r["kind"] == "torch" and r["ok"]), key=result_time)
+            heading += f", relative error {cublas['rel_err']:.1e}"
+        heading += ")"
         headers = [", ".join(knobs), "µs", "/cuBLAS"]
     else:
         base = fastest(results, "triton")
@@ -57,20 +63,26 @@ def table(record: dict) -> tuple[str, list[str], list[list]]:
         if copy is not None:
             gap = (t - copy) / (base - copy) if t and base > copy else None
             row.append(f"{gap:.2f}" if gap is not None else "-")
+        if errors:
+            row.append(f"{r['rel_err']:.1e}" if r.get("rel_err") is not None else "-")
         rows.append(row)
-    return heading, headers, rows
+    return heading, [*headers, "rel. error"] if errors else headers, rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--markdown", type=Path, default=None, help="Also write the tables here.")
+    parser.add_argument("--errors", action="store_true", help="Add each row's relative error.")
     args = parser.parse_args()
     out = []
     for path in sorted(args.folder.glob("*.json")):
         if path.name.endswith((".configs.json", ".winner.json", ".bases.json")) or path.name.startswith("ncu-"):
             continue
-        heading, headers, rows = table(json.loads(path.read_text()))
+        record = json.loads(path.read_text())
+        if "results" not in record:  # not a bench record
+            continue
+        heading, headers, rows = table(record, args.errors)
         out += [heading + "\n", tabulate(rows, headers, tablefmt="github"), ""]
     text = "\n".join(out)
     print(text)

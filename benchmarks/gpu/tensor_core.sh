@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The 3xTF32 tensor-core matmul family (matmul-3xtf32) beside cuBLAS FP32 at the shapes where the SIMT family misses
-# its target: its default config and a 16-deep k-tile with four stages, each crossed with block tile and warp tile,
-# and with split_k where 128×128 tiles make under two waves on 132 SMs (2; and 4 under one wave); one
-# `mage-tune bench --configs` run per shape, cuBLAS FP32 (TF32 off) and Triton's IEEE matmul timed beside them.
+# its target: its default config crossed with block tile, warp tile and accumulation chain (chain=0, 1, 2: the error
+# against the float64 reference is in each record), and with split_k where 128×128 tiles make under two waves on
+# 132 SMs (2; and 4 under one wave); one `mage-tune bench --configs` run per shape, cuBLAS FP32 (TF32 off) and
+# Triton's IEEE matmul timed beside them.
 # Then cuBLAS itself with TF32 on (one pass: 10-bit significands, not FP32's accuracy), for context only, at the
 # same shapes (cublas_tf32.json).
 # Records: OUT/tensor_core/matmul-3xtf32-SHAPE.{configs.json,json,txt,log}, cublas_tf32.json; OUT/tensor_core.tgz.
@@ -18,12 +19,12 @@ shapes=${*:-m=1024,n=4096,k=1024 m=4096,n=1024,k=2048 m=8192,n=1024,k=1024 m=102
   m=2048,n=2048,k=6144 m=5120,n=5120,k=5120 m=1536,n=1536,k=1536}
 for shape in $shapes; do
   tag=matmul-3xtf32-${shape//[=,]/}
-  echo '[{}, {"bk": 16, "stages": 4}]' > "$out/$tag.bases.json"
+  echo '[{}]' > "$out/$tag.bases.json"
   split=$(python -c "import sys; s = dict(p.split('=') for p in sys.argv[1].split(',')); \
 tiles = -(-int(s['m']) // 128) * -(-int(s['n']) // 128); \
 print('1,2,4' if tiles < 132 else '1,2' if tiles < 264 else '1')" "$shape")
   bench_crossed matmul-3xtf32 "$shape" "$out/$tag.bases.json" --set bm=128,256 --set bn=128,256 \
-    --set wm=32,64 --set wn=32,64 --set "split_k=$split"
+    --set wm=32,64 --set wn=32,64 --set chain=0,1,2 --set "split_k=$split"
 done
 
 python - "$out/cublas_tf32.json" $shapes <<'PY'

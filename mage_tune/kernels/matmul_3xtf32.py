@@ -1,11 +1,13 @@
 """FP32 matmul C = A·B on tensor cores by 3xTF32: each float split into two TF32 parts, three mma.sync m16n8k8 per
-product tile, FP32 accumulation — FP32-level accuracy (checked against the float64 reference with the SIMT family's
-tolerance) at tensor-core speed.
+product tile, summed in FP32 — near FP32's accuracy (checked against the float64 reference with the SIMT family's
+tolerance) at tensor-core speed. The tensor cores' accumulation truncates, so long mma chains drift: `chain` sets how
+many k-tiles one chain sums before an ordinary FP32 add takes it into the total (0: one chain over all of K).
 
 A different numeric recipe from the SIMT family `matmul` (whose products are IEEE FP32 FMAs), so a family of its
 own, opted into by name; the problem, inputs, reference and baselines (cuBLAS FP32, Triton's IEEE matmul) are
 `matmul`'s, so the two compare directly. The space: block tile (bm, bn, bk), warp tile (wm, wn; the thread count is
-derived), pipeline depth (stages), copy widths (a_vec, b_vec), block order (raster) and serial split-K (split_k).
+derived), pipeline depth (stages), copy widths (a_vec, b_vec), the accumulation chain (chain), block order (raster)
+and serial split-K (split_k).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from mage_tune.kernels.matmul import FLOAT, SMEM_OPTIN, Matmul, _cdiv
 
 MAX_ACCUMULATORS = 128  # floats per thread: a 64×64 warp tile
 REGISTER_FILE = 65536  # 32-bit registers per SM
-OPERAND_REGISTERS = 64  # about what the split fragments, addresses and indices add to the accumulators
+OPERAND_REGISTERS = 96  # at least what the split fragments (two k steps of them), addresses and indices add
 
 
 class Matmul3xTF32(Matmul):
@@ -30,6 +32,12 @@ class Matmul3xTF32(Matmul):
         Knob("stages", (3, 2, 4), "shared-memory buffers; stages-1 tile copies stay in flight while one computes"),
         Knob("a_vec", (16, 4), "bytes per cp.async of A"),
         Knob("b_vec", (16, 4), "bytes per cp.async of B"),
+        Knob(
+            "chain",
+            (1, 2, 4, 0),
+            "k-tiles one mma chain sums before a round-to-nearest FP32 add takes it into the total (0: one chain over "
+            "all of K: half the accumulator registers, an error growing with K)",
+        ),
         Knob(
             "raster",
             (0, 4, 8, 16),
@@ -52,7 +60,8 @@ class Matmul3xTF32(Matmul):
 
     @staticmethod
     def accumulators(config: Config) -> int:
-        return config["wm"] * config["wn"] // 32
+        """Accumulator registers per thread: the warp tile's share, twice over with chains (chain sums and total)."""
+        return config["wm"] * config["wn"] // 32 * (2 if config["chain"] else 1)
 
     @staticmethod
     def shared_floats(config: Config) -> tuple[int, int]:
@@ -78,7 +87,10 @@ class Matmul3xTF32(Matmul):
                     f"{REGISTER_FILE} of an SM"
                 )
         if self.accumulators(c) > MAX_ACCUMULATORS:
-            out.append(f"wm*wn/32 = {self.accumulators(c)} accumulators exceed {MAX_ACCUMULATORS} per thread")
+            out.append(
+                f"wm*wn/32 (twice with chain > 0) = {self.accumulators(c)} accumulators exceed {MAX_ACCUMULATORS} per "
+                "thread"
+            )
         if (shape["k"] * FLOAT) % c["a_vec"]:
             out.append(f"a_vec={c['a_vec']} needs K*4 divisible by {c['a_vec']} (row starts of A), K={shape['k']}")
         if (shape["n"] * FLOAT) % c["b_vec"]:
@@ -92,7 +104,8 @@ class Matmul3xTF32(Matmul):
         return [
             "mma.sync with TF32 operands: sm_80 or newer",
             "the warp tile wm×wn divides the block tile bm×bn; threads = 32·(bm/wm)·(bn/wn) <= 512",
-            f"wm*wn/32 <= {MAX_ACCUMULATORS} accumulators per thread, and threads × (accumulators + "
+            f"accumulators wm*wn/32, twice that with chain > 0, <= {MAX_ACCUMULATORS} per thread, and threads × "
+            f"(accumulators + "
             f"{OPERAND_REGISTERS}) <= {REGISTER_FILE} registers of an SM",
             "K*4 % a_vec == 0 and N*4 % b_vec == 0, so every row of A and B starts aligned to its copy width",
             "shared memory stages * (bm·(bk+4) + bk·(bn+8)) * 4 bytes <= the arch's opt-in limit (227 KB on sm_90)",
