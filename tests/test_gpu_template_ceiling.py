@@ -96,8 +96,9 @@ def test_split_k_is_timed_beside_cublas_and_fills_the_gpu():
 
 def test_3xtf32_chains_keep_fp32_accuracy_and_are_timed_beside_cublas():
     """The tensor-core family against the same float64 reference as cuBLAS FP32 (TF32 off), in one session, at a
-    long K: with a chain per k-tile (the default) its error stays within a small factor of cuBLAS's; one mma chain over
-    all of K (chain=0) drifts further, since the tensor cores' accumulation truncates."""
+    long K: with a chain per k-tile (the default) its error is within FP32's bound and near cuBLAS's; one mma chain
+    over all of K (chain=0) drifts past the bound, since the tensor cores' accumulation truncates, and fails its check.
+    """
     from mage_tune.measure import bench
 
     shape = {"m": 1024, "n": 1024, "k": 8192}
@@ -105,8 +106,9 @@ def test_3xtf32_chains_keep_fp32_accuracy_and_are_timed_beside_cublas():
     _, one_chain = _variant("matmul-3xtf32", {"split_k": 2, "chain": 0}, shape)
     run = bench(family, shape, [chained, one_chain], rounds=3, job_timeout_s=120, baselines=("torch",))
     results = {r.config.get("chain", "cuBLAS"): r for r in run.results}
-    assert set(results) == {1, 0, "cuBLAS"} and all(r.ok for r in results.values()), results
     errors = {k: r.rel_err for k, r in results.items()}
-    print(f"relative error at {shape}: {errors}")
-    assert errors[1] <= 4 * errors["cuBLAS"] and errors[0] > errors[1], errors
-    assert all(r.time("cold") > 0 for r in results.values())
+    print(f"relative error at {shape}: {errors}, tolerance {family.tolerance_for(shape):.3g}")
+    assert results[1].ok and results["cuBLAS"].ok, results
+    assert errors[1] <= 2 * errors["cuBLAS"] <= family.tolerance_for(shape), errors
+    assert not results[0].ok and "over tolerance" in results[0].error and errors[0] > family.tolerance_for(shape)
+    assert results[1].time("cold") > 0 and results["cuBLAS"].time("cold") > 0

@@ -152,18 +152,19 @@ def test_shapes_table_rebuilds_from_the_records():
 
 
 @pytest.mark.parametrize(
-    "folder",
+    ("folder", "flags"),
     [
-        "h200-2026-12-01-template-ceiling/ceiling",
-        "h200-2026-12-01-inner-loop/warp_tile",
-        "h200-2026-12-01-inner-loop/inner_loop",
-        "h200-2026-12-01-inner-loop/load_hints",
+        ("h200-2026-12-01-template-ceiling/ceiling", []),
+        ("h200-2026-12-01-inner-loop/warp_tile", []),
+        ("h200-2026-12-01-inner-loop/inner_loop", []),
+        ("h200-2026-12-01-inner-loop/load_hints", []),
+        ("h200-2026-12-01-tensor-core/tensor_core", ["--errors"]),
     ],
 )
-def test_crossed_bench_tables_rebuild_from_the_records(folder):
+def test_crossed_bench_tables_rebuild_from_the_records(folder, flags):
     """The committed tables (FOLDER.md) are what analysis/crossed_bench.py makes of the committed bench records."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "analysis" / "crossed_bench.py"), str(ROOT / "runs" / folder)],
+        [sys.executable, str(ROOT / "analysis" / "crossed_bench.py"), str(ROOT / "runs" / folder), *flags],
         capture_output=True,
         text=True,
         check=True,

@@ -140,7 +140,8 @@ class Family(ABC):
       dim_help      a few words per dimension for `--help` and `space`
       knobs         Knob(name, domain, help) each; the first value of a domain is its default
       baselines     kinds of baselines it is timed against by default ("triton", "torch", "copy")
-      tolerance     largest accepted ||out - ref|| / ||ref|| against the float64 reference
+      tolerance     largest accepted ||out - ref|| / ||ref|| against the float64 reference (tolerance_for(shape)
+                    gives it per shape, where a family's error bound grows with the problem)
       copy_of       an input whose bytes equal the output's (layer norm's x): the same-bytes copy baseline
                     (x → out, timed exactly like the variants) then measures the floor at the shape; None if none
       max_elements  largest input or output, in elements: a larger shape is refused before anything is built
@@ -216,6 +217,10 @@ class Family(ABC):
 
     def flops(self, shape: Shape) -> int:
         return 0
+
+    def tolerance_for(self, shape: Shape) -> float:
+        """The largest accepted relative error at `shape`: `tolerance` unless a family's bound depends on the shape."""
+        return self.tolerance
 
     def device_dtype(self, name: str) -> str:
         """The dtype the device holds input `name` (or the output, "__out__") in."""

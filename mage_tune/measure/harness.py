@@ -115,8 +115,9 @@ def check(launch: Callable[[dict], object], family, shape: dict, bufs: Buffers, 
         return False, math.nan, math.nan, f"{bad} of {got.size} outputs not written or not finite"
     rel = float(np.linalg.norm(diff) / max(np.linalg.norm(reference), 1e-300))
     max_abs = float(np.max(np.abs(diff)))
-    ok = rel <= family.tolerance
-    return ok, rel, max_abs, "" if ok else f"relative error {rel:.3g} over tolerance {family.tolerance:g}"
+    tolerance = family.tolerance_for(shape)
+    ok = rel <= tolerance
+    return ok, rel, max_abs, "" if ok else f"relative error {rel:.3g} over tolerance {tolerance:.3g}"
 
 
 def time_graph(launch: Callable[[dict], None], sets: list[dict], launches: int, rounds: int) -> list[float]:

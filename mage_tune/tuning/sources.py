@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from mage_tune.errors import InputError
+from mage_tune.errors import InputError, MageError
 from mage_tune.measure.saved import read_json, result_time, shape_problem
 from mage_tune.search import record
 from mage_tune.search.runner import MEASURED_OBJECTIVE, STATIC_OBJECTIVE  # a bench record's cold median: measured
@@ -96,12 +96,25 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
         baselines=_baselines([r for r in data["results"] if r["kind"] != "variant"]),
         where=str(path),
     )
+    tolerance = _tolerance_today(data)
     rows = []
     for number, r in enumerate(x for x in data["results"] if x["kind"] == "variant"):
-        value = result_time(r) if r["ok"] else None
+        within = r.get("rel_err") is None or tolerance is None or r["rel_err"] <= tolerance
+        value = result_time(r) if r["ok"] and within else None
         outcome = "measured" if value is not None else "failed"
         rows.append({"number": number, "config": r["config"], "outcome": outcome, "value": value, "source": "bench"})
     return run, rows
+
+
+def _tolerance_today(data: dict) -> float | None:
+    """The family's tolerance at the record's shape as it stands now (a variant that passed a looser check then is a
+    failed trial for the warm start); None where the family cannot be loaded here."""
+    from mage_tune.kernels import load_family
+
+    try:
+        return load_family(data.get("family_origin") or data["family"]).tolerance_for(data["shape"])
+    except MageError:
+        return None
 
 
 def _read_json(path: Path) -> dict | None:

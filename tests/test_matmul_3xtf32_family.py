@@ -1,0 +1,103 @@
+"""The 3xTF32 tensor-core matmul family without a GPU: real compiles show its mma count, chains and registers; its
+space refuses what cannot fit; its tolerance, FP32's bound for a K-term sum, sits between what cuBLAS FP32 and one
+long mma chain reached on an H200 (the committed records of runs/h200-2026-12-01-tensor-core); and the tuning
+database reads those records by today's tolerance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mage_tune.census import census_artifact
+from mage_tune.errors import ConfigError
+from mage_tune.kernels import load_family
+from mage_tune.tuning.sources import bench_record
+
+ARCH = "sm_90"
+SHAPE = {"m": 1024, "n": 4096, "k": 1024}
+RUN = Path(__file__).parents[1] / "runs/h200-2026-12-01-tensor-core/tensor_core"
+RECORDS = sorted(RUN.glob("matmul-3xtf32-*[0-9].json"))
+FAMILY = load_family("matmul-3xtf32")
+
+
+def _census(settings: dict):
+    config = FAMILY.parse_settings([f"{k}={v}" for k, v in settings.items()], SHAPE, ARCH)
+    variant = FAMILY.build(config, SHAPE, ARCH)
+    (census,) = census_artifact(
+        variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
+    )
+    return config, variant, census
+
+
+@pytest.mark.parametrize("chain", [1, 0])
+def test_three_tf32_mma_per_tile_and_k_step_and_no_spills(chain):
+    config, variant, census = _census({"chain": chain})
+    per_k_step = (config["wm"] // 16) * (config["wn"] // 8) * 3
+    assert census.sass.matrix == {"HMMA": per_k_step * config["bk"] // 8}  # the k-tile's steps, unrolled
+    assert census.ptx.matrix_shapes == {"mma.m16n8k8.f32.tf32.tf32.f32": per_k_step * config["bk"] // 8}
+    assert census.resources.spill_store_bytes == 0 and census.resources.local_bytes == 0
+    assert variant.block == 32 * (config["bm"] // config["wm"]) * (config["bn"] // config["wn"])
+    assert ("float part[MI][NI][4]" in variant.source) == bool(chain)
+
+
+def test_a_chain_per_k_tile_holds_a_second_set_of_accumulators():
+    """chain=1 keeps the chain's sums beside the total: more registers than one chain over all of K."""
+    _, _, chained = _census({"chain": 1})
+    _, _, one_chain = _census({"chain": 0})
+    assert chained.resources.registers > one_chain.resources.registers + 32
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"wm": 64, "wn": 64, "chain": 1}, "accumulators exceed 128"),
+        ({"bm": 256, "bn": 256, "wm": 32, "wn": 32, "chain": 0}, "exceeds 512"),
+        ({"bm": 64, "wm": 64, "bn": 64, "wn": 64, "chain": 0, "stages": 4, "bk": 32, "a_vec": 16}, None),
+    ],
+)
+def test_the_space_refuses_what_cannot_fit(settings, message):
+    config = FAMILY.with_defaults(settings)
+    problems = FAMILY.violations(config, SHAPE, ARCH)
+    if message is None:
+        assert problems == []
+    else:
+        assert any(message in p for p in problems), problems
+        with pytest.raises(ConfigError):
+            FAMILY.check_valid(config, SHAPE, ARCH)
+
+
+def test_copy_widths_follow_the_row_alignment():
+    odd = {"m": 1000, "n": 1001, "k": 999}
+    assert any("b_vec=16" in p for p in FAMILY.violations(FAMILY.with_defaults({}), odd, ARCH))
+    assert FAMILY.violations(FAMILY.with_defaults({"a_vec": 4, "b_vec": 4}), odd, ARCH) == []
+    assert "sm_80" in " ".join(FAMILY.violations(FAMILY.with_defaults({}), SHAPE, "sm_75"))
+
+
+def test_tolerance_is_fp32s_bound_for_k_terms():
+    assert FAMILY.tolerance_for({"m": 1, "n": 1, "k": 1024}) == pytest.approx(48 * 2.0**-24)
+    assert FAMILY.tolerance_for({"m": 1, "n": 1, "k": 2**40}) == FAMILY.tolerance  # never looser than matmul's
+    assert load_family("matmul").tolerance_for(SHAPE) == load_family("matmul").tolerance
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
+def test_the_tolerance_separates_cublas_and_chains_from_one_long_chain(path):
+    """On the H200, at every K of the records (1024 to 8192): cuBLAS FP32 within a third of the bound, every variant
+    with a chain per k-tile (or two) within it, every variant with one chain over its share of K over it."""
+    record = json.loads(path.read_text())
+    assert len(RECORDS) == 7
+    tolerance = FAMILY.tolerance_for(record["shape"])
+    cublas = [r for r in record["results"] if r["kind"] == "torch"]
+    assert cublas and all(r["rel_err"] <= tolerance / 3 for r in cublas)
+    variants = [r for r in record["results"] if r["kind"] == "variant"]
+    assert {r["config"]["chain"] for r in variants} == {0, 1, 2}
+    for r in variants:
+        assert (r["rel_err"] <= tolerance) == (r["config"]["chain"] > 0), (r["label"], r["rel_err"], tolerance)
+
+
+def test_the_tuning_database_reads_a_record_by_todays_tolerance():
+    """The records were checked against 1e-4 when measured; imported now, one long chain is a failed trial."""
+    _, rows = bench_record(RECORDS[0])
+    by_chain = {chain: {r["outcome"] for r in rows if r["config"]["chain"] == chain} for chain in (0, 1)}
+    assert by_chain == {0: {"failed"}, 1: {"measured"}}
