@@ -23,7 +23,8 @@ MATMUL_CASES = [
     ("matmul-3xtf32", {}, {"m": 1024, "n": 4096, "k": 1024}),
     # ragged in every dimension, N odd (scalar stores of C), 4-byte copies, three slices
     ("matmul-3xtf32", {"a_vec": 4, "b_vec": 4, "split_k": 3}, {"m": 1000, "n": 1001, "k": 999}),
-    ("matmul-3xtf32", {"bm": 256, "wm": 64, "wn": 64, "raster": 8, "stages": 4}, {"m": 2048, "n": 2048, "k": 2048}),
+    ("matmul-3xtf32", {"bm": 256, "bn": 64, "raster": 8, "stages": 4}, {"m": 2048, "n": 2048, "k": 2048}),
+    ("matmul-3xtf32", {"wm": 64, "wn": 64, "chain": 0}, {"m": 512, "n": 768, "k": 64}),  # short K: one chain passes
     ("matmul-3xtf32", {"bm": 64, "bn": 64, "bk": 16, "wm": 32, "wn": 32, "split_k": 4},
      {"m": 1024, "n": 1028, "k": 8192}),
 ]  # fmt: skip

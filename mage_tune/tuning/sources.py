@@ -63,18 +63,17 @@ def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
         baselines=baselines,
         where=str(path),
     )
-    rows = [
-        {
-            "number": t["number"],
-            "config": t.get("config") or {},
-            "outcome": t["outcome"],
-            "value": t.get("value"),
-            "census": t.get("census") or {},
-            "source": t.get("source", ""),
-        }
-        for t in record.trials(path)
-        if isinstance(t.get("config"), dict)
-    ]
+    tolerance = _tolerance_today(run.origin, run.shape)
+    rows = []
+    for t in record.trials(path):
+        if not isinstance(t.get("config"), dict):
+            continue
+        outcome, value = t["outcome"], t.get("value")
+        if outcome == "measured" and not _within(t.get("measurement") or {}, tolerance):
+            outcome, value = "failed", None
+        census = t.get("census") or {}
+        rows.append({"number": t["number"], "config": t["config"], "outcome": outcome, "value": value,
+                     "census": census, "source": t.get("source", "")})  # fmt: skip
     return run, rows
 
 
@@ -96,25 +95,30 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
         baselines=_baselines([r for r in data["results"] if r["kind"] != "variant"]),
         where=str(path),
     )
-    tolerance = _tolerance_today(data)
+    tolerance = _tolerance_today(data.get("family_origin") or data["family"], data["shape"])
     rows = []
     for number, r in enumerate(x for x in data["results"] if x["kind"] == "variant"):
-        within = r.get("rel_err") is None or tolerance is None or r["rel_err"] <= tolerance
-        value = result_time(r) if r["ok"] and within else None
+        value = result_time(r) if r["ok"] and _within(r, tolerance) else None
         outcome = "measured" if value is not None else "failed"
         rows.append({"number": number, "config": r["config"], "outcome": outcome, "value": value, "source": "bench"})
     return run, rows
 
 
-def _tolerance_today(data: dict) -> float | None:
-    """The family's tolerance at the record's shape as it stands now (a variant that passed a looser check then is a
-    failed trial for the warm start); None where the family cannot be loaded here."""
+def _tolerance_today(origin: str, shape: dict) -> float | None:
+    """The family's tolerance at `shape` as it stands now, so a variant that passed a looser check when it was measured
+    is a failed trial for the warm start; None where the family cannot be loaded here."""
     from mage_tune.kernels import load_family
 
     try:
-        return load_family(data.get("family_origin") or data["family"]).tolerance_for(data["shape"])
+        return load_family(origin).tolerance_for(shape)
     except MageError:
         return None
+
+
+def _within(result: dict, tolerance: float | None) -> bool:
+    """A result's recorded relative error is within `tolerance` (or either is unknown)."""
+    rel = result.get("rel_err")
+    return rel is None or tolerance is None or rel <= tolerance
 
 
 def _read_json(path: Path) -> dict | None:
