@@ -28,6 +28,27 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+# The block-order knobs both matmul families share (the template pieces in matmul_parts.cu.j2).
+RASTER = Knob(
+    "raster",
+    (0, 4, 8, 16),
+    "block rows per rasterization group (0: row-major block order): blocks resident together share tiles in L2",
+    free=True,
+)
+SPLIT_K = Knob(
+    "split_k",
+    (1, 2, 3, 4, 8),
+    "blocks per C tile along K (serial split-K: slices add into C in a fixed order): more blocks for grids under two "
+    "waves",
+    free=True,
+)
+
+
+def split_tiles(config: Config, shape: Shape) -> int:
+    """Split-K's turn counters, one per C tile: a power of two at least the grid, so near shapes share a source."""
+    return 1 << (_cdiv(shape["m"], config["bm"]) * _cdiv(shape["n"], config["bn"]) - 1).bit_length()
+
+
 class Matmul(CudaFamily):
     name = "matmul"
     template = "matmul.cu.j2"
@@ -57,19 +78,8 @@ class Matmul(CudaFamily):
             "read before the current tile's last FMAs",
         ),
         Knob("k_unroll", (0, 4, 8), "k steps per unrolled loop body (0: the whole k-tile); pipe=0 only"),
-        Knob(
-            "raster",
-            (0, 4, 8, 16),
-            "block rows per rasterization group (0: row-major block order): blocks resident together share tiles in L2",
-            free=True,
-        ),
-        Knob(
-            "split_k",
-            (1, 2, 3, 4, 8),
-            "blocks per C tile along K (serial split-K: slices add into C in a fixed order): more blocks for grids "
-            "under two waves",
-            free=True,
-        ),
+        RASTER,
+        SPLIT_K,
     )
     dims = ("m", "n", "k")
     default_dims: ClassVar[dict[str, int]] = {"m": 1024, "n": 1024, "k": 1024}
@@ -175,8 +185,7 @@ class Matmul(CudaFamily):
             "k_step": 4 if c["smem_vec"] and not c["a_trans"] else 1,
             # float4 stores of C need each run 16-byte aligned, hence rows of C a multiple of 4 floats.
             "c_store_vec": b_frag_vec == 4 and shape["n"] % 4 == 0,
-            # split-K's turn counters, one per C tile; a power of two at least the grid, so near shapes share a source
-            "max_split_tiles": 1 << (_cdiv(shape["m"], c["bm"]) * _cdiv(shape["n"], c["bn"]) - 1).bit_length(),
+            "max_split_tiles": split_tiles(c, shape),
         }
 
     # --- correctness and cost ---------------------------------------------------------------------------------

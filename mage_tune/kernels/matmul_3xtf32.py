@@ -3,8 +3,8 @@ product tile, summed in FP32 — FP32's accuracy at tensor-core speed. The check
 within FP32's probabilistic bound for K-term sums, u·√K with u = 2⁻²⁴ (Higham and Mary), and never under 16 u (the
 split inputs' own error) (tolerance_for); cuBLAS's FP32 SGEMM stays within a third of it on the H200. The tensor
 cores' accumulation truncates, so one long mma chain drifts, by about K·2⁻²⁷, past that bound once K passes a few
-hundred: `chain` sets how many k-tiles one chain sums before an ordinary, round-to-nearest FP32 add takes it into the
-total (0: one chain over all of K, or over a split_k slice of it).
+hundred: with `chain=1` each k-tile's chain starts from zero and an ordinary, round-to-nearest FP32 add takes it into
+the total (0: one chain over all of K, or over a split_k slice of it).
 
 A different numeric recipe from the SIMT family `matmul` (whose products are IEEE FP32 FMAs), so a family of its
 own, opted into by name; the problem, inputs, reference and baselines (cuBLAS FP32, Triton's IEEE matmul) are
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from mage_tune.kernels.base import Config, Knob, Launch, Shape
-from mage_tune.kernels.matmul import FLOAT, SMEM_OPTIN, Matmul, _cdiv
+from mage_tune.kernels.base import Config, Knob, Shape
+from mage_tune.kernels.matmul import FLOAT, RASTER, SMEM_OPTIN, SPLIT_K, Matmul, split_tiles
 
 MAX_ACCUMULATORS = 128  # floats per thread: a 64×64 warp tile
 REGISTER_FILE = 65536  # 32-bit registers per SM
@@ -41,22 +41,11 @@ class Matmul3xTF32(Matmul):
         Knob(
             "chain",
             (1, 0),
-            "k-tiles one mma chain sums before a round-to-nearest FP32 add takes it into the total (0: one chain over "
-            "all of K: half the accumulator registers, an error growing with K)",
+            "1: each k-tile's products summed by an mma chain from zero, then added to the FP32 total rounded to "
+            "nearest; 0: one chain over all of K (half the accumulator registers, an error growing with K)",
         ),
-        Knob(
-            "raster",
-            (0, 4, 8, 16),
-            "block rows per rasterization group (0: row-major block order): blocks resident together share tiles in L2",
-            free=True,
-        ),
-        Knob(
-            "split_k",
-            (1, 2, 3, 4, 8),
-            "blocks per C tile along K (serial split-K: slices add into C in a fixed order): more blocks for grids "
-            "under two waves",
-            free=True,
-        ),
+        RASTER,
+        SPLIT_K,
     )
 
     def tolerance_for(self, shape: Shape) -> float:
@@ -121,10 +110,6 @@ class Matmul3xTF32(Matmul):
             "shared memory stages * (bm·(bk+4) + bk·(bn+8)) * 4 bytes <= the arch's opt-in limit (227 KB on sm_90)",
         ]
 
-    def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
-        grid = (_cdiv(shape["n"], config["bn"]), _cdiv(shape["m"], config["bm"]), config["split_k"])
-        return Launch(grid, self.threads(config), self.shared_bytes(config))
-
     def template_vars(self, config: Config, shape: Shape) -> dict:
         c = config
         return {
@@ -134,7 +119,7 @@ class Matmul3xTF32(Matmul):
             "a_vec_floats": c["a_vec"] // FLOAT,
             "b_vec_floats": c["b_vec"] // FLOAT,
             "c_pair": shape["n"] % 2 == 0,  # float2 stores of C: each pair 8-byte aligned
-            "max_split_tiles": 1 << (_cdiv(shape["m"], c["bm"]) * _cdiv(shape["n"], c["bn"]) - 1).bit_length(),
+            "max_split_tiles": split_tiles(c, shape),
         }
 
 
