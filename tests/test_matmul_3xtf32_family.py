@@ -53,7 +53,7 @@ def test_a_chain_per_k_tile_holds_a_second_set_of_accumulators():
     ("settings", "message"),
     [
         ({"wm": 64, "wn": 64, "chain": 1}, "accumulators exceed 128"),
-        ({"bm": 256, "bn": 256, "wm": 32, "wn": 32, "chain": 0}, "exceeds 512"),
+        ({"bm": 256, "bn": 256, "wm": 32, "wn": 32, "chain": 0}, "2048 threads × about 128 registers exceed"),
         ({"bm": 64, "wm": 64, "bn": 64, "wn": 64, "chain": 0, "stages": 4, "bk": 32, "a_vec": 16}, None),
     ],
 )
@@ -72,7 +72,6 @@ def test_copy_widths_follow_the_row_alignment():
     odd = {"m": 1000, "n": 1001, "k": 999}
     assert any("b_vec=16" in p for p in FAMILY.violations(FAMILY.with_defaults({}), odd, ARCH))
     assert FAMILY.violations(FAMILY.with_defaults({"a_vec": 4, "b_vec": 4}), odd, ARCH) == []
-    assert "sm_80" in " ".join(FAMILY.violations(FAMILY.with_defaults({}), SHAPE, "sm_75"))
 
 
 def test_tolerance_is_fp32s_bound_for_k_terms():

@@ -71,9 +71,9 @@ def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
         outcome, value = t["outcome"], t.get("value")
         if outcome == "measured" and not _within(t.get("measurement") or {}, tolerance):
             outcome, value = "failed", None
-        census = t.get("census") or {}
-        rows.append({"number": t["number"], "config": t["config"], "outcome": outcome, "value": value,
-                     "census": census, "source": t.get("source", "")})  # fmt: skip
+        census, source = t.get("census") or {}, t.get("source", "")
+        row = {"number": t["number"], "config": t["config"], "outcome": outcome, "value": value, "census": census}
+        rows.append({**row, "source": source})
     return run, rows
 
 
