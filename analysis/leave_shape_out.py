@@ -151,12 +151,12 @@ def figure(rows: list[dict], path: Path) -> None:
         for offset, kind in ((-0.2, "torch"), (0.2, "triton")):
             ax.bar([i + offset for i in x], [r["ratio"].get(kind, 0) for r in mine], 0.4, label=f"ours / {kind}")
         ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_title(f"{family}: best after the search, over baselines of the same run (H200, cold)")
+        ax.set_title(f"{family}: best after the search, over baselines of the same run (H200, cold)", fontsize=9)
         ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=7)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="lower left")
         ax = axes[1][col]
         ax.bar(list(x), [r["trials_to_within_3pct"] or r["trials"] for r in mine], color="tab:green")  # never: all
-        ax.set_title(f"{family}: trials until within 3 % of the best known (held-out shape)")
+        ax.set_title(f"{family}: trials until within 3 % of the best known (held-out shape)", fontsize=9)
         ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
