@@ -124,16 +124,22 @@ class Matmul(CudaFamily):
                 f"stored into the buffer of a later tile), got a_vec={c['a_vec']}, pipe={c['pipe']}, "
                 f"stages={c['stages']}"
             )
-        if (shape["k"] * FLOAT) % c["a_vec"]:
-            out.append(f"a_vec={c['a_vec']} needs K*4 divisible by {c['a_vec']} (row starts of A), K={shape['k']}")
-        if (shape["n"] * FLOAT) % c["b_vec"]:
-            out.append(f"b_vec={c['b_vec']} needs N*4 divisible by {c['b_vec']} (row starts of B), N={shape['n']}")
         if c["bk"] % (c["a_vec"] // FLOAT) or c["bn"] % (c["b_vec"] // FLOAT):
             out.append("bk must be a multiple of a_vec/4 and bn of b_vec/4")
         if c["smem_vec"] and c["tn"] % 4:
             out.append(f"smem_vec=1 needs tn % 4 == 0 (float4 runs of B columns), got tn={c['tn']}")
         if c["smem_vec"] and c["a_trans"] and c["tm"] % 4:
             out.append(f"smem_vec=1 with a_trans>0 needs tm % 4 == 0 (float4 runs of A rows), got tm={c['tm']}")
+        return out + self.copy_violations(c, shape, arch)
+
+    def copy_violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+        """What both matmul families ask of their copies: rows of A and B aligned to the copy widths, and the
+        stages' buffers within the arch's shared memory."""
+        c, out = config, []
+        if (shape["k"] * FLOAT) % c["a_vec"]:
+            out.append(f"a_vec={c['a_vec']} needs K*4 divisible by {c['a_vec']} (row starts of A), K={shape['k']}")
+        if (shape["n"] * FLOAT) % c["b_vec"]:
+            out.append(f"b_vec={c['b_vec']} needs N*4 divisible by {c['b_vec']} (row starts of B), N={shape['n']}")
         limit = SMEM_OPTIN.get(arch, SMEM_OPTIN["sm_90"])
         if self.shared_bytes(c) > limit:
             out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")

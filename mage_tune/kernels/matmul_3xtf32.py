@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from mage_tune.kernels.base import Config, Knob, Shape
-from mage_tune.kernels.matmul import FLOAT, RASTER, SMEM_OPTIN, SPLIT_K, Matmul, split_tiles
+from mage_tune.kernels.matmul import FLOAT, RASTER, SPLIT_K, Matmul, split_tiles
 
 MAX_ACCUMULATORS = 128  # floats per thread: a 64×64 warp tile
 REGISTER_FILE = 65536  # 32-bit registers per SM
@@ -83,14 +83,7 @@ class Matmul3xTF32(Matmul):
                 f"wm*wn/32 (twice with chain=1) = {self.accumulators(c)} accumulators exceed {MAX_ACCUMULATORS} per "
                 "thread"
             )
-        if (shape["k"] * FLOAT) % c["a_vec"]:
-            out.append(f"a_vec={c['a_vec']} needs K*4 divisible by {c['a_vec']} (row starts of A), K={shape['k']}")
-        if (shape["n"] * FLOAT) % c["b_vec"]:
-            out.append(f"b_vec={c['b_vec']} needs N*4 divisible by {c['b_vec']} (row starts of B), N={shape['n']}")
-        limit = SMEM_OPTIN.get(arch, SMEM_OPTIN["sm_90"])
-        if self.shared_bytes(c) > limit:
-            out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")
-        return out
+        return out + self.copy_violations(c, shape, arch)
 
     def constraint_text(self) -> list[str]:
         return [
