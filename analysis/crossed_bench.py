@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from mage_tune.measure.saved import result_time
+from mage_tune.measure.saved import best_result, result_time
 
 
 def fastest(results: list[dict], kind: str) -> float | None:
@@ -41,8 +41,7 @@ def table(record: dict, errors: bool = False) -> tuple[str, list[str], list[list
         base = fastest(results, "torch")
         heading = f"### {record['family']} {shape} (cuBLAS FP32 {base:.1f} µs"
         if errors:
-            cublas = min((r for r in results if r["kind"] == "torch" and r["ok"]), key=result_time)
-            heading += f", relative error {cublas['rel_err']:.1e}"
+            heading += f", relative error {best_result(record, 'torch')['rel_err']:.1e}"
         heading += ")"
         headers = [", ".join(knobs), "µs", "/cuBLAS"]
     else:

@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 from mage_tune.errors import InputError, MageError
+from mage_tune.kernels import load_family
 from mage_tune.measure.saved import read_json, result_time, shape_problem
 from mage_tune.search import record
 from mage_tune.search.runner import MEASURED_OBJECTIVE, STATIC_OBJECTIVE  # a bench record's cold median: measured
@@ -107,8 +108,6 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
 def _tolerance_today(origin: str, shape: dict) -> float | None:
     """The family's tolerance at `shape` as it stands now, so a variant that passed a looser check when it was measured
     is a failed trial for the warm start; None where the family cannot be loaded here."""
-    from mage_tune.kernels import load_family
-
     try:
         return load_family(origin).tolerance_for(shape)
     except MageError:
