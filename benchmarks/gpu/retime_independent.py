@@ -1,0 +1,144 @@
+"""Re-time search winners with a harness that shares no timing code with mage-tune's.
+
+For each search run directory: the winner's config (best/best.json) is rebuilt by its family and the cubin's
+sha256 must equal the one the search recorded, so the binary timed here is the binary the search timed. It is
+launched with a plain cupy launch on torch's stream, checked against the family's float64 reference, and timed by
+Triton's `triton.testing.do_bench` (CUDA events around single launches, the L2 flushed by a 256 MB write before
+each), with the torch baseline (cuBLAS FP32 with TF32 off, or torch's layer norm) timed the same way, in turns, in
+the same process. mage-tune's own harness times CUDA-graph replays over rotating buffer sets; agreement of the
+two ratios (ours / torch) is the check.
+
+usage: python benchmarks/gpu/retime_independent.py RUN_DIR... [--rounds 3] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mage_tune.kernels.registry import load_family
+from mage_tune.measure.device import environment
+
+
+def _torch_baseline(family_name: str, bufs: dict, shape: dict):
+    import torch
+
+    if family_name.startswith("matmul"):
+        out = torch.empty_like(bufs["__out__"])
+        return lambda: torch.matmul(bufs["A"], bufs["B"], out=out)
+    if family_name == "layernorm":
+        d = shape["d"]
+        return lambda: torch.nn.functional.layer_norm(bufs["x"], (d,), bufs["scale"], bufs["bias"], eps=1e-5)
+    return None
+
+
+def _search_time(run: Path, key: str) -> float | None:
+    """The search's own median for the torch baseline, from baselines.jsonl (its first session's)."""
+    for line in (run / "baselines.jsonl").read_text().splitlines():
+        result = json.loads(line).get("result", {})
+        if result.get("kind") == key and result.get("ok"):
+            return result["timings"][0]["median_us"]
+    return None
+
+
+def retime(run: Path, rounds: int) -> dict:
+    import cupy
+    import torch
+    from triton.testing import do_bench
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    meta = json.loads((run / "run.json").read_text())
+    best = json.loads((run / "best" / "best.json").read_text())
+    family = load_family(meta["family"])
+    shape, arch, config = meta["shape"], meta["arch"], best["config"]
+    variant = family.build(config, shape, arch)
+    sha = variant.artifact.cubin_sha256
+    if sha != best["cubin_sha256"]:
+        raise SystemExit(f"{run}: the rebuilt cubin ({sha}) is not the one the search timed ({best['cubin_sha256']})")
+
+    made = family.make_inputs(shape, np.random.default_rng(1))
+    bufs = {k: torch.from_numpy(v).cuda() for k, v in made.items()}
+    bufs["__out__"] = torch.full(family.output_shape(shape), float("nan"), device="cuda")
+    module = cupy.cuda.function.Module()
+    module.load(variant.artifact.cubin)
+    kernel = module.get_function(variant.kernel_name)
+    launch = variant.launch
+    if launch.dynamic_shared > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared
+    args = [bufs.get(name, bufs["__out__"]).data_ptr() for name in variant.param_names]  # the one not made: out
+    args = tuple(np.uint64(p) for p in args) + tuple(family.scalar_args(shape))
+    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+
+    def ours():
+        kernel(launch.grid, (launch.block, 1, 1), args, shared_mem=launch.dynamic_shared, stream=stream)
+
+    ours()
+    torch.cuda.synchronize()
+    expected = family.reference(made, shape)
+    got = bufs["__out__"].double().cpu().numpy()
+    rel_err = float(np.linalg.norm(got - expected) / np.linalg.norm(expected))  # NaN where a value was not written
+    tolerance = family.tolerance_for(shape)
+    baseline = _torch_baseline(meta["family"], bufs, shape)
+    ours_us, torch_us = [], []
+    for _ in range(rounds):  # in turns, so drift between the two is shared
+        ours_us.append(do_bench(ours, warmup=25, rep=200, return_mode="median") * 1e3)
+        if baseline:
+            torch_us.append(do_bench(baseline, warmup=25, rep=200, return_mode="median") * 1e3)
+    ours_med = statistics.median(ours_us)
+    torch_med = statistics.median(torch_us) if torch_us else None
+    search_torch = _search_time(run, "torch")
+    out = {
+        "run": str(run),
+        "family": meta["family"],
+        "shape": shape,
+        "config": config,
+        "cubin_sha256": sha,
+        "rel_err": rel_err,
+        "tolerance": tolerance,
+        "ok": bool(rel_err <= tolerance),
+        "ours_us": ours_med,
+        "torch_us": torch_med,
+        "ours_over_torch": ours_med / torch_med if torch_med else None,
+        "rounds_ours_us": ours_us,
+        "rounds_torch_us": torch_us,
+        "search_ours_us": best["value"],
+        "search_torch_us": search_torch,
+        "search_ours_over_torch": best["value"] / search_torch if search_torch else None,
+    }
+    if out["ours_over_torch"] and out["search_ours_over_torch"]:
+        out["ratio_change"] = out["ours_over_torch"] / out["search_ours_over_torch"] - 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    rows = []
+    for run in args.runs:
+        row = retime(run, args.rounds)
+        rows.append(row)
+        change = row.get("ratio_change")
+        print(
+            f"{row['family']} {row['shape']}: ok={row['ok']} (err {row['rel_err']:.2e}) ours {row['ours_us']:.2f} µs, "
+            f"torch {row['torch_us'] or float('nan'):.2f} µs, ratio {row['ours_over_torch'] or float('nan'):.3f} "
+            f"(search {row['search_ours_over_torch'] or float('nan'):.3f}"
+            + (f", {change:+.1%})" if change is not None else ")"),
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(
+            json.dumps({"environment": environment(), "harness": "triton.testing.do_bench", "winners": rows}, indent=1)
+        )
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
