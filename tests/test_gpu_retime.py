@@ -30,7 +30,7 @@ def test_winners_retimed_outside_the_harness(tmp_path):
     out = tmp_path / "retime.json"
     assert _retimer().main([*map(str, RUNS), "--rounds", "1", "--json", str(out)]) == 0
     record = json.loads(out.read_text())
-    assert record["harness"] == "triton.testing.do_bench" and record["environment"]["gpu"]
+    assert record["harness"].startswith("single launches") and record["environment"]["gpu"]
     for run, row in zip(RUNS, record["winners"], strict=True):
         best = json.loads((run / "best" / "best.json").read_text())
         assert row["cubin_sha256"] == best["cubin_sha256"]  # the binary the search timed

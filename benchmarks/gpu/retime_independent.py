@@ -2,11 +2,12 @@
 
 For each search run directory: the winner's config (best/best.json) is rebuilt by its family and the cubin's
 sha256 must equal the one the search recorded, so the binary timed here is the binary the search timed. It is
-launched with a plain cupy launch on torch's stream, checked against the family's float64 reference, and timed by
-Triton's `triton.testing.do_bench` (CUDA events around single launches, the L2 flushed by a 256 MB write before
-each), with the torch baseline (cuBLAS FP32 with TF32 off, or torch's layer norm) timed the same way, in turns, in
-the same process. mage-tune's own harness times CUDA-graph replays over rotating buffer sets; agreement of the
-two ratios (ours / torch) is the check.
+launched with a plain cupy launch on torch's stream, checked against the family's float64 reference, and timed as
+single launches between CUDA events, each after a read of 256 MiB (four times the L2) that evicts the inputs and
+leaves only clean lines behind; the torch baseline (cuBLAS FP32 with TF32 off, or torch's layer norm) is timed the
+same way, in turns, in the same process. mage-tune's own harness times CUDA-graph replays over rotating buffer sets,
+so a launch's fixed cost (about a microsecond) weighs on kernels of a few microseconds here and not there; for
+longer kernels the two ratios (ours / torch) should agree.
 
 usage: python benchmarks/gpu/retime_independent.py RUN_DIR... [--rounds 3] [--json OUT.json]
 """
@@ -17,12 +18,19 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from mage_tune.kernels.registry import load_family
 from mage_tune.measure.device import environment
+from mage_tune.measure.streams import torch_stream
+
+FLUSH_BYTES = 256 * 2**20
+WARMUP = 10
+REPS = 200
+HARNESS = "single launches between CUDA events, each after a 256 MiB read (L2 evicted, left clean)"
 
 
 def _torch_baseline(family_name: str, bufs: dict, shape: dict):
@@ -37,6 +45,23 @@ def _torch_baseline(family_name: str, bufs: dict, shape: dict):
     return None
 
 
+def _time_cold(fn, evict, reps: int) -> float:
+    """Median µs of `reps` single launches of fn, each between two events, each after `evict` read the L2 clean."""
+    import torch
+
+    for _ in range(WARMUP):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for start, end in zip(starts, ends, strict=True):
+        evict()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True))
+
+
 def _search_time(run: Path, key: str) -> float | None:
     """The search's own median for the torch baseline, from baselines.jsonl (its first session's)."""
     for line in (run / "baselines.jsonl").read_text().splitlines():
@@ -49,7 +74,6 @@ def _search_time(run: Path, key: str) -> float | None:
 def retime(run: Path, rounds: int) -> dict:
     import cupy
     import torch
-    from triton.testing import do_bench
 
     torch.backends.cuda.matmul.allow_tf32 = False
     meta = json.loads((run / "run.json").read_text())
@@ -64,15 +88,16 @@ def retime(run: Path, rounds: int) -> dict:
     made = family.make_inputs(shape, np.random.default_rng(1))
     bufs = {k: torch.from_numpy(v).cuda() for k, v in made.items()}
     bufs["__out__"] = torch.full(family.output_shape(shape), float("nan"), device="cuda")
-    module = cupy.cuda.function.Module()
-    module.load(variant.artifact.cubin)
-    kernel = module.get_function(variant.kernel_name)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(variant.artifact.cubin)
+        f.flush()
+        kernel = cupy.RawModule(path=f.name).get_function(variant.kernel_name)
     launch = variant.launch
     if launch.dynamic_shared > 48 * 1024:
         kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared
     args = [bufs.get(name, bufs["__out__"]).data_ptr() for name in variant.param_names]  # the one not made: out
     args = tuple(np.uint64(p) for p in args) + tuple(family.scalar_args(shape))
-    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    stream = torch_stream()
 
     def ours():
         kernel(launch.grid, (launch.block, 1, 1), args, shared_mem=launch.dynamic_shared, stream=stream)
@@ -85,10 +110,12 @@ def retime(run: Path, rounds: int) -> dict:
     tolerance = family.tolerance_for(shape)
     baseline = _torch_baseline(meta["family"], bufs, shape)
     ours_us, torch_us = [], []
+    flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
+    total = torch.empty((), device="cuda")
     for _ in range(rounds):  # in turns, so drift between the two is shared
-        ours_us.append(do_bench(ours, warmup=25, rep=200, return_mode="median") * 1e3)
+        ours_us.append(_time_cold(ours, lambda: torch.sum(flush, out=total), REPS))
         if baseline:
-            torch_us.append(do_bench(baseline, warmup=25, rep=200, return_mode="median") * 1e3)
+            torch_us.append(_time_cold(baseline, lambda: torch.sum(flush, out=total), REPS))
     ours_med = statistics.median(ours_us)
     torch_med = statistics.median(torch_us) if torch_us else None
     search_torch = _search_time(run, "torch")
@@ -134,9 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     if args.json:
-        args.json.write_text(
-            json.dumps({"environment": environment(), "harness": "triton.testing.do_bench", "winners": rows}, indent=1)
-        )
+        args.json.write_text(json.dumps({"environment": environment(), "harness": HARNESS, "winners": rows}, indent=1))
     return 0 if all(r["ok"] for r in rows) else 1
 
 
