@@ -1,6 +1,6 @@
 """The independent re-timer (benchmarks/gpu/retime_independent.py) on committed H200 search winners: it rebuilds
-the very cubin the search timed (or flags one that differs), launches it outside mage-tune's harness, finds it correct, and times it beside
-torch. Skipped where no CUDA device is present."""
+the very cubin the search timed (or flags one that differs), launches it outside mage-tune's harness, finds it
+correct, and times it beside torch. Skipped where no CUDA device is present."""
 
 from __future__ import annotations
 
