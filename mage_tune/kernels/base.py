@@ -175,6 +175,7 @@ class Family(ABC):
     knobs: tuple[Knob, ...]
     baselines: tuple[str, ...] = ()
     tolerance: float = 1e-5
+    mma_passes: int = 1  # tensor-core products issued per product of the problem (the static model's tensor term)
     copy_of: str | None = None
     max_elements: int = DEFAULT_MAX_ELEMENTS
     origin: str = ""  # how the registry found it (a built-in name, path.py:NAME, or entry-point name); set there

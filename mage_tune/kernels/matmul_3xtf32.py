@@ -47,6 +47,7 @@ class Matmul3xTF32(Matmul):
         RASTER,
         SPLIT_K,
     )
+    mma_passes = 3  # big·big, big·small, small·big: three TF32 products for each FP32 one
 
     def tolerance_for(self, shape: Shape) -> float:
         """FP32's bound for a K-term sum, u·√K, at least 16 u; never looser than the SIMT family's tolerance."""

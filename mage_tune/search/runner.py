@@ -30,7 +30,7 @@ from mage_tune.search.storage import open_storage, redact, sqlite_url, storage_e
 from mage_tune.tuning.db import Recorder
 
 COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
-STATIC_OBJECTIVE = "static-model-us/1"
+STATIC_OBJECTIVE = "static-model-us/2"
 MEASURED_OBJECTIVE = "measured-cold-median-us/1"
 
 
@@ -344,8 +344,13 @@ class Search:
         if self.spec.static:
             from mage_tune.search.model import estimate_us
 
+            shape = self.spec.shape
             value, parts = estimate_us(
-                census, built.launch.grid, self.family.bytes_moved(self.spec.shape), self.family.flops(self.spec.shape)
+                census,
+                built.launch.grid,
+                self.family.bytes_moved(shape),
+                self.family.flops(shape),
+                self.family.mma_passes,
             )
             self._finish(trial, "modelled", value, {**attrs, "model": parts})
             return

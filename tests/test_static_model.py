@@ -1,0 +1,91 @@
+"""The static model's tensor-core term on real compiles: a matrix op's shape, type and warp count read from real
+SASS and PTX; the term ranks 3xTF32 warp tiles as an H200 measured them (runs/h200-2026-12-01-tensor-core); SIMT
+kernels and FP64 mma keep the FP32 term."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from mage_tune.census import census_artifact
+from mage_tune.kernels.registry import load_family
+from mage_tune.search import model
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / "runs/h200-2026-12-01-tensor-core/tensor_core/matmul-3xtf32-m8192n1024k1024.json"
+SHAPE = {"m": 2048, "n": 2048, "k": 6144}
+
+
+def _census(family_name: str, settings: dict, shape: dict):
+    family = load_family(family_name)
+    variant = family.build(family.with_defaults(settings), shape, "sm_90")
+    census = census_artifact(
+        variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
+    )[0]
+    return family, variant, census
+
+
+def _estimate(family, variant, census, shape, passes=None):
+    return model.estimate_us(
+        census, variant.launch.grid, family.bytes_moved(shape), family.flops(shape),
+        family.mma_passes if passes is None else passes,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("view", ["sass", "ptx"])
+def test_the_op_of_a_3xtf32_kernel_is_read_from_both_views(view):
+    _, _, census = _census("matmul-3xtf32", {"bm": 128, "bn": 128, "wm": 64, "wn": 64, "chain": 0}, SHAPE)
+    # m16n8k8 TF32: 1024 products an op, the TF32 rate; 3 ops per 16×8 tile and k-step of 8, 4×8 tiles, 4 steps
+    assert model._matrix_op(getattr(census, view)) == (3 * 4 * 8 * 4, 16 * 8 * 8, 1)
+
+
+def test_an_f16_mma_kernel_runs_at_twice_the_tf32_rate(build):
+    census = build("ldmatrix_mma.cu", "sm_90").only()
+    for view in (census.sass, census.ptx):  # HMMA.16816.F32 (no type suffix: f16), mma.m16n8k16.f32.f16.f16.f32
+        assert model._matrix_op(view) == (2, 16 * 8 * 16, 2)
+
+
+def test_a_wgmma_op_is_shared_by_the_four_warps_of_its_warpgroup(build):
+    census = build("hopper/wgmma_tma.cu", "sm_90a").only()
+    ops = {(2, 64 * 16 * 16 / 4, 2), (2, 64 * 8 * 8 / 4, 1)}  # its two shapes, once each: f16 and tf32
+    assert model._matrix_op(census.sass) in ops and model._matrix_op(census.ptx) in ops
+
+
+def test_fp64_mma_keeps_the_fp32_term(build):
+    census = build("dmma.cu", "sm_90").only()
+    assert census.sass.matrix_shapes and census.ptx.matrix_shapes
+    assert model._matrix_op(census.sass) is None and model._matrix_op(census.ptx) is None
+
+
+def test_bigger_warp_tiles_model_faster_as_measured():
+    """At 2048×2048×6144 an H200 timed 64×64 warp tiles (8 warps) at 821 µs and 32×32 (16 warps) at 1044 µs
+    (tensor_core/matmul-3xtf32-m2048n2048k6144.json); the FP32 term ranked them the other way round."""
+    big = _census("matmul-3xtf32", {"bm": 128, "bn": 128, "wm": 64, "wn": 64, "chain": 0}, SHAPE)
+    small = _census("matmul-3xtf32", {"bm": 128, "bn": 128, "wm": 32, "wn": 32, "chain": 0}, SHAPE)
+    (t_big, parts_big), (t_small, parts_small) = (_estimate(*c, SHAPE) for c in (big, small))
+    assert t_big < t_small
+    assert parts_big["t_issue_us"] < parts_small["t_issue_us"]  # fewer feeding instructions per mma
+    assert parts_big["t_tensor_us"] == pytest.approx(parts_small["t_tensor_us"])  # the same products
+    one = _estimate(*big, SHAPE, passes=1)[1]  # three passes cost three times the tensor time of one
+    assert parts_big["t_tensor_us"] == pytest.approx(3 * one["t_tensor_us"])
+
+
+def test_simt_kernels_keep_the_fp32_term():
+    shape = {"m": 1024, "n": 1024, "k": 1024}
+    family, variant, census = _census("matmul", {}, shape)
+    time, parts = _estimate(family, variant, census, shape)
+    assert "t_tensor_us" not in parts
+    assert time == _estimate(family, variant, census, shape, passes=3)[0]  # no matrix op: passes change nothing
+
+
+def test_fidelity_on_a_committed_record():
+    spec = importlib.util.spec_from_file_location("fidelity", ROOT / "analysis/static_model_fidelity.py")
+    fidelity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fidelity)
+    row = fidelity.fidelity(RECORD)
+    measured = [r for r in json.loads(RECORD.read_text())["results"] if r["kind"] == "variant" and r["ok"]]
+    assert row["variants"] == len(measured) and row["skipped"] == 0
+    assert row["spearman"] > 0.8  # -0.52 with the FP32 term (docs/static-model.md)
