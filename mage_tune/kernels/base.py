@@ -142,6 +142,8 @@ class Family(ABC):
       baselines     kinds of baselines it is timed against by default ("triton", "torch", "copy")
       tolerance     largest accepted ||out - ref|| / ||ref|| against the float64 reference (tolerance_for(shape)
                     gives it per shape, where a family's error bound grows with the problem)
+      mma_passes    tensor-core products issued per product of the problem (1; 3xTF32 issues 3): the static
+                    model's tensor term charges them all
       copy_of       an input whose bytes equal the output's (layer norm's x): the same-bytes copy baseline
                     (x → out, timed exactly like the variants) then measures the floor at the shape; None if none
       max_elements  largest input or output, in elements: a larger shape is refused before anything is built
@@ -175,7 +177,7 @@ class Family(ABC):
     knobs: tuple[Knob, ...]
     baselines: tuple[str, ...] = ()
     tolerance: float = 1e-5
-    mma_passes: int = 1  # tensor-core products issued per product of the problem (the static model's tensor term)
+    mma_passes: int = 1
     copy_of: str | None = None
     max_elements: int = DEFAULT_MAX_ELEMENTS
     origin: str = ""  # how the registry found it (a built-in name, path.py:NAME, or entry-point name); set there
