@@ -1,9 +1,11 @@
-"""How well the static model (mage_tune/search/model.py) ranks configs that were measured: for each bench record,
-every variant that passed its check is compiled again here, censused, and scored by the model; the table gives, per
-record, Spearman's rank correlation between modelled and measured times, and where the model's favourite ranks among
-the measured (1 = the measured best). No GPU needed: the records hold the measurements, this machine compiles.
+"""How well the static model (mage_tune/search/model.py) ranks configs that were measured: for each bench record
+or measured search run directory, every variant or trial that passes its family's check as it is today (the recorded
+error within today's tolerance) and is still in the space is compiled again here, censused, and scored by the
+model; the table gives, per record, Spearman's rank correlation between modelled and measured times, and where the
+model's favourite ranks among the measured (1 = the measured best). No GPU needed: the records hold the
+measurements, this machine compiles.
 
-usage: python analysis/static_model_fidelity.py RECORD.json... [--markdown OUT.md] [--json OUT.json]
+usage: python analysis/static_model_fidelity.py RECORD.json|RUN_DIR... [--markdown OUT.md] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -19,15 +21,30 @@ from tabulate import tabulate
 from mage_tune.census import census_artifact
 from mage_tune.errors import MageError
 from mage_tune.kernels.registry import load_family
+from mage_tune.search import record
 from mage_tune.search.model import estimate_us
 
 
-def _measured(record: dict) -> list[tuple[dict, float]]:
-    out = []
-    for r in record["results"]:
-        if r["kind"] == "variant" and r["ok"] and r["timings"]:
-            out.append((r["config"], r["timings"][0]["median_us"]))
-    return out
+def _bench_record(path: Path) -> tuple[str, dict, str, list[tuple[dict, float, float]]]:
+    """family, shape, arch and (config, cold median µs, relative error) of each variant that passed when measured."""
+    data = json.loads(path.read_text())
+    arch = next(iter(data["census"].values()))["arch"]  # what the variants were compiled for
+    rows = [
+        (r["config"], r["timings"][0]["median_us"], r["rel_err"])
+        for r in data["results"]
+        if r["kind"] == "variant" and r["ok"] and r["timings"]
+    ]
+    return data["family"], data["shape"], arch, rows
+
+
+def _search_run(path: Path) -> tuple[str, dict, str, list[tuple[dict, float, float]]]:
+    """The same for a search run directory's measured trials (values: cold medians of the same run)."""
+    meta = json.loads((path / "run.json").read_text())
+    if meta["mode"] != "measured":
+        raise SystemExit(f"{path}: a {meta['mode']} run holds no measurements")
+    measured = [t for t in record.trials(path) if t["outcome"] == "measured"]
+    rows = [(t["config"], t["value"], t["measurement"]["rel_err"]) for t in measured]
+    return meta["family"], meta["shape"], meta["arch"], rows
 
 
 def _spearman(modelled: list[float], measured: list[float]) -> float | None:
@@ -38,12 +55,14 @@ def _spearman(modelled: list[float], measured: list[float]) -> float | None:
 
 
 def fidelity(path: Path) -> dict:
-    record = json.loads(path.read_text())
-    family = load_family(record["family"])
-    shape = record["shape"]
-    arch = next(iter(record["census"].values()))["arch"]  # what the variants were compiled for
+    family_name, shape, arch, rows = (_search_run if path.is_dir() else _bench_record)(path)
+    family = load_family(family_name)
+    tolerance = family.tolerance_for(shape)
     pairs, skipped = [], 0
-    for config, measured in _measured(record):
+    for config, measured, rel_err in rows:
+        if rel_err > tolerance:  # measured under a looser check of the time: a failed config today
+            skipped += 1
+            continue
         try:  # a config of a knob since removed, or a value no longer valid, is no longer in the space
             variant = family.build(family.with_defaults(config), shape, arch)
         except MageError:
@@ -62,7 +81,7 @@ def fidelity(path: Path) -> dict:
     rank_of_favourite = 1 + sum(t < measured[favourite] for t in measured)
     return {
         "record": str(path),
-        "family": record["family"],
+        "family": family_name,
         "shape": shape,
         "variants": len(pairs),
         "skipped": skipped,

@@ -33,7 +33,7 @@ def _census(settings: dict):
 
 @pytest.mark.parametrize("chain", [1, 0])
 def test_three_tf32_mma_per_tile_and_k_step_and_no_spills(chain):
-    config, variant, census = _census({"chain": chain})
+    config, variant, census = _census({"chain": chain, "split_k": 4})  # chain=0 needs slices of K this short
     per_k_step = (config["wm"] // 16) * (config["wn"] // 8) * 3
     assert census.sass.matrix == {"HMMA": per_k_step * config["bk"] // 8}  # the k-tile's steps, unrolled
     assert census.ptx.matrix_shapes == {"mma.m16n8k8.f32.tf32.tf32.f32": per_k_step * config["bk"] // 8}
@@ -44,8 +44,8 @@ def test_three_tf32_mma_per_tile_and_k_step_and_no_spills(chain):
 
 def test_a_chain_per_k_tile_holds_a_second_set_of_accumulators():
     """chain=1 keeps the chain's sums beside the total: more registers than one chain over all of K."""
-    _, _, chained = _census({"chain": 1})
-    _, _, one_chain = _census({"chain": 0})
+    _, _, chained = _census({"chain": 1, "split_k": 4})
+    _, _, one_chain = _census({"chain": 0, "split_k": 4})
     assert chained.resources.registers > one_chain.resources.registers + 32
 
 
@@ -54,7 +54,9 @@ def test_a_chain_per_k_tile_holds_a_second_set_of_accumulators():
     [
         ({"wm": 64, "wn": 64, "chain": 1}, "accumulators exceed 128"),
         ({"bm": 256, "bn": 256, "wm": 32, "wn": 32, "chain": 0}, "2048 threads × about 128 registers exceed"),
-        ({"bm": 64, "wm": 64, "bn": 64, "wn": 64, "chain": 0, "stages": 4, "bk": 32, "a_vec": 16}, None),
+        ({"bm": 64, "wm": 64, "bn": 64, "wn": 64, "chain": 0, "split_k": 4, "stages": 4, "bk": 32}, None),
+        ({"chain": 0}, "sums 1024 products in one truncating mma chain"),  # drift 7.6e-6, bound 1.9e-6
+        ({"chain": 0, "split_k": 2}, None),  # 512 products: 2× the bound, for the check to judge
     ],
 )
 def test_the_space_refuses_what_cannot_fit(settings, message):
@@ -66,6 +68,22 @@ def test_the_space_refuses_what_cannot_fit(settings, message):
         assert any(message in p for p in problems), problems
         with pytest.raises(ConfigError):
             FAMILY.check_valid(config, SHAPE, ARCH)
+
+
+def test_a_single_chain_is_refused_where_every_measured_one_failed():
+    """Every chain=0 variant of the H200 records missed the bound (K ≥ 1024, chains of K or K/2 products); the space
+    refuses those of them whose chain is over twice the predicted drift, and keeps short-K chains."""
+    refused = admitted = 0
+    for path in RECORDS:
+        record = json.loads(path.read_text())
+        for r in record["results"]:
+            if r["kind"] == "variant" and r["config"]["chain"] == 0:
+                bad = FAMILY.violations(FAMILY.with_defaults(r["config"]), record["shape"], ARCH)
+                assert r["rel_err"] > FAMILY.tolerance_for(record["shape"])
+                refused += bool(bad)
+                admitted += not bad
+    assert refused > admitted > 0  # the admitted ones are chains of K/2, left to the check
+    assert FAMILY.violations(FAMILY.with_defaults({"chain": 0}), {"m": 512, "n": 768, "k": 64}, ARCH) == []
 
 
 def test_copy_widths_follow_the_row_alignment():

@@ -15,8 +15,9 @@ from mage_tune.kernels.registry import load_family
 from mage_tune.search import model
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = ROOT / "runs/h200-2026-12-01-tensor-core/tensor_core/matmul-3xtf32-m8192n1024k1024.json"
+RUN = ROOT / "runs/h200-2026-12-01-tensor-core/searches/matmul-3xtf32-m2048n2048k6144"
 SHAPE = {"m": 2048, "n": 2048, "k": 6144}
+ONE_CHAIN = {"bm": 128, "bn": 128, "chain": 0, "split_k": 8}  # 64×64 warp tiles need chain=0: slices of 768 products
 
 
 def _census(family_name: str, settings: dict, shape: dict):
@@ -37,7 +38,7 @@ def _estimate(family, variant, census, shape, passes=None):
 
 @pytest.mark.parametrize("view", ["sass", "ptx"])
 def test_the_op_of_a_3xtf32_kernel_is_read_from_both_views(view):
-    _, _, census = _census("matmul-3xtf32", {"bm": 128, "bn": 128, "wm": 64, "wn": 64, "chain": 0}, SHAPE)
+    _, _, census = _census("matmul-3xtf32", {**ONE_CHAIN, "wm": 64, "wn": 64}, SHAPE)
     # m16n8k8 TF32: 1024 products an op, the TF32 rate; 3 ops per 16×8 tile and k-step of 8, 4×8 tiles, 4 steps
     assert model._matrix_op(getattr(census, view)) == (3 * 4 * 8 * 4, 16 * 8 * 8, 1)
 
@@ -60,11 +61,11 @@ def test_fp64_mma_keeps_the_fp32_term(build):
     assert model._matrix_op(census.sass) is None and model._matrix_op(census.ptx) is None
 
 
-def test_bigger_warp_tiles_model_faster_as_measured():
-    """At 2048×2048×6144 an H200 timed 64×64 warp tiles (8 warps) at 821 µs and 32×32 (16 warps) at 1044 µs
-    (tensor_core/matmul-3xtf32-m2048n2048k6144.json); the FP32 term ranked them the other way round."""
-    big = _census("matmul-3xtf32", {"bm": 128, "bn": 128, "wm": 64, "wn": 64, "chain": 0}, SHAPE)
-    small = _census("matmul-3xtf32", {"bm": 128, "bn": 128, "wm": 32, "wn": 32, "chain": 0}, SHAPE)
+def test_bigger_warp_tiles_model_faster():
+    """An H200 timed 64×64 warp tiles (8 warps) at 821 µs and 32×32 (16 warps) at 1044 µs at 2048×2048×6144, one
+    chain each (tensor_core/matmul-3xtf32-m2048n2048k6144.json); the FP32 term ranked them the other way round."""
+    big = _census("matmul-3xtf32", {**ONE_CHAIN, "wm": 64, "wn": 64}, SHAPE)
+    small = _census("matmul-3xtf32", {**ONE_CHAIN, "wm": 32, "wn": 32}, SHAPE)
     (t_big, parts_big), (t_small, parts_small) = (_estimate(*c, SHAPE) for c in (big, small))
     assert t_big < t_small
     assert parts_big["t_issue_us"] < parts_small["t_issue_us"]  # fewer feeding instructions per mma
@@ -81,11 +82,14 @@ def test_simt_kernels_keep_the_fp32_term():
     assert time == _estimate(family, variant, census, shape, passes=3)[0]  # no matrix op: passes change nothing
 
 
-def test_fidelity_on_a_committed_record():
+def test_fidelity_on_a_committed_search():
+    """The model against the 56 trials of an H200 search that pass today's check: it ranks them (Spearman 0.72;
+    0.00 with the FP32 term) and its favourite is within 2 % of the measured best (9th; the FP32 term's 29th:
+    +6.9 %)."""
     spec = importlib.util.spec_from_file_location("fidelity", ROOT / "analysis/static_model_fidelity.py")
     fidelity = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fidelity)
-    row = fidelity.fidelity(RECORD)
-    measured = [r for r in json.loads(RECORD.read_text())["results"] if r["kind"] == "variant" and r["ok"]]
-    assert row["variants"] == len(measured) and row["skipped"] == 0
-    assert row["spearman"] > 0.8  # -0.52 with the FP32 term (docs/static-model.md)
+    row = fidelity.fidelity(RUN)
+    measured = [json.loads(x) for x in (RUN / "trials.jsonl").read_text().splitlines()]
+    assert row["variants"] + row["skipped"] == sum(t["outcome"] == "measured" for t in measured)
+    assert row["spearman"] > 0.6 and row["model_pick_over_best"] < 1.02
