@@ -4,10 +4,10 @@ For each search run directory: the winner's config (best/best.json) is rebuilt b
 is compared with the one the search recorded: where they differ (the template changed since), the row says so and
 the exit status is 1. The winner is launched by a plain cupy launch on torch's stream, checked against the family's
 float64 reference, and timed as single launches between CUDA events, each after a read of 256 MiB (four times the
-L2) that evicts the inputs and leaves only clean lines behind; the torch baseline (cuBLAS FP32 with TF32 off, or torch's layer norm) is timed the
-same way, in turns, in the same process. mage-tune's own harness times CUDA-graph replays over rotating buffer sets,
-so a launch's fixed cost (about a microsecond) weighs on kernels of a few microseconds here and not there; for
-longer kernels the two ratios (ours / torch) should agree.
+L2) that evicts the inputs and leaves only clean lines behind; the torch baseline (cuBLAS FP32 with TF32 off, or
+torch's layer norm) is timed the same way, in turns, in the same process. mage-tune's own harness times CUDA-graph
+replays over rotating buffer sets, so a launch's fixed cost (about a microsecond) weighs on kernels of a few
+microseconds here and not there; for longer kernels the two ratios (ours / torch) should agree.
 
 usage: python benchmarks/gpu/retime_independent.py RUN_DIR... [--rounds 3] [--json OUT.json]
 """
