@@ -33,16 +33,13 @@ REPS = 200
 HARNESS = "single launches between CUDA events, each after a 256 MiB read (L2 evicted, left clean)"
 
 
-def _torch_baseline(family_name: str, bufs: dict, shape: dict):
-    import torch
-
-    if family_name.startswith("matmul"):
-        out = torch.empty_like(bufs["__out__"])
-        return lambda: torch.matmul(bufs["A"], bufs["B"], out=out)
-    if family_name == "layernorm":
-        d = shape["d"]
-        return lambda: torch.nn.functional.layer_norm(bufs["x"], (d,), bufs["scale"], bufs["bias"], eps=1e-5)
-    return None
+def _torch_baseline(family, bufs: dict, shape: dict):
+    """The family's own torch baseline (cuBLAS for matmul, F.layer_norm for layer norm) on these buffers, or None."""
+    torch_baselines = [b for b in family.baseline_kernels(shape) if b.kind == "torch"]
+    if not torch_baselines:
+        return None
+    launch = family.launcher(torch_baselines[0], shape)
+    return lambda: launch(bufs)
 
 
 def _time_cold(fn, evict, reps: int) -> float:
@@ -107,7 +104,7 @@ def retime(run: Path, rounds: int) -> dict:
     got = bufs["__out__"].double().cpu().numpy()
     rel_err = float(np.linalg.norm(got - expected) / np.linalg.norm(expected))  # NaN where a value was not written
     tolerance = family.tolerance_for(shape)
-    baseline = _torch_baseline(meta["family"], bufs, shape)
+    baseline = _torch_baseline(family, bufs, shape)
     ours_us, torch_us = [], []
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
     total = torch.empty((), device="cuda")
