@@ -21,6 +21,7 @@ EXAMPLES = [
     "examples/rmsnorm/triton_family.py",
     "examples/rmsnorm/triton_family.py:BF16",
     "examples/softmax_autotuned/family.py",
+    "examples/layernorm_bulk/family.py",
 ]
 SPECS = [*builtin_names(), *EXAMPLES]
 ARCH = "sm_90"

@@ -57,6 +57,27 @@ def test_triton_family_variants_launch_through_the_jit(spec):
     assert all(r.ok for r in results.values() if r.kind != "variant")
 
 
+def test_bulk_copy_family_is_correct_at_every_shared_memory_size():
+    """The Hopper bulk-copy layer norm: short last row groups (M odd), a ragged last chunk (d=1000), both L2 policies,
+    and rings of under, exactly and over 48 KB of dynamic shared memory (exactly 48 KB with the mbarriers' static bytes
+    needs the opt-in too)."""
+    from mage_tune.kernels import load_family
+
+    spec = str(ROOT / "examples/layernorm_bulk/family.py")
+    family = load_family(spec)
+    cases = [
+        ({"m": 4099, "d": 1000}, ["warps=2", "rows=2", "stages=2", "blocks=1", "x_hint=none,evict_first"]),
+        ({"m": 4096, "d": 1024}, ["warps=4", "rows=1", "stages=3,6", "blocks=1"]),  # 48 KB and 96 KB rings
+    ]
+    sizes = set()
+    for shape, settings in cases:
+        results = _bench(spec, shape, settings)
+        variants = [r for r in results.values() if r.kind == "variant"]
+        assert len(variants) == 2 and all(r.ok for r in results.values()), [(r.label, r.error) for r in variants]
+        sizes |= {family.ring_bytes(r.config, shape) for r in variants}
+    assert min(sizes) < 48 * 1024 and 48 * 1024 in sizes and max(sizes) > 48 * 1024
+
+
 def test_a_crashing_config_is_a_failed_trial_and_the_search_goes_on(tmp_path):
     family = ROOT / "tests" / "data" / "planted_crash_family.py"
     run_dir = tmp_path / "run"

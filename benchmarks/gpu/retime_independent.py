@@ -89,7 +89,7 @@ def retime(run: Path, rounds: int) -> dict:
         f.flush()
         kernel = cupy.RawModule(path=f.name).get_function(variant.kernel_name)
     launch = variant.launch
-    if launch.dynamic_shared > 48 * 1024:
+    if launch.dynamic_shared:  # the opt-in, as mage-tune's harness asks for it
         kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared
     args = [bufs.get(name, bufs["__out__"]).data_ptr() for name in variant.param_names]  # the one not made: out
     args = tuple(np.uint64(p) for p in args) + tuple(family.scalar_args(shape))

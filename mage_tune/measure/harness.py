@@ -80,7 +80,9 @@ class VariantLauncher:
             f.flush()
             self.module = cupy.RawModule(path=f.name)
             self.fn = self.module.get_function(job.kernel_name)  # loads the file now, while it exists
-        if job.dynamic_shared > 48 * 1024:
+        if job.dynamic_shared:
+            # Past 48 KB of static + dynamic shared memory a block needs the opt-in, so 48 KB of dynamic with any
+            # static needs it too; asking for exactly the launch's dynamic size is always allowed.
             self.fn.max_dynamic_shared_size_bytes = job.dynamic_shared
 
     def __call__(self, bufs: dict) -> None:
