@@ -33,6 +33,8 @@ LAYERNORM_CASES = [
     ({"threads": 256, "reduce": "shfl2", "passes": "welford"}, {"m": 2048, "d": 5000}),
     ({"threads": 256, "rows": 2, "reduce": "shfl2", "persist": 2}, {"m": 8192, "d": 1600}),
     ({"threads": 128, "vec": 8, "y_hint": "cs", "hint": "cs"}, {"m": 16384, "d": 2560}),  # streaming stores
+    ({"threads": 128, "vec": 8, "affine": "early"}, {"m": 4099, "d": 1000}),  # early scale/bias, ragged row
+    ({"threads": 32, "vec": 16, "affine": "early", "full_occupancy": 1}, {"m": 32768, "d": 1024}),
 ]
 
 

@@ -29,6 +29,9 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            turns (passes=regs only, chunks ≤ 8 so both fit): the next group's loads are in flight in one while the
            current group, in the other, reduces, and a set is refilled as soon as its group is stored
   full_occupancy  1: __launch_bounds__(block, 2048/block), so ptxas keeps to 32 registers and 64 warps fit an SM
+  affine   late: scale and bias loaded per chunk as y is written, after the reductions; early (passes=regs, persist=0):
+           loaded into registers right after x's loads are issued, so the stores wait on no load. On an H200 the
+           late loads cost DRAM-bound rows 1-2 % of a copy's time (benchmarks/gpu/row_copy_probe.py)
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
 cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared
@@ -99,6 +102,11 @@ class LayerNorm(CudaFamily):
             (0, 1),
             "1: __launch_bounds__(block, 2048/block): registers capped (32) so 64 warps fit on an SM",
         ),
+        Knob(
+            "affine",
+            ("late", "early"),
+            "scale and bias loaded as y is written (late), or into registers while x's loads are in flight (early)",
+        ),
     )
     dims = ("m", "d")
     default_dims: ClassVar[dict[str, int]] = {"m": 4096}
@@ -159,6 +167,12 @@ class LayerNorm(CudaFamily):
                     f"{self.chunks(config, shape)} chunks per thread, over {MAX_PERSIST_CHUNKS}; use more threads, "
                     "a wider vec, or persist=0"
                 )
+        if config["affine"] == "early" and (config["passes"] != "regs" or config["persist"]):
+            problems.append(
+                "affine=early holds a row's scale and bias in registers beside x, for a block that normalizes one "
+                f"row group: it needs passes=regs and persist=0, not passes={config['passes']}, "
+                f"persist={config['persist']}"
+            )
         if config["reduce"] == "shfl2" and threads == 32:
             problems.append("reduce=shfl2 differs from shfl only across warps; with threads=32 use reduce=shfl")
         if self.shared_bytes(config) > MAX_STATIC_SHARED:
@@ -176,6 +190,7 @@ class LayerNorm(CudaFamily):
             f"persist > 0 needs passes=regs and ≤ {MAX_PERSIST_CHUNKS} chunks per thread (two row groups in "
             "registers).",
             "reduce=shfl2 needs threads ≥ 64 (a warp-wide row has no exchange, so it would be shfl's kernel).",
+            "affine=early needs passes=regs and persist=0 (scale and bias held beside one row group's x).",
             f"The reduction's shared memory must fit in {MAX_STATIC_SHARED // 1024} KB "
             "(smem: rows·threads slots per reduction; shfl: one per warp).",
         ]
