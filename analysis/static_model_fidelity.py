@@ -72,7 +72,12 @@ def fidelity(path: Path) -> dict:
             variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
         )[0]
         modelled, _ = estimate_us(
-            census, variant.launch.grid, family.bytes_moved(shape), family.flops(shape), family.mma_passes
+            census,
+            variant.launch.grid,
+            family.bytes_moved(shape),
+            family.flops(shape),
+            family.mma_passes,
+            family.serial_turns(variant.config),
         )
         pairs.append((modelled, measured))
     modelled = [m for m, _ in pairs]

@@ -42,6 +42,7 @@ SEED = {
     "y_hint": "none",
     "persist": 0,
     "full_occupancy": 0,
+    "affine": "late",
 }
 # The fastest config of the d=768 walk on an H200 (8.01 µs, one block per row group): 64 threads per row, two rows per
 # block, 8-byte streaming accesses, so 6 chunks of x per thread.
@@ -116,10 +117,14 @@ def test_seed_is_valid_and_the_default():
 
 
 def test_space_size_at_768():
-    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 3 * 2 * 3 * 2 * 4 * 2
+    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 3 * 2 * 3 * 2 * 4 * 2 * 2
     # full_occupancy=1 and y_hint=cs (which constrains nothing) double each
-    valid = [c for c in FAMILY.configs(D768, ARCH) if c["full_occupancy"] == 0 and c["y_hint"] == "none"]
-    assert 4 * len(valid) == sum(1 for _ in FAMILY.configs(D768, ARCH))
+    plain = [c for c in FAMILY.configs(D768, ARCH) if c["full_occupancy"] == 0 and c["y_hint"] == "none"]
+    assert 4 * len(plain) == sum(1 for _ in FAMILY.configs(D768, ARCH))
+    # affine=early: one more config for each one-group (persist=0) config that holds its row in registers
+    valid = [c for c in plain if c["affine"] == "late"]
+    early = [c for c in plain if c["affine"] == "early"]
+    assert len(early) == sum(1 for c in valid if c["passes"] == "regs" and c["persist"] == 0) == 852
     # persist=0: only threads·rows > 1024, for passes=regs at threads=32 with vec=4 24 chunks > 16, and shfl2 at
     # threads=32 (shfl's kernel) are excluded: 1896 with shfl or smem, 756 with shfl2 (threads ≥ 64).
     assert sum(1 for c in valid if c["persist"] == 0 and c["reduce"] != "shfl2") == 1896
@@ -138,17 +143,22 @@ def _kernel_text(config: dict, shape: dict) -> str:
 
 
 def test_whole_d768_space_compiles():
-    """Every distinct kernel of the space with full_occupancy=0 and y_hint=none, compiled once, and a sample of the
-    rest (each changes one line: the launch bounds, the store of y): persist=2, 4 and 8 render the same kernel (the
-    value only sets the grid), so the walk is the 2652 persist=0 kernels and the 732 persistent ones."""
+    """Every distinct kernel of the space with full_occupancy=0, y_hint=none and affine=late, compiled once, and a
+    sample of the rest (the launch bounds, the store of y, where scale and bias are loaded): persist=2, 4 and 8 render
+    the same kernel (the value only sets the grid), so the walk is the 2652 persist=0 kernels and the 732 persistent
+    ones."""
     valid = list(FAMILY.configs(D768, ARCH))
     kernels: dict[str, dict] = {}
     for config in valid:
         kernels.setdefault(_kernel_text(config, D768), config)
-    assert len(kernels) == 4 * (2652 + 732)
-    walk = [c for c in kernels.values() if c["full_occupancy"] == 0 and c["y_hint"] == "none"]
+    assert len(kernels) == 4 * (2652 + 732 + 852)
+
+    def walked(c: dict) -> bool:
+        return c["full_occupancy"] == 0 and c["y_hint"] == "none" and c["affine"] == "late"
+
+    walk = [c for c in kernels.values() if walked(c)]
     configs = walk if len(walk) <= WALK_LIMIT else _sample(D768, 600, seed=0)
-    rest = [c for c in kernels.values() if c["full_occupancy"] == 1 or c["y_hint"] != "none"]
+    rest = [c for c in kernels.values() if not walked(c)]
     _compile_all(configs + random.Random(0).sample(rest, 200), D768)
 
 

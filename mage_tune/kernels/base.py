@@ -144,6 +144,8 @@ class Family(ABC):
                     gives it per shape, where a family's error bound grows with the problem)
       mma_passes    tensor-core products issued per product of the problem (1; 3xTF32 issues 3): the static
                     model's tensor term charges them all
+      serial_turns(config)  how many times one output tile waits for another block's part of it (serial split-K's
+                    slices: split_k - 1; 0 by default): the static model charges each turn
       copy_of       an input whose bytes equal the output's (layer norm's x): the same-bytes copy baseline
                     (x → out, timed exactly like the variants) then measures the floor at the shape; None if none
       max_elements  largest input or output, in elements: a larger shape is refused before anything is built
@@ -219,6 +221,10 @@ class Family(ABC):
         """Each input read once, each output written once."""
 
     def flops(self, shape: Shape) -> int:
+        return 0
+
+    def serial_turns(self, config: Config) -> int:
+        """Turns one output tile waits, in order, for other blocks' parts (0: every block writes its own)."""
         return 0
 
     def tolerance_for(self, shape: Shape) -> float:

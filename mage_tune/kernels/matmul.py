@@ -218,6 +218,10 @@ class Matmul(CudaFamily):
     def flops(self, shape: Shape) -> int:
         return 2 * shape["m"] * shape["n"] * shape["k"]
 
+    def serial_turns(self, config: Config) -> int:
+        """A tile's split_k slices add into C one after another."""
+        return config["split_k"] - 1
+
     def check_shape(self, shape: Shape) -> None:
         """A, B and C each within max_elements."""
         m, n, k = shape["m"], shape["n"], shape["k"]

@@ -3,12 +3,21 @@
 It is a model, documented and deliberately simple, not a prediction to trust over a measurement; studies record
 which objective they use and never mix the two (docs/static-model.md):
 
-    waves      = ceil(blocks / (blocks_per_sm * SMs));  wave_eff = blocks / (waves * blocks_per_sm * SMs)
-    mlp_eff    = min(1, warps_per_sm * 32 * bytes_in_flight_per_thread / (DRAM bytes/s per SM * 0.8 µs))
-    t_memory   = bytes_moved / (DRAM bandwidth * mlp_eff) + re-read bytes / (3 * DRAM bandwidth)
-    t_compute  = flops / (FP32 rate * min(1, warps_per_sm / 16))                        (no matrix ops)
-    t_compute  = (t_tensor + t_issue) / min(1, warps_per_sm / 4)                      (mma / wgmma kernels)
-    time       = max(t_memory, t_compute) / wave_eff * (1 + spill_bytes / 256) + 2 µs launch
+    k          = ceil(blocks / SMs): the blocks of the busiest SM (the scheduler spreads a grid over the SMs first),
+                 run in rounds of c = blocks_per_sm blocks at once, the last round the rest
+    mlp_eff(c) = min(1, c * warps_per_block * 32 * bytes_in_flight_per_thread / (DRAM bytes/s per SM * 0.8 µs))
+    t_memory   = bytes_moved / DRAM bandwidth + re-read bytes / (3 * DRAM bandwidth)      (at full efficiency)
+    t_compute  = flops / FP32 rate,  efficiency min(1, c * warps_per_block / 16)          (no matrix ops)
+    t_compute  = t_tensor + t_issue,  efficiency min(1, c * warps_per_block / 4)          (mma / wgmma kernels)
+    time       = sum over the busiest SM's rounds of c * SMs / blocks * max(t_memory / mlp_eff(c),
+                 t_compute / compute_eff(c)) * (1 + spill_bytes / 256) + serial_turns * 6 µs + 2 µs launch
+
+serial_turns is the family's count of the turns one output tile waits for other blocks' parts, in order (serial
+split-K: split_k - 1); a turn is a tile's read-modify-write through L2 and a flag's round trip.
+
+A grid of full rounds everywhere costs what it did when the model counted waves of blocks_per_sm × SMs slots; a grid
+smaller than that (128 blocks with two slots per SM run one per SM) or a short last round is charged at the
+concurrency it really has, which costs nothing where that concurrency still saturates the SM.
 
 bytes in flight per thread is the larger of the SASS view's global bytes in flight and the cp.async groups in
 flight times the bytes one group copies per thread. Re-read bytes are the global load bytes the SASS issues (its
@@ -64,6 +73,7 @@ MACHINES = {
 }
 LATENCY_S = 0.8e-6
 LAUNCH_US = 2.0
+TURN_US = 6.0  # per serial turn; each extra split-K slice added 6-8 µs in the 512³ searches on an H200
 TENSOR_WARPS = 4  # one warp per SM sub-partition keeps its tensor core busy; independent mma chains do the rest
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)|(\d+)x(\d+)x(\d+)")  # PTX m16n8k8; SASS HGMMA 64x16x16
 _HMMA_PRODUCTS = {"884": 8 * 8 * 4, "1684": 16 * 8 * 4, "1688": 16 * 8 * 8, "16816": 16 * 8 * 16, "16832": 16 * 8 * 32}
@@ -123,38 +133,52 @@ def bytes_in_flight_per_thread(c: Census) -> float:
     return max(float(view.bytes_in_flight), view.cp_async_groups_in_flight * per_group, 4.0)
 
 
+def busiest_sm_rounds(blocks: int, sms: int, blocks_per_sm: int) -> list[int]:
+    """Blocks resident at once on the busiest SM, round after round: ceil(blocks / SMs) of them in all."""
+    k = -(-blocks // sms)
+    return [blocks_per_sm] * (k // blocks_per_sm) + ([k % blocks_per_sm] if k % blocks_per_sm else [])
+
+
 def estimate_us(
-    c: Census, grid: tuple[int, int, int], bytes_moved: int, flops: int, mma_passes: int = 1
+    c: Census, grid: tuple[int, int, int], bytes_moved: int, flops: int, mma_passes: int = 1, serial_turns: int = 0
 ) -> tuple[float, dict]:
     machine = MACHINES[c.arch]
     occ = c.occupancy
     if occ is None or occ.blocks_per_sm == 0:
         return math.inf, {"reason": "cannot launch"}
     blocks = grid[0] * grid[1] * grid[2]
-    slots = occ.blocks_per_sm * machine.sms
-    waves = math.ceil(blocks / slots)
-    wave_eff = blocks / (waves * slots)
-    in_flight = occ.warps_per_sm * 32 * bytes_in_flight_per_thread(c)
+    rounds = busiest_sm_rounds(blocks, machine.sms, occ.blocks_per_sm)
+    warps_per_block = occ.warps_per_sm / occ.blocks_per_sm
     needed = machine.dram_gbs * 1e9 / machine.sms * LATENCY_S
-    mlp_eff = min(1.0, in_flight / needed)
-    t_mem = bytes_moved / (machine.dram_gbs * 1e9 * mlp_eff) * 1e6
+    per_warp_in_flight = 32 * bytes_in_flight_per_thread(c)
+    t_mem = bytes_moved / (machine.dram_gbs * 1e9) * 1e6
     view = c.sass or c.ptx
     issued = sum(bits * n for bits, n in view.global_loads.items()) / 8 * occ.block * blocks if view else 0
     reread = max(0.0, issued - bytes_moved)
     t_mem += reread / (3 * machine.dram_gbs * 1e9) * 1e6
     tensor = _tensor_compute_us(c, machine, flops, mma_passes)
     if tensor:
-        t_comp = sum(tensor) / min(1.0, occ.warps_per_sm / TENSOR_WARPS)
+        t_comp, saturating_warps = sum(tensor), TENSOR_WARPS
     else:
-        t_comp = flops / (machine.fp32_tflops * 1e12 * min(1.0, occ.warps_per_sm / 16)) * 1e6 if flops else 0.0
+        t_comp, saturating_warps = (flops / (machine.fp32_tflops * 1e12) * 1e6 if flops else 0.0), 16
+
+    def round_us(resident: int) -> float:
+        warps = resident * warps_per_block
+        mlp_eff = min(1.0, warps * per_warp_in_flight / needed)
+        return resident * machine.sms / blocks * max(t_mem / mlp_eff, t_comp / min(1.0, warps / saturating_warps))
+
     spills = (c.resources.spill_store_bytes or 0) + (c.resources.spill_load_bytes or 0)
-    time = max(t_mem, t_comp) / wave_eff * (1 + spills / 256) + LAUNCH_US
+    t_turns = serial_turns * TURN_US
+    time = sum(round_us(r) for r in rounds) * (1 + spills / 256) + t_turns + LAUNCH_US
+    full_warps = occ.warps_per_sm
     return time, {
-        "waves": waves,
-        "wave_eff": wave_eff,
-        "mlp_eff": mlp_eff,
-        "t_memory_us": t_mem,
-        "t_compute_us": t_comp,
+        "waves": len(rounds),
+        "blocks_per_busiest_sm": sum(rounds),
+        "wave_eff": blocks / (machine.sms * sum(rounds)),
+        "mlp_eff": min(1.0, rounds[0] * warps_per_block * per_warp_in_flight / needed),
+        "t_memory_us": t_mem / min(1.0, full_warps * per_warp_in_flight / needed),
+        "t_compute_us": t_comp / min(1.0, full_warps / saturating_warps),
+        **({"t_turns_us": t_turns} if serial_turns else {}),
         **({"t_tensor_us": tensor[0], "t_issue_us": tensor[1]} if tensor else {}),
         "machine": machine.name,
     }

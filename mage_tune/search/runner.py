@@ -30,7 +30,7 @@ from mage_tune.search.storage import open_storage, redact, sqlite_url, storage_e
 from mage_tune.tuning.db import Recorder
 
 COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
-STATIC_OBJECTIVE = "static-model-us/2"
+STATIC_OBJECTIVE = "static-model-us/3"
 MEASURED_OBJECTIVE = "measured-cold-median-us/1"
 
 
@@ -351,6 +351,7 @@ class Search:
                 self.family.bytes_moved(shape),
                 self.family.flops(shape),
                 self.family.mma_passes,
+                self.family.serial_turns(built.config),
             )
             self._finish(trial, "modelled", value, {**attrs, "model": parts})
             return
