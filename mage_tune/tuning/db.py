@@ -124,10 +124,11 @@ class TuningDB:
                     study.set_user_attr(key, value)
         return study
 
-    def has_run(self, name: str) -> bool:
+    def run_names(self) -> set[str]:
+        """Names of the studies held: names only, which costs one query, where summaries read every trial."""
         import optuna
 
-        return any(s.study_name == name for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False))
+        return set(optuna.get_all_study_names(self.storage))
 
     def add(self, study, number: int, config: dict, outcome: str, value, census: dict | None, source: str) -> None:
         import optuna
@@ -238,14 +239,16 @@ class TuningDB:
         import optuna
 
         added = present = 0
+        held = self.run_names()
         for run, rows in loaded:
             known: set[int] = set()
-            if self.has_run(run.name):
+            if run.name in held:
                 present += 1
                 study = optuna.load_study(study_name=run.name, storage=self.storage)
                 known = {t.user_attrs.get("entry", {}).get("number") for t in study.get_trials(deepcopy=False)}
             else:
                 study = self.study_for(run)
+                held.add(run.name)
                 added += 1
             for r in rows:
                 if r["number"] not in known:
