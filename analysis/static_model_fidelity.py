@@ -22,7 +22,7 @@ from mage_tune.census import census_artifact
 from mage_tune.errors import MageError
 from mage_tune.kernels.registry import load_family
 from mage_tune.search import record
-from mage_tune.search.model import estimate_us
+from mage_tune.search.model import estimate_variant
 
 
 def _bench_record(path: Path) -> tuple[str, dict, str, list[tuple[dict, float, float]]]:
@@ -71,14 +71,7 @@ def fidelity(path: Path) -> dict:
         census = census_artifact(
             variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
         )[0]
-        modelled, _ = estimate_us(
-            census,
-            variant.launch.grid,
-            family.bytes_moved(shape),
-            family.flops(shape),
-            family.mma_passes,
-            family.serial_turns(variant.config),
-        )
+        modelled, _ = estimate_variant(family, variant, census)
         pairs.append((modelled, measured))
     modelled = [m for m, _ in pairs]
     measured = [t for _, t in pairs]

@@ -16,18 +16,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import statistics
 
 import cupy as cp
 import numpy as np
+from probe_timing import PLAIN_COPY, cold_median_us, environment, evict_buffer
 
 SOURCE = r"""
 __device__ __forceinline__ unsigned sa(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-
-extern "C" __global__ void plain_copy(const float4* __restrict__ src, float4* __restrict__ dst, long n4) {
-    const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
-    if (i < n4) dst[i] = src[i];
-}
 
 template <int CHUNK, int STAGES, int USE, int WARPS>
 __device__ void ring(const char* src, char* dst, long chunks) {
@@ -113,23 +108,15 @@ def main() -> None:
         f"{{ ring<{c}, {s}, {u}, {w}>(a, b, n); }}"
         for c, s, u, w in kernels()
     )
-    module = cp.RawModule(code=SOURCE + entries, options=("-std=c++17", "-arch=sm_90"))
+    module = cp.RawModule(code=PLAIN_COPY + SOURCE + entries, options=("-std=c++17", "-arch=sm_90"))
     nbytes = args.mib * 1024 * 1024
     src = cp.random.random(nbytes // 4, dtype=cp.float32)
     dst = cp.empty_like(src)
-    evict = cp.empty(256 * 1024 * 1024 // 4, dtype=cp.float32)
+    evict = evict_buffer()
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
 
     def median_us(launch) -> float:
-        start, end, times = cp.cuda.Event(), cp.cuda.Event(), []
-        for _ in range(20):
-            evict.fill(1.0)
-            start.record()
-            launch()
-            end.record()
-            end.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, end) * 1e3)
-        return statistics.median(times)
+        return cold_median_us(launch, evict)
 
     def copied() -> bool:
         same = bool(cp.array_equal(dst, src))
@@ -152,11 +139,9 @@ def main() -> None:
                          "warps": warps, "blocks_per_sm": per_sm, "us": us,
                          "copied": copied() if use else None})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    environment = {"gpu": props["name"].decode(), "sms": sms, "driver": cp.cuda.runtime.driverGetVersion(),
-                   "cupy": cp.__version__, "nvrtc": cp.cuda.nvrtc.getVersion(), "mib": args.mib}  # fmt: skip
+    run = {**environment(), "sms": sms, "mib": args.mib}
     with open(args.out, "w") as f:
-        json.dump({"environment": environment, "results": rows}, f, indent=1)
+        json.dump({"environment": run, "results": rows}, f, indent=1)
     best = {use: min(r["us"] for r in rows if r.get("use") == use) for use in USES}
     shown = ", ".join(f"{u} {t:.2f} µs" for u, t in best.items())
     print(f"plain copy {rows[0]['us']:.2f} µs; best bulk ring: {shown}")

@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import cupy as cp
 import numpy as np
+from probe_timing import PLAIN_COPY, cold_median_us, environment, evict_buffer
 
 SOURCE = r"""
-extern "C" __global__ void plain_copy(const float4* __restrict__ src, float4* __restrict__ dst, long n4) {
-    const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
-    if (i < n4) dst[i] = src[i];
-}
-
 __device__ __forceinline__ float block_sum(float v, float* part) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     const int warps = blockDim.x / 32;
@@ -127,19 +122,11 @@ def main() -> None:
         f"const float* b, float* y, int m) {{ row<{t}, {d}, {s}>(x, w, b, y, m); }}"
         for _, d, t, s in kernels
     )
-    module = cp.RawModule(code=SOURCE + entries, options=("-std=c++17", "-arch=sm_90"))
-    evict = cp.empty(256 * 1024 * 1024 // 4, dtype=cp.float32)
+    module = cp.RawModule(code=PLAIN_COPY + SOURCE + entries, options=("-std=c++17", "-arch=sm_90"))
+    evict = evict_buffer()
 
     def median_us(launch) -> float:
-        start, end, times = cp.cuda.Event(), cp.cuda.Event(), []
-        for _ in range(20):
-            evict.fill(1.0)
-            start.record()
-            launch()
-            end.record()
-            end.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, end) * 1e3)
-        return statistics.median(times)
+        return cold_median_us(launch, evict)
 
     plain = module.get_function("plain_copy")
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
@@ -165,11 +152,8 @@ def main() -> None:
             rows.append({"m": m, "d": d, "kernel": STEPS[s], "threads": t, "us": us, "per_copy": us / copy_us,
                          "max_abs_err": err})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    environment = {"gpu": props["name"].decode(), "driver": cp.cuda.runtime.driverGetVersion(), "cupy": cp.__version__,
-                   "nvrtc": cp.cuda.nvrtc.getVersion()}  # fmt: skip
     with open(args.out, "w") as f:
-        json.dump({"environment": environment, "results": rows}, f, indent=1)
+        json.dump({"environment": environment(), "results": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -182,3 +182,16 @@ def estimate_us(
         **({"t_tensor_us": tensor[0], "t_issue_us": tensor[1]} if tensor else {}),
         "machine": machine.name,
     }
+
+
+def estimate_variant(family, variant, census: Census) -> tuple[float, dict]:
+    """estimate_us for one built variant of `family`, with the family's own counts for its shape and config."""
+    shape = variant.shape
+    return estimate_us(
+        census,
+        variant.launch.grid,
+        family.bytes_moved(shape),
+        family.flops(shape),
+        family.mma_passes,
+        family.serial_turns(variant.config),
+    )

@@ -342,17 +342,9 @@ class Search:
             self._finish(trial, "duplicate", same[1], {**attrs, "duplicate_of": same[0]})
             return
         if self.spec.static:
-            from mage_tune.search.model import estimate_us
+            from mage_tune.search.model import estimate_variant
 
-            shape = self.spec.shape
-            value, parts = estimate_us(
-                census,
-                built.launch.grid,
-                self.family.bytes_moved(shape),
-                self.family.flops(shape),
-                self.family.mma_passes,
-                self.family.serial_turns(built.config),
-            )
+            value, parts = estimate_variant(self.family, built, census)
             self._finish(trial, "modelled", value, {**attrs, "model": parts})
             return
         from mage_tune.measure import variant_job
