@@ -511,3 +511,25 @@ def test_a_trial_killed_before_its_first_heartbeat_is_failed(tmp_path, monkeypat
     assert states[orphan.number] == optuna.trial.TrialState.FAIL
     (line,) = record.trials(run_dir)
     assert line["outcome"] == "modelled" and line["number"] != orphan.number
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_a_trial_killed_between_its_line_and_tell_is_failed_before_the_search_ends(tmp_path, monkeypatch):
+    """A kill after a trial's trials.jsonl line but before its tell leaves a counted trial still marked running.
+    The search that reaches the count waits for it to go stale, so it ends with none of its trials running."""
+    monkeypatch.setenv("MAGE_TUNE_HEARTBEAT_GRACE", "3")
+    run_dir = tmp_path / "run"
+    spec = SearchSpec("layernorm", {"m": 256, "d": 64}, "sm_90", 2, "random", None, "lined", run_dir, 1, True, 0)
+    search = Search(spec, SeedLayerNorm(), print)
+    with pytest.warns(UserWarning, match="Heartbeat"):
+        killed = search.study.ask()
+    config = {k.name: k.domain[0] for k in SeedLayerNorm.knobs}
+    attrs = {"config": config, "value": 1.0, "outcome": "modelled"}
+    for key, value in {**attrs, "run_dir": str(run_dir.resolve())}.items():
+        killed.set_user_attr(key, value)
+    record.append_trial(run_dir, {"number": killed.number, **attrs})
+
+    search.run(lambda done, best: None)
+    states = {t.number: t.state for t in search.study.get_trials(deepcopy=False)}
+    assert states[killed.number] == optuna.trial.TrialState.FAIL
+    assert sorted(line["number"] for line in record.trials(run_dir)) == sorted(states)

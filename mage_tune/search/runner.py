@@ -415,9 +415,10 @@ class Search:
     def _restore_lines(self) -> None:
         """A kill between a trial's outcome attr and its trials.jsonl line leaves it counted without a line. Once
         such a trial of this run directory (its `run_dir` attr) runs nowhere (its silent heartbeat got it failed),
-        its line is written from the study's attrs, so the run directory holds every counted trial. Waits at most
-        the heartbeat grace (plus a margin) for one still marked running; a live worker's trial gets its own line
-        within milliseconds."""
+        its line is written from the study's attrs, so the run directory holds every counted trial. A kill after
+        the line but before the study was told leaves a counted trial marked running: the search waits for that
+        one too, so it ends with no trial of its run directory still running. Waits at most the heartbeat grace
+        (plus a margin); a live worker tells its trial, and writes its line, within milliseconds."""
         import optuna
 
         from mage_tune.search.storage import grace_s
@@ -427,18 +428,16 @@ class Search:
             self._fail_stale()
             lined = {t["number"] for t in record.trials(self.spec.run_dir)}
             ours = str(self.spec.run_dir.resolve())  # workers on one study may keep separate run directories
-            missing = [
+            counted = [
                 t
                 for t in self.study.get_trials(deepcopy=False)
-                if t.user_attrs.get("outcome") in COUNTED
-                and t.user_attrs.get("run_dir") == ours
-                and t.number not in lined
+                if t.user_attrs.get("outcome") in COUNTED and t.user_attrs.get("run_dir") == ours
             ]
-            for t in missing:
-                if t.state != optuna.trial.TrialState.RUNNING:
+            for t in counted:
+                if t.state != optuna.trial.TrialState.RUNNING and t.number not in lined:
                     attrs = {k: v for k, v in t.user_attrs.items() if k != "run_dir"}
                     record.append_trial(self.spec.run_dir, {"number": t.number, "objective": self.objective, **attrs})
-            if all(t.state != optuna.trial.TrialState.RUNNING for t in missing) or time.monotonic() > deadline:
+            if all(t.state != optuna.trial.TrialState.RUNNING for t in counted) or time.monotonic() > deadline:
                 return
             time.sleep(1)
 
