@@ -1,8 +1,9 @@
 """The templates' newer paths on a real GPU: matmul's serial split-K (turn counters that must start over at every
 launch) and A staged through registers, the 3xTF32 tensor-core matmul (its fragments, ragged edges, split-K and
-scalar stores of C), and layer norm's butterfly exchange (reduce=shfl2) and streaming stores (y_hint=cs), each
-checked against the float64 reference after one launch and again after many (graph replays included), then timed
-beside its baselines. Skipped where no CUDA device is present."""
+scalar stores of C), and layer norm's butterfly exchange (reduce=shfl2), streaming stores (y_hint=cs) and scale and
+bias loaded early or copied into shared memory (affine=early, smem), each checked against the float64 reference after
+one launch and again after many (graph replays included), then timed beside its baselines. Skipped where no CUDA
+device is present."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ LAYERNORM_CASES = [
     ({"threads": 128, "vec": 8, "y_hint": "cs", "hint": "cs"}, {"m": 16384, "d": 2560}),  # streaming stores
     ({"threads": 128, "vec": 8, "affine": "early"}, {"m": 4099, "d": 1000}),  # early scale/bias, ragged row
     ({"threads": 32, "vec": 16, "affine": "early", "full_occupancy": 1}, {"m": 32768, "d": 1024}),
+    # scale and bias copied into shared memory: 20 KB, 48 KB of dynamic shared memory beside static (the opt-in), 64 KB,
+    # and Welford's two reads with surplus rows in the last block and a ragged row
+    ({"threads": 128, "vec": 8, "affine": "smem"}, {"m": 16384, "d": 2560}),
+    ({"threads": 512, "passes": "twopass", "hint": "nc", "reduce": "smem", "affine": "smem"}, {"m": 8192, "d": 6144}),
+    ({"threads": 256, "vec": 8, "affine": "smem"}, {"m": 1024, "d": 8192}),
+    ({"threads": 64, "rows": 2, "vec": 4, "passes": "welford", "affine": "smem"}, {"m": 4099, "d": 1000}),
 ]
 
 

@@ -117,7 +117,7 @@ def test_seed_is_valid_and_the_default():
 
 
 def test_space_size_at_768():
-    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 3 * 2 * 3 * 2 * 4 * 2 * 2
+    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 3 * 2 * 3 * 2 * 4 * 2 * 3
     # full_occupancy=1 and y_hint=cs (which constrains nothing) double each
     plain = [c for c in FAMILY.configs(D768, ARCH) if c["full_occupancy"] == 0 and c["y_hint"] == "none"]
     assert 4 * len(plain) == sum(1 for _ in FAMILY.configs(D768, ARCH))
@@ -125,6 +125,8 @@ def test_space_size_at_768():
     valid = [c for c in plain if c["affine"] == "late"]
     early = [c for c in plain if c["affine"] == "early"]
     assert len(early) == sum(1 for c in valid if c["passes"] == "regs" and c["persist"] == 0) == 852
+    # affine=smem: one more for each persist=0 config (its copies of scale and bias fit a block at d=768)
+    assert sum(1 for c in plain if c["affine"] == "smem") == sum(1 for c in valid if c["persist"] == 0) == 2652
     # persist=0: only threads·rows > 1024, for passes=regs at threads=32 with vec=4 24 chunks > 16, and shfl2 at
     # threads=32 (shfl's kernel) are excluded: 1896 with shfl or smem, 756 with shfl2 (threads ≥ 64).
     assert sum(1 for c in valid if c["persist"] == 0 and c["reduce"] != "shfl2") == 1896
@@ -151,7 +153,7 @@ def test_whole_d768_space_compiles():
     kernels: dict[str, dict] = {}
     for config in valid:
         kernels.setdefault(_kernel_text(config, D768), config)
-    assert len(kernels) == 4 * (2652 + 732 + 852)
+    assert len(kernels) == 4 * (2652 + 732 + 852 + 2652)
 
     def walked(c: dict) -> bool:
         return c["full_occupancy"] == 0 and c["y_hint"] == "none" and c["affine"] == "late"
@@ -214,6 +216,13 @@ EXTRAS = [
     ({**SEED, "passes": "welford", "reduce": "shfl2"}, D768),
     ({**SEED, "vec": 4}, {"m": 4096, "d": 769}),  # last: a test reads it as EXTRAS[-1]
 ]
+# affine=smem with every passes mode: ragged rows (d=769 by 4-byte accesses), surplus rows that redo the last row.
+SMEM_AFFINE = [
+    ({**SEED, "affine": "smem"}, D768),
+    ({**SEED, "vec": 4, "passes": "twopass", "affine": "smem"}, {"m": 4096, "d": 769}),
+    ({**SEED, "passes": "welford", "rows": 4, "vec": 8, "affine": "smem"}, {"m": 4093, "d": 768}),
+    ({**SEED, "threads": 32, "rows": 2, "affine": "smem"}, D768),
+]
 # persist: the fastest one-block-per-group config made persistent, and persistent kernels with warp-wide rows (no block
 # barrier) and with the shared-memory tree.
 PERSISTENT = [
@@ -229,6 +238,7 @@ PERSISTENT = [
 def censuses():
     """(label, shape) -> (Variant, Census) for the seed, every one-knob change and the extras."""
     jobs = [(SEED, D768)] + [(changed, D768) for _, changed in _one_knob_pairs()] + EXTRAS + PERSISTENT
+    jobs += SMEM_AFFINE[1:]  # the first is a one-knob change
     with ProcessPoolExecutor(2) as pool:
         built = list(pool.map(_census, jobs))
     return {(variant.label, str(variant.shape)): (variant, census) for variant, census in built}
@@ -270,6 +280,26 @@ def test_passes_set_the_reads_of_x(censuses):
         # ptxas merged no re-read into an earlier pass's load, with or without a barrier between them
         assert sum(c.sass.global_loads.values()) == sum(c.ptx.global_loads.values())
     assert FAMILY.chunks(EXTRAS[-1][0], EXTRAS[-1][1]) == 7  # d=769 by 128 threads: six full chunks and a ragged one
+
+
+def test_affine_smem_copies_scale_and_bias_by_cp_async(censuses):
+    """affine=smem: every chunk's scale and bias come by cp.async (LDGSTS, at the access width) into shared memory,
+    in one commit group waited for whole (wait_all) before the stores, which read them back by shared loads; x and y
+    keep their accesses and no global load of scale or bias is left."""
+    for config, shape in SMEM_AFFINE:
+        _, c = _get(censuses, config, shape)
+        label, chunks, bits = config_label("layernorm", config), FAMILY.chunks(config, shape), config["vec"] * 8
+        late = FAMILY.build({**config, "affine": "late"}, shape, ARCH)
+        (late_census,) = census_artifact(late.artifact, block=late.block, param_names=list(late.param_names))
+        for view in (c.ptx, c.sass):
+            assert view.cp_async == {bits: 2 * chunks}, label
+            assert view.cp_async_wait == (0,), label
+        params = c.ptx.params
+        assert params["scale"].loads == params["bias"].loads == chunks, label  # read by the copies
+        assert params["x"].loads == late_census.ptx.params["x"].loads and params["y"].stores == chunks, label
+        assert sum(c.ptx.global_loads.values()) == params["x"].loads, label  # the only plain global loads: x's
+        assert c.sass.shared_loads.get(bits, 0) >= 2 * chunks, label  # scale and bias read back, reductions aside
+        assert c.resources.dynamic_shared_bytes == FAMILY.affine_bytes(config, shape), label
 
 
 def test_rsqrt_approx_uses_mufu_rsq_and_precise_does_not(censuses):
@@ -351,6 +381,7 @@ def test_reduce_sets_barriers_and_shuffles(censuses):
 def test_shared_memory_is_what_the_constraint_counts(censuses):
     for variant, c in censuses.values():
         assert c.resources.shared_bytes == FAMILY.shared_bytes(variant.config), variant.label
+        assert c.resources.dynamic_shared_bytes == FAMILY.affine_bytes(variant.config, variant.shape), variant.label
         assert c.resources.spill_store_bytes == 0 and not c.ptx.local_loads, variant.label
 
 
@@ -481,6 +512,13 @@ def test_constraints_are_stated():
         assert word in text
     # Three floats per thread for a Welford tree at 1024 threads: far inside 48 KB, so the limit never bites.
     assert max(FAMILY.shared_bytes(c) for c in FAMILY.configs(D768, ARCH)) == 12 * 1024
+    # affine=smem's copies of scale and bias (dynamic shared memory) stop at what a block may have: 8 rows of 8192
+    # floats, twice, are 512 KB (and the reductions' 256 bytes); 1 row is 64 KB
+    wide = {"m": 1024, "d": 8192}
+    (problem,) = FAMILY.violations({**SEED, "rows": 8, "affine": "smem"}, wide, ARCH)
+    assert "affine=smem at d=8192 with rows=8 needs 524544 bytes of shared memory per block" in problem
+    assert FAMILY.violations({**SEED, "threads": 512, "affine": "smem"}, wide, ARCH) == []
+    assert FAMILY.launch({**SEED, "threads": 512, "affine": "smem"}, wide, ARCH).dynamic_shared == 64 * 1024
 
 
 # --- 5. the launcher's side ---------------------------------------------------------------------------------
@@ -643,6 +681,11 @@ def _host_source(config: dict, shape: dict) -> str:
         "load_x": "    for (int k = 0; k < V; ++k) v[k] = p[k];",
         "inv_sqrt": "    return 1.0f / std::sqrt(v);",
     }
+    if config["affine"] == "smem":  # the asynchronous copies done at once; nothing left to commit or wait for
+        host_forms["copy_async"] = "    for (int k = 0; k < V; ++k) dst[k] = src[k];"
+        source = re.sub(r'\n *asm volatile\("cp\.async\.(commit_group|wait_all);" ::: "memory"\);', "", source)
+        copies = 2 * FAMILY.chunks(config, shape) * config["rows"] * config["threads"] * config["vec"] // 4
+        source = source.replace("extern __shared__", "__shared__").replace("affine_s[];", f"affine_s[{copies}];")
     for name, body in host_forms.items():
         source, found = re.subn(
             rf"( {name}\(.*?\) \{{\n).*?\n\}}\n", rf"\g<1>{body}\n}}\n", source, count=1, flags=re.S
@@ -707,6 +750,8 @@ HOST_CONFIGS = [
     ({**SEED, "threads": 256, "rows": 2, "reduce": "shfl2", "persist": 2}, 1000),  # a butterfly over 8 warps
     ({**SEED, "threads": 512, "reduce": "shfl2", "passes": "welford"}, 1000),  # Welford triples over 16 warps
     ({**SEED, "threads": 128, "rows": 2, "vec": 8, "y_hint": "cs", "persist": 2}, 1000),  # streaming stores of y
+    ({**SEED, "rows": 2, "vec": 4, "passes": "twopass", "affine": "smem"}, 769),  # scale, bias in shared memory
+    ({**SEED, "threads": 32, "rows": 4, "affine": "smem"}, 1000),
     (SEED, 768),
 ]
 

@@ -31,7 +31,11 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
   full_occupancy  1: __launch_bounds__(block, 2048/block), so ptxas keeps to 32 registers and 64 warps fit an SM
   affine   late: scale and bias loaded per chunk as y is written, after the reductions; early (passes=regs, persist=0):
            loaded into registers right after x's loads are issued, so the stores wait on no load. On an H200 the
-           late loads cost DRAM-bound rows 1-2 % of a copy's time (benchmarks/gpu/row_copy_probe.py)
+           late loads cost DRAM-bound rows 1-2 % of a copy's time (benchmarks/gpu/row_copy_probe.py), and early's
+           registers cost occupancy; smem (persist=0, any passes): each thread copies its chunks' scale and bias
+           into shared memory by cp.async as the block starts, so they wait there, not in registers, and the
+           stores read them back (a thread reads only what it copied: a wait on its own copies, no barrier).
+           2·rows·chunks·threads·vec bytes of dynamic shared memory, within what a block may have on the arch
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
 cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared
@@ -46,6 +50,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels.base import Baseline, CompareFact, Config, CudaFamily, Knob, Launch, Shape, config_label
 from mage_tune.triton_ref import next_power_of_2
 
@@ -104,8 +109,9 @@ class LayerNorm(CudaFamily):
         ),
         Knob(
             "affine",
-            ("late", "early"),
-            "scale and bias loaded as y is written (late), or into registers while x's loads are in flight (early)",
+            ("late", "early", "smem"),
+            "scale and bias loaded as y is written (late), into registers while x's loads are in flight (early), "
+            "or copied into shared memory by cp.async as the block starts (smem)",
         ),
     )
     dims = ("m", "d")
@@ -121,6 +127,14 @@ class LayerNorm(CudaFamily):
     def chunks(config: Config, shape: Shape) -> int:
         """Accesses of x per thread per pass."""
         return _cdiv(shape["d"], config["threads"] * config["vec"] // FLOAT)
+
+    @classmethod
+    def affine_bytes(cls, config: Config, shape: Shape) -> int:
+        """Dynamic shared memory of a block: with affine=smem the copies of scale and bias, laid out like the chunks of
+        each row of the block; none otherwise."""
+        if config["affine"] != "smem":
+            return 0
+        return 2 * config["rows"] * cls.chunks(config, shape) * config["threads"] * config["vec"]
 
     @staticmethod
     def shared_bytes(config: Config) -> int:
@@ -173,6 +187,11 @@ class LayerNorm(CudaFamily):
                 f"row group: it needs passes=regs and persist=0, not passes={config['passes']}, "
                 f"persist={config['persist']}"
             )
+        if config["affine"] == "smem" and config["persist"]:
+            problems.append(
+                "affine=smem copies scale and bias into shared memory once, for a block that normalizes one row "
+                f"group: it needs persist=0, not persist={config['persist']}"
+            )
         if config["reduce"] == "shfl2" and threads == 32:
             problems.append("reduce=shfl2 differs from shfl only across warps; with threads=32 use reduce=shfl")
         if self.shared_bytes(config) > MAX_STATIC_SHARED:
@@ -180,6 +199,15 @@ class LayerNorm(CudaFamily):
                 f"reduce={config['reduce']} with threads={threads}, rows={rows} needs {self.shared_bytes(config)} "
                 f"bytes of shared memory, over {MAX_STATIC_SHARED}"
             )
+        elif (d * FLOAT) % vec == 0 and config["affine"] == "smem":
+            optin = get_arch(arch).smem_per_block_optin
+            total = self.shared_bytes(config) + self.affine_bytes(config, shape)
+            if total > optin:
+                problems.append(
+                    f"affine=smem at d={d} with rows={rows} needs {total} bytes of shared memory per block (scale "
+                    f"and bias for each row, and the reductions'), over the {optin} a block may have on {arch}; use "
+                    "fewer rows, or affine=late or early"
+                )
         return problems
 
     def constraint_text(self) -> list[str]:
@@ -191,6 +219,8 @@ class LayerNorm(CudaFamily):
             "registers).",
             "reduce=shfl2 needs threads ≥ 64 (a warp-wide row has no exchange, so it would be shfl's kernel).",
             "affine=early needs passes=regs and persist=0 (scale and bias held beside one row group's x).",
+            "affine=smem needs persist=0, and its 2·rows·chunks·threads·vec bytes of scale and bias, with the "
+            "reductions', within the shared memory a block may have on the arch (227 KB on sm_90).",
             f"The reduction's shared memory must fit in {MAX_STATIC_SHARED // 1024} KB "
             "(smem: rows·threads slots per reduction; shfl: one per warp).",
         ]
@@ -198,7 +228,7 @@ class LayerNorm(CudaFamily):
     def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
         groups = _cdiv(shape["m"], config["rows"])
         grid = min(groups, config["persist"] * SMS.get(arch, DEFAULT_SMS)) if config["persist"] else groups
-        return Launch((grid, 1, 1), config["threads"] * config["rows"])
+        return Launch((grid, 1, 1), config["threads"] * config["rows"], self.affine_bytes(config, shape))
 
     def template_vars(self, config: Config, shape: Shape) -> dict:
         threads, rows, d = config["threads"], config["rows"], shape["d"]
