@@ -12,8 +12,7 @@ mkdir -p "$out"
 start=$SECONDS
 source benchmarks/gpu/crossed_bench.sh
 shapes=("$@")
-[ ${#shapes[@]} -gt 0 ] || shapes=(m=16384,d=2560 m=32768,d=1024 m=32768,d=512 m=8192,d=1600 m=8192,d=6144 \
-  m=1024,d=8192 m=1024,d=512 m=2048,d=1536 m=2048,d=5000 m=4096,d=3000)
+[ ${#shapes[@]} -gt 0 ] || shapes=("${LAYERNORM_SHAPES[@]}")
 for shape in "${shapes[@]}"; do
   tag=layernorm-${shape//[=,]/}
   python - "runs/h200-2026-12-01-inner-loop/inner_loop/$tag.json" > "$out/$tag.bases.json" <<'PY'

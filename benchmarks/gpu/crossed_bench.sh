@@ -5,6 +5,10 @@
 # TAG.configs.json (the crossing, invalid combinations dropped), TAG.json (bench record), TAG.txt (its table),
 # TAG.log (stderr and exit status); TAG is the bases file's name up to its first dot.
 
+# The ten layer-norm shapes of the leave-shape-out protocol, the DRAM-bound ones first.
+LAYERNORM_SHAPES=(m=16384,d=2560 m=32768,d=1024 m=32768,d=512 m=8192,d=1600 m=8192,d=6144 m=1024,d=8192 m=1024,d=512
+  m=2048,d=1536 m=2048,d=5000 m=4096,d=3000)
+
 bench_crossed() {
   local family=$1 shape=$2 bases=$3 tag
   tag=$(basename "$bases")
