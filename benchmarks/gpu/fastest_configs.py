@@ -1,6 +1,6 @@
 """The configs of a bench record's fastest correct variants, distinct once some knobs are set aside, as a JSON list.
 
-    python benchmarks/gpu/fastest_configs.py RECORD.json [--count 4] [--ignore affine,full_occupancy]
+python benchmarks/gpu/fastest_configs.py RECORD.json [--count 4] [--ignore affine,full_occupancy]
 """
 
 from __future__ import annotations
