@@ -1,6 +1,7 @@
 """The static model on real compiles: a matrix op's shape, type and warp count read from real SASS and PTX; the
 tensor term ranks 3xTF32 warp tiles as an H200 measured them (runs/h200-2026-12-01-tensor-core); SIMT kernels and
-FP64 mma keep the FP32 term; a grid is charged by the rounds of its busiest SM, and serial split-K by its turns."""
+FP64 mma keep the FP32 term; a grid is charged by the rounds of its busiest SM, serial split-K by its turns, and a
+persistent layer norm by the row groups its blocks walk one after another."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def _estimate(family, variant, census, shape, passes=None, grid=None):
     return model.estimate_us(
         census, grid or variant.launch.grid, family.bytes_moved(shape), family.flops(shape),
         family.mma_passes if passes is None else passes, family.serial_turns(variant.config),
+        family.walk_steps(variant.config, shape, (grid or variant.launch.grid)[0]),
     )  # fmt: skip
 
 
@@ -98,6 +100,22 @@ def test_serial_split_k_turns_are_charged():
     (_, parts_one), (_, parts_four) = _estimate(*one, shape), _estimate(*four, shape)
     assert "t_turns_us" not in parts_one and parts_four["t_turns_us"] == pytest.approx(3 * model.TURN_US)
     assert load_family("layernorm").serial_turns(load_family("layernorm").with_defaults({})) == 0
+
+
+def test_a_persistent_walk_is_charged_by_its_steps():
+    """A persistent layer norm of 1024-thread blocks, two per SM, walks 32768 rows in 125 steps a block: whatever
+    bytes it keeps in flight, it takes at least 125 × 3.5 µs (an H200 measured 254 µs at persist=4, 63
+    steps); the same rows a block each walk nothing, and keep the memory term."""
+    shape = {"m": 32768, "d": 1024}
+    walking = _census("layernorm", {"threads": 1024, "vec": 8, "persist": 2}, shape)
+    one_each = _census("layernorm", {"threads": 1024, "vec": 8}, shape)
+    assert walking[1].launch.grid == (264, 1, 1)
+    assert walking[0].walk_steps(walking[1].config, shape, 264) == 125
+    assert one_each[0].walk_steps(one_each[1].config, shape, 32768) == 0
+    (time, parts), (plain, plain_parts) = _estimate(*walking, shape), _estimate(*one_each, shape)
+    assert parts["t_walk_us"] == pytest.approx(125 * model.STEP_US) and "t_walk_us" not in plain_parts
+    assert time == pytest.approx(125 * model.STEP_US + model.LAUNCH_US) and time > 4 * plain
+    assert load_family("matmul").walk_steps(load_family("matmul").with_defaults({}), SHAPE, 256) == 0
 
 
 def test_simt_kernels_keep_the_fp32_term():

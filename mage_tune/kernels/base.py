@@ -146,6 +146,8 @@ class Family(ABC):
                     model's tensor term charges them all
       serial_turns(config)  how many times one output tile waits for another block's part of it (serial split-K's
                     slices: split_k - 1; 0 by default): the static model charges each turn
+      walk_steps(config, shape, blocks)  pieces of work the busiest block does one after another (a persistent
+                    layer norm's row groups; 0 by default): the static model charges at least 3.5 µs a step
       copy_of       an input whose bytes equal the output's (layer norm's x): the same-bytes copy baseline
                     (x → out, timed exactly like the variants) then measures the floor at the shape; None if none
       max_elements  largest input or output, in elements: a larger shape is refused before anything is built
@@ -225,6 +227,11 @@ class Family(ABC):
 
     def serial_turns(self, config: Config) -> int:
         """Turns one output tile waits, in order, for other blocks' parts (0: every block writes its own)."""
+        return 0
+
+    def walk_steps(self, config: Config, shape: Shape, blocks: int) -> int:
+        """Pieces of work the busiest of `blocks` blocks does one after another, each a dependent round trip to
+        memory (a persistent kernel's walk; 0: every block does one piece)."""
         return 0
 
     def tolerance_for(self, shape: Shape) -> float:

@@ -230,6 +230,11 @@ class LayerNorm(CudaFamily):
         grid = min(groups, config["persist"] * SMS.get(arch, DEFAULT_SMS)) if config["persist"] else groups
         return Launch((grid, 1, 1), config["threads"] * config["rows"], self.affine_bytes(config, shape))
 
+    def walk_steps(self, config: Config, shape: Shape, blocks: int) -> int:
+        """The row groups of the busiest persistent block (it walks them one after another); 0 for a block per
+        group."""
+        return _cdiv(_cdiv(shape["m"], config["rows"]), blocks) if config["persist"] else 0
+
     def template_vars(self, config: Config, shape: Shape) -> dict:
         threads, rows, d = config["threads"], config["rows"], shape["d"]
         v = config["vec"] // FLOAT

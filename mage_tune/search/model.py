@@ -10,10 +10,13 @@ which objective they use and never mix the two (docs/static-model.md):
     t_compute  = flops / FP32 rate,  efficiency min(1, c * warps_per_block / 16)          (no matrix ops)
     t_compute  = t_tensor + t_issue,  efficiency min(1, c * warps_per_block / 4)          (mma / wgmma kernels)
     time       = sum over the busiest SM's rounds of c * SMs / blocks * max(t_memory / mlp_eff(c),
-                 t_compute / compute_eff(c)) * (1 + spill_bytes / 256) + serial_turns * 6 µs + 2 µs launch
+                 t_compute / compute_eff(c)) * (1 + spill_bytes / 256), at least walk_steps * 3.5 µs,
+                 + serial_turns * 6 µs + 2 µs launch
 
 serial_turns is the family's count of the turns one output tile waits for other blocks' parts, in order (serial
-split-K: split_k - 1); a turn is a tile's read-modify-write through L2 and a flag's round trip.
+split-K: split_k - 1); a turn is a tile's read-modify-write through L2 and a flag's round trip. walk_steps is the
+family's count of the pieces of work one block does one after another (a persistent layer norm's row groups): each
+is a dependent round trip (load, reduce, store), so no grid finishes faster than its longest walk.
 
 A grid of full rounds everywhere costs what it did when the model counted waves of blocks_per_sm × SMs slots; a grid
 smaller than that (128 blocks with two slots per SM run one per SM) or a short last round is charged at the
@@ -74,6 +77,9 @@ MACHINES = {
 LATENCY_S = 0.8e-6
 LAUNCH_US = 2.0
 TURN_US = 6.0  # per serial turn; each extra split-K slice added 6-8 µs in the 512³ searches on an H200
+# per step of a block's walk: the fastest persistent layer norm of ten H200 searches took 3.6 µs per row group it
+# walked, launch included (runs/h200-2026-11-30-warm-start/layernorm)
+STEP_US = 3.5
 TENSOR_WARPS = 4  # one warp per SM sub-partition keeps its tensor core busy; independent mma chains do the rest
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)|(\d+)x(\d+)x(\d+)")  # PTX m16n8k8; SASS HGMMA 64x16x16
 _HMMA_PRODUCTS = {"884": 8 * 8 * 4, "1684": 16 * 8 * 4, "1688": 16 * 8 * 8, "16816": 16 * 8 * 16, "16832": 16 * 8 * 32}
@@ -140,7 +146,13 @@ def busiest_sm_rounds(blocks: int, sms: int, blocks_per_sm: int) -> list[int]:
 
 
 def estimate_us(
-    c: Census, grid: tuple[int, int, int], bytes_moved: int, flops: int, mma_passes: int = 1, serial_turns: int = 0
+    c: Census,
+    grid: tuple[int, int, int],
+    bytes_moved: int,
+    flops: int,
+    mma_passes: int = 1,
+    serial_turns: int = 0,
+    walk_steps: int = 0,
 ) -> tuple[float, dict]:
     machine = MACHINES[c.arch]
     occ = c.occupancy
@@ -168,8 +180,8 @@ def estimate_us(
         return resident * machine.sms / blocks * max(t_mem / mlp_eff, t_comp / min(1.0, warps / saturating_warps))
 
     spills = (c.resources.spill_store_bytes or 0) + (c.resources.spill_load_bytes or 0)
-    t_turns = serial_turns * TURN_US
-    time = sum(round_us(r) for r in rounds) * (1 + spills / 256) + t_turns + LAUNCH_US
+    t_turns, t_walk = serial_turns * TURN_US, walk_steps * STEP_US
+    time = max(sum(round_us(r) for r in rounds) * (1 + spills / 256), t_walk) + t_turns + LAUNCH_US
     full_warps = occ.warps_per_sm
     return time, {
         "waves": len(rounds),
@@ -179,6 +191,7 @@ def estimate_us(
         "t_memory_us": t_mem / min(1.0, full_warps * per_warp_in_flight / needed),
         "t_compute_us": t_comp / min(1.0, full_warps / saturating_warps),
         **({"t_turns_us": t_turns} if serial_turns else {}),
+        **({"t_walk_us": t_walk} if walk_steps else {}),
         **({"t_tensor_us": tensor[0], "t_issue_us": tensor[1]} if tensor else {}),
         "machine": machine.name,
     }
@@ -194,4 +207,5 @@ def estimate_variant(family, variant, census: Census) -> tuple[float, dict]:
         family.flops(shape),
         family.mma_passes,
         family.serial_turns(variant.config),
+        family.walk_steps(variant.config, shape, math.prod(variant.launch.grid)),
     )
