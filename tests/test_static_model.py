@@ -118,6 +118,15 @@ def test_a_persistent_walk_is_charged_by_its_steps():
     assert load_family("matmul").walk_steps(load_family("matmul").with_defaults({}), SHAPE, 256) == 0
 
 
+def test_copies_into_shared_memory_are_global_reads():
+    """affine=smem reads scale and bias by cp.async instead of loads: the model charges the same bytes either way."""
+    shape = {"m": 16384, "d": 2560}
+    late = _census("layernorm", {"vec": 8}, shape)
+    copied = _census("layernorm", {"vec": 8, "affine": "smem"}, shape)
+    assert copied[2].sass.cp_async and not late[2].sass.cp_async
+    assert _estimate(*copied, shape)[1]["t_memory_us"] == pytest.approx(_estimate(*late, shape)[1]["t_memory_us"])
+
+
 def test_simt_kernels_keep_the_fp32_term():
     shape = {"m": 1024, "n": 1024, "k": 1024}
     family, variant, census = _census("matmul", {}, shape)

@@ -23,8 +23,9 @@ smaller than that (128 blocks with two slots per SM run one per SM) or a short l
 concurrency it really has, which costs nothing where that concurrency still saturates the SM.
 
 bytes in flight per thread is the larger of the SASS view's global bytes in flight and the cp.async groups in
-flight times the bytes one group copies per thread. Re-read bytes are the global load bytes the SASS issues (its
-static count times the threads launched: exact for fully unrolled kernels, a floor for looping ones) beyond the
+flight times the bytes one group copies per thread. Re-read bytes are the global bytes the SASS reads, by loads and by
+cp.async copies (its static count times the threads launched: exact for fully unrolled kernels, a floor for looping
+ones) beyond the
 bytes the problem must read; they are charged at an L2-like three times DRAM bandwidth.
 
 A kernel whose SASS (or PTX) holds matrix ops is charged for its tensor-core work and for the instructions that
@@ -165,7 +166,9 @@ def estimate_us(
     per_warp_in_flight = 32 * bytes_in_flight_per_thread(c)
     t_mem = bytes_moved / (machine.dram_gbs * 1e9) * 1e6
     view = c.sass or c.ptx
-    issued = sum(bits * n for bits, n in view.global_loads.items()) / 8 * occ.block * blocks if view else 0
+    # global reads: plain loads and cp.async copies (into shared memory, from global all the same)
+    issued = sum(bits * n for loads in (view.global_loads, view.cp_async) for bits, n in loads.items()) if view else 0
+    issued *= occ.block * blocks / 8
     reread = max(0.0, issued - bytes_moved)
     t_mem += reread / (3 * machine.dram_gbs * 1e9) * 1e6
     tensor = _tensor_compute_us(c, machine, flops, mma_passes)
