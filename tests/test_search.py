@@ -520,7 +520,8 @@ def test_a_trial_killed_between_its_line_and_tell_is_failed_before_the_search_en
     monkeypatch.setenv("MAGE_TUNE_HEARTBEAT_GRACE", "3")
     run_dir = tmp_path / "run"
     spec = SearchSpec("layernorm", {"m": 256, "d": 64}, "sm_90", 2, "random", None, "lined", run_dir, 1, True, 0)
-    search = Search(spec, SeedLayerNorm(), print)
+    said: list[str] = []
+    search = Search(spec, SeedLayerNorm(), said.append)
     with pytest.warns(UserWarning, match="Heartbeat"):
         killed = search.study.ask()
     config = {k.name: k.domain[0] for k in SeedLayerNorm.knobs}
@@ -533,3 +534,8 @@ def test_a_trial_killed_between_its_line_and_tell_is_failed_before_the_search_en
     states = {t.number: t.state for t in search.study.get_trials(deepcopy=False)}
     assert states[killed.number] == optuna.trial.TrialState.FAIL
     assert sorted(line["number"] for line in record.trials(run_dir)) == sorted(states)
+    # the wait is said once, with the trial and the grace
+    assert said == [
+        f"waiting for trial(s) {killed.number}, running elsewhere: a live worker ends its own; a stopped process's "
+        "are given up after 3 s without a heartbeat"
+    ]

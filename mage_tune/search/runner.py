@@ -173,6 +173,7 @@ class Search:
         self.measurer = None
         self.best_value = math.inf
         self.heartbeat = Heartbeat(self.storage)
+        self.waiting_for: frozenset[int] = frozenset()  # trials running elsewhere this search last said it waits for
         self.baselines: dict[str, float] = {}
         self.recorder = None if spec.db == "off" else Recorder(spec.db, self.run_info())
 
@@ -358,6 +359,8 @@ class Search:
 
     # --- the loop -------------------------------------------------------------------------------------------------
     def run(self, progress) -> None:
+        import optuna
+
         from mage_tune.kernels.pool import build_one
 
         if not self.spec.static:
@@ -372,6 +375,7 @@ class Search:
                     return
                 if counted + running >= self.spec.trials:
                     self._fail_stale()
+                    self._say_waiting(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
                     time.sleep(2)
                     continue
                 batch = []
@@ -439,7 +443,22 @@ class Search:
                     record.append_trial(self.spec.run_dir, {"number": t.number, "objective": self.objective, **attrs})
             if all(t.state != optuna.trial.TrialState.RUNNING for t in counted) or time.monotonic() > deadline:
                 return
+            self._say_waiting([t for t in counted if t.state == optuna.trial.TrialState.RUNNING])
             time.sleep(1)
+
+    def _say_waiting(self, running) -> None:
+        """Say, once for each new set, which trials the search waits for: a live worker ends its own within seconds,
+        a stopped process's are given up once their heartbeat has been silent for the grace period."""
+        from mage_tune.search.storage import grace_s
+
+        numbers = frozenset(t.number for t in running if t._trial_id not in self.heartbeat.live)
+        if numbers and numbers != self.waiting_for:
+            listed = ", ".join(map(str, sorted(numbers)))
+            self.echo(
+                f"waiting for trial(s) {listed}, running elsewhere: a live worker ends its own; a stopped process's "
+                f"are given up after {grace_s()} s without a heartbeat"
+            )
+        self.waiting_for = numbers
 
     def _mark(self, trial, outcome: str) -> None:
         import optuna
