@@ -684,8 +684,8 @@ def _host_source(config: dict, shape: dict) -> str:
     if config["affine"] == "smem":  # the asynchronous copies done at once; nothing left to commit or wait for
         host_forms["copy_async"] = "    for (int k = 0; k < V; ++k) dst[k] = src[k];"
         source = re.sub(r'\n *asm volatile\("cp\.async\.(commit_group|wait_all);" ::: "memory"\);', "", source)
-        copies = 2 * FAMILY.chunks(config, shape) * config["rows"] * config["threads"] * config["vec"] // 4
-        source = source.replace("extern __shared__", "__shared__").replace("affine_s[];", f"affine_s[{copies}];")
+        floats = FAMILY.affine_bytes(config, shape) // 4
+        source = source.replace("extern __shared__", "__shared__").replace("affine_s[];", f"affine_s[{floats}];")
     for name, body in host_forms.items():
         source, found = re.subn(
             rf"( {name}\(.*?\) \{{\n).*?\n\}}\n", rf"\g<1>{body}\n}}\n", source, count=1, flags=re.S

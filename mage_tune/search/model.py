@@ -25,8 +25,7 @@ concurrency it really has, which costs nothing where that concurrency still satu
 bytes in flight per thread is the larger of the SASS view's global bytes in flight and the cp.async groups in
 flight times the bytes one group copies per thread. Re-read bytes are the global bytes the SASS reads, by loads and by
 cp.async copies (its static count times the threads launched: exact for fully unrolled kernels, a floor for looping
-ones) beyond the
-bytes the problem must read; they are charged at an L2-like three times DRAM bandwidth.
+ones), beyond the bytes the problem must read; they are charged at an L2-like three times DRAM bandwidth.
 
 A kernel whose SASS (or PTX) holds matrix ops is charged for its tensor-core work and for the instructions that
 feed it. The products it issues are flops / 2 × the family's `mma_passes` (3 for 3xTF32); t_tensor is their FLOPs at
