@@ -287,7 +287,9 @@ def test_affine_smem_copies_scale_and_bias_by_cp_async(censuses):
     in one commit group waited for whole (wait_all) before the stores, which read them back by shared loads; x and y
     keep their accesses and no global load of scale or bias is left."""
     for config, shape in SMEM_AFFINE:
-        _, c = _get(censuses, config, shape)
+        variant, c = _get(censuses, config, shape)
+        # cached in L1 (.ca) at every width: every block copies the same scale and bias
+        assert re.findall(r"cp\.async\.(c[ag])\.", variant.artifact.ptx) == ["ca"] * 2 * FAMILY.chunks(config, shape)
         label, chunks, bits = config_label("layernorm", config), FAMILY.chunks(config, shape), config["vec"] * 8
         late = FAMILY.build({**config, "affine": "late"}, shape, ARCH)
         (late_census,) = census_artifact(late.artifact, block=late.block, param_names=list(late.param_names))

@@ -76,7 +76,8 @@ def retime(run: Path, rounds: int) -> dict:
     meta = json.loads((run / "run.json").read_text())
     best = json.loads((run / "best" / "best.json").read_text())
     family = load_family(meta["family"])
-    shape, arch, config = meta["shape"], meta["arch"], best["config"]
+    shape, arch = meta["shape"], meta["arch"]
+    config = family.with_defaults(best["config"])  # a run recorded before a knob existed ran its default
     variant = family.build(config, shape, arch)
     sha = variant.artifact.cubin_sha256
     same_binary = sha == best["cubin_sha256"]  # False where the template changed since the search: timed, flagged
