@@ -581,8 +581,13 @@ def test_variants_match_the_reference_on_a_gpu():
         ref = FAMILY.reference(inputs, shape)
         y = cupy.full((shape["m"] + 8, shape["d"]), np.nan, dtype=np.float32)  # 8 spare rows must stay NaN
         args = [cupy.asarray(inputs[name]) for name in ("x", "scale", "bias")] + [y]
-        kernel = _load_cubin(cupy, variant.artifact.cubin).get_function("layernorm")
-        kernel(variant.launch.grid, (variant.launch.block, 1, 1), (*args, *FAMILY.scalar_args(shape)))
+        kernel = _kernel(cupy, variant)
+        kernel(
+            variant.launch.grid,
+            (variant.launch.block, 1, 1),
+            (*args, *FAMILY.scalar_args(shape)),
+            shared_mem=variant.launch.dynamic_shared,
+        )
         got = cupy.asnumpy(y)
         rel = np.linalg.norm(got[: shape["m"]] - ref) / np.linalg.norm(ref)
         if not rel < FAMILY.tolerance or not np.isnan(got[shape["m"] :]).all():
@@ -590,15 +595,15 @@ def test_variants_match_the_reference_on_a_gpu():
     assert not failures, "\n".join(failures)
 
 
-def _load_cubin(cupy, cubin: bytes):
-    import tempfile
-
+def _kernel(cupy, variant):
+    """The variant's kernel, loaded from its cubin, allowed the dynamic shared memory its launch asks for."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
+        f.write(variant.artifact.cubin)
         f.flush()
-        module = cupy.RawModule(path=f.name)
-        module.get_function("layernorm")  # loads the module while the file exists
-    return module
+        kernel = cupy.RawModule(path=f.name).get_function("layernorm")  # loads the module while the file exists
+    if variant.launch.dynamic_shared:
+        kernel.max_dynamic_shared_size_bytes = variant.launch.dynamic_shared
+    return kernel
 
 
 @pytest.mark.gpu
@@ -619,11 +624,16 @@ def test_persistent_variants_on_any_grid_on_a_gpu():
         shape = variant.shape
         inputs = FAMILY.make_inputs(shape, np.random.default_rng(shape["d"]))
         ref = FAMILY.reference(inputs, shape)
-        kernel = _load_cubin(cupy, variant.artifact.cubin).get_function("layernorm")
+        kernel = _kernel(cupy, variant)
         for grid in sorted({1, 3, 7, variant.launch.grid[0]}):
             y = cupy.full((shape["m"] + 8, shape["d"]), np.nan, dtype=np.float32)
             args = [cupy.asarray(inputs[name]) for name in ("x", "scale", "bias")] + [y]
-            kernel((grid, 1, 1), (variant.launch.block, 1, 1), (*args, *FAMILY.scalar_args(shape)))
+            kernel(
+                (grid, 1, 1),
+                (variant.launch.block, 1, 1),
+                (*args, *FAMILY.scalar_args(shape)),
+                shared_mem=variant.launch.dynamic_shared,
+            )
             got = cupy.asnumpy(y)
             rel = np.linalg.norm(got[: shape["m"]] - ref) / np.linalg.norm(ref)
             if not rel < FAMILY.tolerance or not np.isnan(got[shape["m"] :]).all():
