@@ -5,7 +5,10 @@ at that shape (the best of this search and of every other record of that shape i
 the final best time, and its ratio to the baselines timed in the same run: cuBLAS FP32 (matmul) or torch, Triton at
 its best config, and the same-bytes copy (layer norm). Also where the trials that reached 3 % came from.
 
-    python analysis/leave_shape_out.py RUN_FOLDER... [--db URL] [--json out.json] [--figure out.png]
+    python analysis/leave_shape_out.py RUN_FOLDER... [--db URL] [--latest] [--json out.json] [--figure out.png]
+
+With --latest, a shape searched in several folders is reported once, by the search in the folder named last (name
+the folders oldest first): where the protocol stands today, one search per shape.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ def main() -> None:
     parser.add_argument("--db", default=None, help="tuning database whose records of each shape count as known")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--figure", type=Path, default=None)
+    parser.add_argument("--latest", action="store_true", help="one search per shape: the one in the last folder")
     args = parser.parse_args()
     rows = []
     for folder in args.folders:
@@ -97,6 +101,9 @@ def main() -> None:
             summary = summarise(run_dir, args.db)
             if summary:
                 rows.append(summary)
+    if args.latest:
+        latest = {(r["family"], json.dumps(r["shape"], sort_keys=True)): r for r in rows}  # later folders overwrite
+        rows = sorted(latest.values(), key=lambda r: (r["family"], *r["shape"].values()))
     table = []
     for r in rows:
         ratio = r["ratio"]
@@ -142,7 +149,10 @@ def figure(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     families = sorted({r["family"] for r in rows})
-    fig, axes = plt.subplots(2, len(families), figsize=(6.5 * len(families), 7), squeeze=False)
+    gaps = any(r["gap_to_copy_vs_triton"] is not None for r in rows)  # layer norm's target has its own panel
+    fig, axes = plt.subplots(
+        3 if gaps else 2, len(families), figsize=(6.5 * len(families), 10.5 if gaps else 7), squeeze=False
+    )
     for col, family in enumerate(families):
         mine = [r for r in rows if r["family"] == family]
         labels = ["×".join(str(v) for v in r["shape"].values()) for r in mine]
@@ -158,6 +168,12 @@ def figure(rows: list[dict], path: Path) -> None:
         ax.bar(list(x), [r["trials_to_within_3pct"] or r["trials"] for r in mine], color="tab:green")  # never: all
         ax.set_title(f"{family}: trials until within 3 % of the best known (held-out shape)", fontsize=9)
         ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=7)
+        if gaps:
+            ax = axes[2][col]
+            ax.bar(list(x), [r["gap_to_copy_vs_triton"] or 0 for r in mine], color="tab:purple")
+            ax.axhline(0.5, color="black", linewidth=0.8, linestyle="--")  # the target: at most half of Triton's
+            ax.set_title(f"{family}: (ours - copy) / (Triton - copy), same run; target <= 0.5", fontsize=9)
+            ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

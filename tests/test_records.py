@@ -159,6 +159,8 @@ def test_shapes_table_rebuilds_from_the_records():
         ("h200-2026-12-01-inner-loop/inner_loop", []),
         ("h200-2026-12-01-inner-loop/load_hints", []),
         ("h200-2026-12-01-tensor-core/tensor_core", ["--errors"]),
+        ("h200-2026-12-01-affine-shared/affine", []),
+        ("h200-2026-12-01-affine-shared/rebench", []),
     ],
 )
 def test_crossed_bench_tables_rebuild_from_the_records(folder, flags):
@@ -170,6 +172,23 @@ def test_crossed_bench_tables_rebuild_from_the_records(folder, flags):
         check=True,
     )
     assert done.stdout.strip() == (ROOT / "runs" / f"{folder}.md").read_text().strip()
+
+
+def test_leave_shape_out_latest_keeps_one_search_per_shape(tmp_path):
+    """--latest: a shape searched in several folders is reported by the search of the folder named last."""
+    folders = ["h200-2026-11-30-warm-start/layernorm", "h200-2026-12-01-affine-shared/searches"]
+    out = tmp_path / "lso.json"
+    script = str(ROOT / "analysis" / "leave_shape_out.py")
+    subprocess.run(
+        [sys.executable, script, "--latest", *(str(ROOT / "runs" / f) for f in folders), "--json", str(out)],
+        capture_output=True,
+        check=True,
+    )
+    rows = json.loads(out.read_text())
+    assert len(rows) == 10 and len({json.dumps(r["shape"]) for r in rows}) == 10
+    latest = json.loads((ROOT / "runs" / folders[1] / "layernorm-m8192d6144" / "best" / "best.json").read_text())
+    (row,) = [r for r in rows if r["shape"] == {"m": 8192, "d": 6144}]
+    assert row["winner_config"] == latest["config"] and row["best_us"] == pytest.approx(latest["value"])
 
 
 def test_configs_file_excludes_other_selections():
