@@ -28,6 +28,8 @@ from mage_tune.search.model import estimate_variant
 def _bench_record(path: Path) -> tuple[str, dict, str, list[tuple[dict, float, float]]]:
     """family, shape, arch and (config, cold median µs, relative error) of each variant that passed when measured."""
     data = json.loads(path.read_text())
+    if not (isinstance(data, dict) and str(data.get("schema", "")).startswith("mage-tune.bench/")):
+        raise SystemExit(f"{path}: neither a search run directory nor a mage-tune bench record")
     arch = next(iter(data["census"].values()))["arch"]  # what the variants were compiled for
     rows = [
         (r["config"], r["timings"][0]["median_us"], r["rel_err"])
