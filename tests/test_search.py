@@ -230,7 +230,7 @@ def test_report_from_the_record_alone(static_run, tmp_path, env):
     assert done.returncode == 0, done.stderr
     text = (copy / "report.md").read_text()
     assert text == (run_dir / "report.md").read_text()  # the same tables as beside the study
-    assert "static-model-us/4" in text and "## Top configs" in text
+    assert "static-model-us/5" in text and "## Top configs" in text
     assert not list(copy.glob("*.png"))
 
     best = json.loads((copy / "best" / "best.json").read_text())

@@ -118,6 +118,23 @@ def test_a_persistent_walk_is_charged_by_its_steps():
     assert load_family("matmul").walk_steps(load_family("matmul").with_defaults({}), SHAPE, 256) == 0
 
 
+def test_a_persistent_kernel_costs_at_least_its_twin_a_group_per_block():
+    """The census counts a persistent layer norm's loop once, so scale's and bias's loads for every row group but the
+    few in its body escape the re-read count, and it looked faster than the same kernel a group per block (an H200
+    never measured one faster at 17 shapes): it is charged at least its twin's time, which is its own."""
+    shape = {"m": 32768, "d": 512}
+    settings = {"threads": 64, "rows": 8, "vec": 16, "reduce": "smem", "hint": "nc"}
+    walking = _census("layernorm", {**settings, "persist": 4}, shape)
+    twin = _census("layernorm", settings, shape)
+    assert walking[0].walk_twin(walking[1].config) == twin[1].config and twin[0].walk_twin(twin[1].config) is None
+    own, _ = _estimate(*walking, shape)  # the walk and the loop's loads alone
+    time, parts = model.estimate_variant(*walking)
+    twin_time, twin_parts = model.estimate_variant(*twin)
+    assert own < twin_time and "t_twin_us" not in twin_parts
+    assert time == parts["t_twin_us"] == twin_time
+    assert load_family("matmul").walk_twin(load_family("matmul").with_defaults({})) is None
+
+
 def test_copies_into_shared_memory_are_global_reads():
     """affine=smem reads scale and bias by cp.async instead of loads: the model charges the same bytes either way."""
     shape = {"m": 16384, "d": 2560}

@@ -193,7 +193,7 @@ def test_static_search_starts_from_the_nearest_shape_then_the_model(filled, tmp_
     # the run itself is in the database now, as a static run (warm starts use measured runs only)
     runs = json.loads(cli("db", "list", "--json", db=filled).stdout)
     mine = [r for r in runs if r["shape"] == shape]
-    assert len(mine) == 1 and mine[0]["objective"] == "static-model-us/4" and mine[0]["trials"] == 20
+    assert len(mine) == 1 and mine[0]["objective"] == "static-model-us/5" and mine[0]["trials"] == 20
 
 
 def test_no_warm_start_and_other_shapes(filled, tmp_path):

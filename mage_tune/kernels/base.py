@@ -234,6 +234,12 @@ class Family(ABC):
         memory (a persistent kernel's walk; 0: every block does one piece)."""
         return 0
 
+    def walk_twin(self, config: Config) -> Config | None:
+        """For a config whose blocks walk their work (walk_steps > 0): the config that does the same work a piece per
+        block, so that its census counts every load a piece runs; a loop's loads are counted once, so the static
+        model charges a walking kernel at least its twin's time. None: no twin."""
+        return None
+
     def tolerance_for(self, shape: Shape) -> float:
         """The largest accepted relative error at `shape`: `tolerance` unless a family's bound depends on the shape."""
         return self.tolerance

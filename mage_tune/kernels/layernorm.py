@@ -236,6 +236,10 @@ class LayerNorm(CudaFamily):
         group."""
         return _cdiv(_cdiv(shape["m"], config["rows"]), blocks) if config["persist"] else 0
 
+    def walk_twin(self, config: Config) -> Config | None:
+        """A persistent config's twin: the same kernel with a block per row group, scale and bias read alike."""
+        return {**config, "persist": 0} if config["persist"] else None
+
     def template_vars(self, config: Config, shape: Shape) -> dict:
         threads, rows, d = config["threads"], config["rows"], shape["d"]
         v = config["vec"] // FLOAT

@@ -11,12 +11,14 @@ which objective they use and never mix the two (docs/static-model.md):
     t_compute  = t_tensor + t_issue,  efficiency min(1, c * warps_per_block / 4)          (mma / wgmma kernels)
     time       = sum over the busiest SM's rounds of c * SMs / blocks * max(t_memory / mlp_eff(c),
                  t_compute / compute_eff(c)) * (1 + spill_bytes / 256), at least walk_steps * 3.5 µs,
-                 + serial_turns * 6 µs + 2 µs launch
+                 + serial_turns * 6 µs + 2 µs launch; a walking kernel at least its twin's time (below)
 
 serial_turns is the family's count of the turns one output tile waits for other blocks' parts, in order (serial
 split-K: split_k - 1); a turn is a tile's read-modify-write through L2 and a flag's round trip. walk_steps is the
 family's count of the pieces of work one block does one after another (a persistent layer norm's row groups): each
-is a dependent round trip (load, reduce, store), so no grid finishes faster than its longest walk.
+is a dependent round trip (load, reduce, store), so no grid finishes faster than its longest walk. The census counts
+a walking kernel's loop once, so its re-reads (a layer norm's scale and bias, read again for every row group) escape
+the count: the family names its twin, the same work a piece per block, and a walker costs at least the twin's time.
 
 A grid of full rounds everywhere costs what it did when the model counted waves of blocks_per_sm × SMs slots; a grid
 smaller than that (128 blocks with two slots per SM run one per SM) or a short last round is charged at the
@@ -200,9 +202,10 @@ def estimate_us(
 
 
 def estimate_variant(family, variant, census: Census) -> tuple[float, dict]:
-    """estimate_us for one built variant of `family`, with the family's own counts for its shape and config."""
+    """estimate_us for one built variant of `family`, with the family's own counts for its shape and config; a
+    walking kernel costs at least its twin (`Family.walk_twin`), whose census counts the loads its loop counts once."""
     shape = variant.shape
-    return estimate_us(
+    time, parts = estimate_us(
         census,
         variant.launch.grid,
         family.bytes_moved(shape),
@@ -211,3 +214,14 @@ def estimate_variant(family, variant, census: Census) -> tuple[float, dict]:
         family.serial_turns(variant.config),
         family.walk_steps(variant.config, shape, math.prod(variant.launch.grid)),
     )
+    twin = family.walk_twin(variant.config)
+    if twin is not None and not family.violations(twin, shape, variant.arch):
+        from mage_tune.census import census_artifact
+
+        built = family.build(twin, shape, variant.arch)
+        twin_census = census_artifact(
+            built.artifact, kernel=built.kernel_name, block=built.block, param_names=list(built.param_names)
+        )[0]
+        twin_time, _ = estimate_variant(family, built, twin_census)
+        time, parts = max(time, twin_time), {**parts, "t_twin_us": twin_time}
+    return time, parts

@@ -30,7 +30,7 @@ from mage_tune.search.storage import open_storage, redact, sqlite_url, storage_e
 from mage_tune.tuning.db import Recorder
 
 COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
-STATIC_OBJECTIVE = "static-model-us/4"
+STATIC_OBJECTIVE = "static-model-us/5"
 MEASURED_OBJECTIVE = "measured-cold-median-us/1"
 
 
