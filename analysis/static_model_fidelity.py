@@ -18,7 +18,7 @@ from pathlib import Path
 from scipy.stats import spearmanr
 from tabulate import tabulate
 
-from mage_tune.census import census_artifact
+from mage_tune.census import census_variant
 from mage_tune.errors import MageError
 from mage_tune.kernels.registry import load_family
 from mage_tune.search import record
@@ -70,9 +70,7 @@ def fidelity(path: Path) -> dict:
         except MageError:
             skipped += 1
             continue
-        census = census_artifact(
-            variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
-        )[0]
+        census = census_variant(variant)
         modelled, _ = estimate_variant(family, variant, census)
         pairs.append((modelled, measured))
     modelled = [m for m, _ in pairs]

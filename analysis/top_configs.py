@@ -1,7 +1,9 @@
 """The fastest passing variants' configs of one or more `mage-tune bench --out` records, as a JSON list for
-`mage-tune bench --configs` (e.g. the winners at 2048³ re-measured at 4096³, or in a second run).
+`mage-tune bench --configs` (e.g. the winners at 2048³ re-measured at 4096³, or in a second run). With --ignore, the
+knobs named are left out of each config first, so the picks are distinct in the others (bases for a crossing that
+sets those knobs again).
 
-    python analysis/top_configs.py RECORD.json [RECORD.json ...] [--top 10] [--regime cold]
+    python analysis/top_configs.py RECORD.json [RECORD.json ...] [--top 10] [--regime cold] [--ignore KNOB,...]
 """
 
 from __future__ import annotations
@@ -13,13 +15,19 @@ from pathlib import Path
 from mage_tune.measure.saved import read_record, timed_results
 
 
-def top_configs(paths: list[Path], top: int, regime: str) -> list[dict]:
-    """Per record the `top` fastest passing variants, merged without repeats, in record order."""
+def top_configs(paths: list[Path], top: int, regime: str, ignore: frozenset[str] = frozenset()) -> list[dict]:
+    """Per record the configs of its `top` fastest passing variants (distinct once `ignore`'s knobs are left out),
+    merged without repeats, in record order."""
     picked: list[dict] = []
     for path in paths:
-        for result in timed_results(read_record(path, "mage-tune.bench/"), "variant", regime, None)[:top]:
-            if result["config"] not in picked:
-                picked.append(result["config"])
+        mine: list[dict] = []
+        for result in timed_results(read_record(path, "mage-tune.bench/"), "variant", regime, None):
+            config = {k: v for k, v in result["config"].items() if k not in ignore}
+            if config not in mine:
+                mine.append(config)
+            if len(mine) == top:
+                break
+        picked += [c for c in mine if c not in picked]
     return picked
 
 
@@ -28,8 +36,10 @@ def main() -> None:
     parser.add_argument("records", nargs="+", type=Path)
     parser.add_argument("--top", type=int, default=10)
     parser.add_argument("--regime", default="cold")
+    parser.add_argument("--ignore", default="", help="knobs left out of each config, comma-separated")
     args = parser.parse_args()
-    print(json.dumps(top_configs(args.records, args.top, args.regime), indent=0))
+    ignore = frozenset(filter(None, args.ignore.split(",")))
+    print(json.dumps(top_configs(args.records, args.top, args.regime, ignore), indent=0))
 
 
 if __name__ == "__main__":

@@ -288,9 +288,9 @@ def test_affine_smem_copies_scale_and_bias_by_cp_async(censuses):
     keep their accesses and no global load of scale or bias is left."""
     for config, shape in SMEM_AFFINE:
         variant, c = _get(censuses, config, shape)
-        # cached in L1 (.ca) at every width: every block copies the same scale and bias
-        assert re.findall(r"cp\.async\.(c[ag])\.", variant.artifact.ptx) == ["ca"] * 2 * FAMILY.chunks(config, shape)
         label, chunks, bits = config_label("layernorm", config), FAMILY.chunks(config, shape), config["vec"] * 8
+        # cached in L1 (.ca) at every width: every block copies the same scale and bias
+        assert re.findall(r"cp\.async\.(c[ag])\.", variant.artifact.ptx) == ["ca"] * 2 * chunks, label
         late = FAMILY.build({**config, "affine": "late"}, shape, ARCH)
         (late_census,) = census_artifact(late.artifact, block=late.block, param_names=list(late.param_names))
         for view in (c.ptx, c.sass):
@@ -581,7 +581,7 @@ def test_variants_match_the_reference_on_a_gpu():
         ref = FAMILY.reference(inputs, shape)
         y = cupy.full((shape["m"] + 8, shape["d"]), np.nan, dtype=np.float32)  # 8 spare rows must stay NaN
         args = [cupy.asarray(inputs[name]) for name in ("x", "scale", "bias")] + [y]
-        kernel = _kernel(cupy, variant)
+        kernel = _kernel(variant)
         kernel(
             variant.launch.grid,
             (variant.launch.block, 1, 1),
@@ -595,15 +595,11 @@ def test_variants_match_the_reference_on_a_gpu():
     assert not failures, "\n".join(failures)
 
 
-def _kernel(cupy, variant):
-    """The variant's kernel, loaded from its cubin, allowed the dynamic shared memory its launch asks for."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(variant.artifact.cubin)
-        f.flush()
-        kernel = cupy.RawModule(path=f.name).get_function("layernorm")  # loads the module while the file exists
-    if variant.launch.dynamic_shared:
-        kernel.max_dynamic_shared_size_bytes = variant.launch.dynamic_shared
-    return kernel
+def _kernel(variant):
+    """The variant's kernel, loaded as the harness loads it (dynamic shared memory allowed)."""
+    from mage_tune.measure.harness import load_kernel
+
+    return load_kernel(variant.artifact.cubin, "layernorm", variant.launch.dynamic_shared)[1]
 
 
 @pytest.mark.gpu
@@ -624,7 +620,7 @@ def test_persistent_variants_on_any_grid_on_a_gpu():
         shape = variant.shape
         inputs = FAMILY.make_inputs(shape, np.random.default_rng(shape["d"]))
         ref = FAMILY.reference(inputs, shape)
-        kernel = _kernel(cupy, variant)
+        kernel = _kernel(variant)
         for grid in sorted({1, 3, 7, variant.launch.grid[0]}):
             y = cupy.full((shape["m"] + 8, shape["d"]), np.nan, dtype=np.float32)
             args = [cupy.asarray(inputs[name]) for name in ("x", "scale", "bias")] + [y]

@@ -16,7 +16,7 @@ shapes=("$@")
 [ ${#shapes[@]} -gt 0 ] || shapes=("${LAYERNORM_SHAPES[@]}")
 for shape in "${shapes[@]}"; do
   tag=layernorm-${shape//[=,]/}
-  python benchmarks/gpu/fastest_configs.py "runs/h200-2026-12-01-affine-loads/affine/$tag.json" --count 4 \
+  python analysis/top_configs.py "runs/h200-2026-12-01-affine-loads/affine/$tag.json" --top 4 \
     --ignore affine,full_occupancy > "$out/$tag.bases.json"
   bench_crossed layernorm "$shape" "$out/$tag.bases.json" --set affine=late,early,smem --set full_occupancy=0,1
 done

@@ -1,7 +1,8 @@
 """The census: what a kernel binary holds, counted offline from its PTX, SASS and NVIDIA's resource reports.
 
 `census_path(path)` reads .cu, .ptx, .cubin or a saved SASS listing; `census_artifact(artifact)` censuses a compile
-the caller already made (templates, Triton). Both return one `Census` per kernel.
+the caller already made (templates, Triton). Both return one `Census` per kernel; `census_variant(variant)` is the
+one of a built family variant.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "View",
     "census_artifact",
     "census_path",
+    "census_variant",
     "demangle",
 ]
 
@@ -77,6 +79,13 @@ def _rename_params(view: View | None, kernel: ptx_view.Kernel, names: list[str])
         mapping[ptx_name] = names[i] if i < len(names) else re.sub(rf"^{re.escape(kernel.name)}_", "", ptx_name)
     renamed = {mapping.get(k, k): v for k, v in view.params.items()}
     return View(**{**view.__dict__, "params": renamed})
+
+
+def census_variant(variant) -> Census:
+    """The census of a built family variant (a `kernels.base.Variant`): its own kernel, block and parameter names."""
+    return census_artifact(
+        variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
+    )[0]
 
 
 def census_artifact(

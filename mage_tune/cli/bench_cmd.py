@@ -140,12 +140,12 @@ def _variants(fam, shape, arch, settings, sources, configs_file, all_configs, sa
 
 
 def run_record(run, variants) -> dict:
-    from mage_tune.census import census_artifact
+    from mage_tune.census import census_variant
     from mage_tune.measure.summary import rows
 
     censuses = {}
     for v in variants:
-        c = census_artifact(v.artifact, kernel=v.kernel_name, block=v.block, param_names=list(v.param_names))[0]
+        c = census_variant(v)
         censuses[v.label] = c.to_json()
     regimes = sorted({t.regime for r in run.results for t in r.timings})
     return {

@@ -63,27 +63,30 @@ def _dtype(name: str):
     return known[name]
 
 
+def load_kernel(cubin: bytes, kernel_name: str, dynamic_shared: int = 0):
+    """The cupy function of `kernel_name` in `cubin`, allowed the dynamic shared memory its launches ask for."""
+    import tempfile
+
+    import cupy
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        module = cupy.RawModule(path=f.name)
+        fn = module.get_function(kernel_name)  # loads the file now, while it exists
+    if dynamic_shared:
+        # Past 48 KB of static + dynamic shared memory a block needs the opt-in, so 48 KB of dynamic with any
+        # static needs it too; asking for exactly the launch's dynamic size is always allowed.
+        fn.max_dynamic_shared_size_bytes = dynamic_shared
+    return module, fn
+
+
 class VariantLauncher:
     def __init__(self, job: Job, family, shape: dict):
-        self._load(job)
+        self.module, self.fn = load_kernel(job.cubin, job.kernel_name, job.dynamic_shared)
         self.job = job
         self.family = family
         self.scalars = family.scalar_args(shape)
-
-    def _load(self, job: Job) -> None:
-        import tempfile
-
-        import cupy
-
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(job.cubin)
-            f.flush()
-            self.module = cupy.RawModule(path=f.name)
-            self.fn = self.module.get_function(job.kernel_name)  # loads the file now, while it exists
-        if job.dynamic_shared:
-            # Past 48 KB of static + dynamic shared memory a block needs the opt-in, so 48 KB of dynamic with any
-            # static needs it too; asking for exactly the launch's dynamic size is always allowed.
-            self.fn.max_dynamic_shared_size_bytes = job.dynamic_shared
 
     def __call__(self, bufs: dict) -> None:
         args = [

@@ -216,12 +216,9 @@ def estimate_variant(family, variant, census: Census) -> tuple[float, dict]:
     )
     twin = family.walk_twin(variant.config)
     if twin is not None and not family.violations(twin, shape, variant.arch):
-        from mage_tune.census import census_artifact
+        from mage_tune.census import census_variant
 
         built = family.build(twin, shape, variant.arch)
-        twin_census = census_artifact(
-            built.artifact, kernel=built.kernel_name, block=built.block, param_names=list(built.param_names)
-        )[0]
-        twin_time, _ = estimate_variant(family, built, twin_census)
+        twin_time, _ = estimate_variant(family, built, census_variant(built))
         time, parts = max(time, twin_time), {**parts, "t_twin_us": twin_time}
     return time, parts

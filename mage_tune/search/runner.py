@@ -317,16 +317,14 @@ class Search:
         return None
 
     def _score(self, trial, config: Config, built: Variant | MageError) -> None:
-        from mage_tune.census import census_artifact
+        from mage_tune.census import census_variant
         from mage_tune.census.features import features
 
         attrs: dict = {"config": config, "label": config_label(self.family.name, config)}
         if isinstance(built, MageError):
             self._finish(trial, "compile_error", None, {**attrs, "error": str(built)})
             return
-        census = census_artifact(
-            built.artifact, kernel=built.kernel_name, block=built.block, param_names=list(built.param_names)
-        )[0]
+        census = census_variant(built)
         attrs |= {
             "census": features(census),
             "cubin_sha256": built.artifact.cubin_sha256,
@@ -561,16 +559,14 @@ def _result(future: Future):
 
 def write_summary(spec: SearchSpec, family: Family) -> dict:
     """Best kernel's files and report.md in the run directory, from the study."""
-    from mage_tune.census import census_artifact
+    from mage_tune.census import census_variant
     from mage_tune.search import report
 
     best = record.best_trial(spec.run_dir)
     if best is None:
         return {}
     variant = family.build(best["config"], spec.shape, spec.arch)
-    census = census_artifact(
-        variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
-    )[0]
+    census = census_variant(variant)
     record.write_best(spec.run_dir, variant, census, best)
     for name, text in family.best_files(ranked_configs(spec.run_dir)).items():  # e.g. a triton.Config list
         record.write_atomic(spec.run_dir / "best" / name, text)

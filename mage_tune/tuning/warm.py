@@ -149,7 +149,7 @@ def model_seeds(
     if full is None:
         picks = shortlist[:MODEL_PICKS]
         return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note + " (no census features yet)"
-    from mage_tune.census import census_artifact
+    from mage_tune.census import census_variant
     from mage_tune.census.features import features as census_features
     from mage_tune.kernels.pool import build_many
 
@@ -157,9 +157,7 @@ def model_seeds(
     for config, variant in build_many(family, shape, arch, shortlist, workers):
         if isinstance(variant, MageError):
             continue
-        census = census_artifact(
-            variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
-        )[0]
+        census = census_variant(variant)
         row = learned.features(family, config, shape, arch, census_features(census))
         built.append((full.predict([row])[0], config))
     built.sort(key=lambda p: p[0])
