@@ -1,9 +1,9 @@
-"""The fastest passing variants' configs of one or more `mage-tune bench --out` records, as a JSON list for
-`mage-tune bench --configs` (e.g. the winners at 2048³ re-measured at 4096³, or in a second run). With --ignore, the
-knobs named are left out of each config first, so the picks are distinct in the others (bases for a crossing that
-sets those knobs again).
+"""The fastest passing variants' configs of one or more `mage-tune bench --out` records or `mage-tune search` run
+directories (their measured trials), as a JSON list for `mage-tune bench --configs` (e.g. the winners at 2048³
+re-measured at 4096³, or in a second run). With --ignore, the knobs named are left out of each config first, so the
+picks are distinct in the others (bases for a crossing that sets those knobs again).
 
-    python analysis/top_configs.py RECORD.json [RECORD.json ...] [--top 10] [--regime cold] [--ignore KNOB,...]
+    python analysis/top_configs.py RECORD.json|RUN_DIR [...] [--top 10] [--regime cold] [--ignore KNOB,...]
 """
 
 from __future__ import annotations
@@ -12,7 +12,17 @@ import argparse
 import json
 from pathlib import Path
 
+from mage_tune.errors import MageError
 from mage_tune.measure.saved import read_record, timed_results
+from mage_tune.search.record import trials
+
+
+def ranked_configs(path: Path, regime: str) -> list[dict]:
+    """The configs of a record's passing variants, or a search run's measured trials, fastest first."""
+    if path.is_dir():
+        measured = [t for t in trials(path) if t["outcome"] == "measured"]
+        return [t["config"] for t in sorted(measured, key=lambda t: t["value"])]
+    return [r["config"] for r in timed_results(read_record(path, "mage-tune.bench/"), "variant", regime, None)]
 
 
 def top_configs(paths: list[Path], top: int, regime: str, ignore: frozenset[str] = frozenset()) -> list[dict]:
@@ -21,8 +31,8 @@ def top_configs(paths: list[Path], top: int, regime: str, ignore: frozenset[str]
     picked: list[dict] = []
     for path in paths:
         mine: list[dict] = []
-        for result in timed_results(read_record(path, "mage-tune.bench/"), "variant", regime, None):
-            config = {k: v for k, v in result["config"].items() if k not in ignore}
+        for ranked in ranked_configs(path, regime):
+            config = {k: v for k, v in ranked.items() if k not in ignore}
             if config not in mine:
                 mine.append(config)
             if len(mine) == top:
@@ -39,7 +49,10 @@ def main() -> None:
     parser.add_argument("--ignore", default="", help="knobs left out of each config, comma-separated")
     args = parser.parse_args()
     ignore = frozenset(filter(None, args.ignore.split(",")))
-    print(json.dumps(top_configs(args.records, args.top, args.regime, ignore), indent=0))
+    try:
+        print(json.dumps(top_configs(args.records, args.top, args.regime, ignore), indent=0))
+    except MageError as error:
+        raise SystemExit(f"top_configs.py: {error}") from None
 
 
 if __name__ == "__main__":

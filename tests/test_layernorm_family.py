@@ -43,12 +43,13 @@ SEED = {
     "persist": 0,
     "full_occupancy": 0,
     "affine": "late",
+    "x_prefetch": 0,
 }
 # The fastest config of the d=768 walk on an H200 (8.01 µs, one block per row group): 64 threads per row, two rows per
 # block, 8-byte streaming accesses, so 6 chunks of x per thread.
 BEST = {**SEED, "threads": 64, "rows": 2, "vec": 8, "hint": "cs"}
 READS = {"regs": 1, "welford": 2, "twopass": 3}  # passes over x
-WALK_LIMIT = 3500  # walk every distinct kernel of the space up to this many, else a covering sample
+WALK_LIMIT = 3500  # the most distinct kernels the whole-space test compiles one by one
 
 
 # --- workers (module level, so the process pool can pickle them) ------------------------------------------------
@@ -117,26 +118,32 @@ def test_seed_is_valid_and_the_default():
 
 
 def test_space_size_at_768():
-    assert FAMILY.space_size() == 6 * 4 * 3 * 3 * 3 * 2 * 3 * 2 * 4 * 2 * 3
-    # full_occupancy=1 and y_hint=cs (which constrains nothing) double each
-    plain = [c for c in FAMILY.configs(D768, ARCH) if c["full_occupancy"] == 0 and c["y_hint"] == "none"]
-    assert 4 * len(plain) == sum(1 for _ in FAMILY.configs(D768, ARCH))
+    assert FAMILY.space_size() == 13 * 4 * 3 * 3 * 3 * 2 * 4 * 2 * 4 * 2 * 3 * 3
+    # full_occupancy=1, y_hint=cs and x_prefetch=128, 256 (which constrain nothing) make twelve of each
+    plain = [
+        c
+        for c in FAMILY.configs(D768, ARCH)
+        if c["full_occupancy"] == 0 and c["y_hint"] == "none" and c["x_prefetch"] == 0
+    ]
+    assert 12 * len(plain) == sum(1 for _ in FAMILY.configs(D768, ARCH))
     # affine=early: one more config for each one-group (persist=0) config that holds its row in registers
     valid = [c for c in plain if c["affine"] == "late"]
     early = [c for c in plain if c["affine"] == "early"]
-    assert len(early) == sum(1 for c in valid if c["passes"] == "regs" and c["persist"] == 0) == 852
+    assert len(early) == sum(1 for c in valid if c["passes"] == "regs" and c["persist"] == 0) == 2288
     # affine=smem: one more for each persist=0 config (its copies of scale and bias fit a block at d=768)
-    assert sum(1 for c in plain if c["affine"] == "smem") == sum(1 for c in valid if c["persist"] == 0) == 2652
-    # persist=0: only threads·rows > 1024, for passes=regs at threads=32 with vec=4 24 chunks > 16, and shfl2 at
-    # threads=32 (shfl's kernel) are excluded: 1896 with shfl or smem, 756 with shfl2 (threads ≥ 64).
-    assert sum(1 for c in valid if c["persist"] == 0 and c["reduce"] != "shfl2") == 1896
-    assert sum(1 for c in valid if c["persist"] == 0) == 1896 + 756
-    # persist=2, 4, 8: passes=regs only (a third of the space), and at most 8 chunks, which excludes threads=32 with
-    # vec=8 and threads=64 with vec=4 (12 chunks each): 504 configs for each value, and 228 more with shfl2.
+    assert sum(1 for c in plain if c["affine"] == "smem") == sum(1 for c in valid if c["persist"] == 0) == 6992
+    # persist=0: 34 (threads, rows) pairs within 1024 threads a block (4 rows values up to 128 threads, 3 for 160-256,
+    # 2 for 320-512, 1 above), × 3 vec × 3 passes × 2 rsqrt × 4 hint; less, for shfl and smem, passes=regs at
+    # threads=32 with vec=4 (24 chunks > 16): 34 · 72 · 2 − 64 = 4832; shfl2 needs threads ≥ 64: 30 pairs, 2160.
+    assert sum(1 for c in valid if c["persist"] == 0 and c["reduce"] != "shfl2") == 34 * 72 * 2 - 64 == 4832
+    assert sum(1 for c in valid if c["persist"] == 0) == 4832 + 30 * 72 == 6992
+    # persist=2, 4, 8: passes=regs only, and at most 8 chunks, which excludes threads=32 with vec=8 and vec=4 and
+    # threads=64 with vec=4 (12 or 24 chunks): 2128 configs for each value, 688 of them shfl2.
     for persist in (2, 4, 8):
         configs = [c for c in valid if c["persist"] == persist]
-        assert {c["passes"] for c in configs} == {"regs"} and len(configs) == 504 + 228
-    assert len(valid) == 2652 + 3 * 732 == 4848
+        assert {c["passes"] for c in configs} == {"regs"} and len(configs) == 2128
+        assert sum(1 for c in configs if c["reduce"] == "shfl2") == 688
+    assert len(valid) == 6992 + 3 * 2128 == 13376
 
 
 def _kernel_text(config: dict, shape: dict) -> str:
@@ -145,23 +152,27 @@ def _kernel_text(config: dict, shape: dict) -> str:
 
 
 def test_whole_d768_space_compiles():
-    """Every distinct kernel of the space with full_occupancy=0, y_hint=none and affine=late, compiled once, and a
-    sample of the rest (the launch bounds, the store of y, where scale and bias are loaded): persist=2, 4 and 8 render
-    the same kernel (the value only sets the grid), so the walk is the 2652 persist=0 kernels and the 732 persistent
-    ones."""
+    """Every distinct kernel with power-of-two threads, hint none/nc/cs and full_occupancy=0, y_hint=none,
+    affine=late, x_prefetch=0 compiled once, and a sample of the rest (other thread counts, the no-allocate hint, the
+    launch bounds, the store of y, where scale and bias are loaded, the prefetch size): persist=2, 4 and 8 render the
+    same kernel (the value only sets the grid), so the walk is 2652 persist=0 kernels and 732 persistent ones."""
     valid = list(FAMILY.configs(D768, ARCH))
     kernels: dict[str, dict] = {}
     for config in valid:
         kernels.setdefault(_kernel_text(config, D768), config)
-    assert len(kernels) == 4 * (2652 + 732 + 852 + 2652)
+    assert len(kernels) == 12 * (6992 + 2128 + 2288 + 6992)
 
     def walked(c: dict) -> bool:
-        return c["full_occupancy"] == 0 and c["y_hint"] == "none" and c["affine"] == "late"
+        return (
+            c["threads"] in (32, 64, 128, 256, 512, 1024)
+            and c["hint"] != "nc_na"
+            and (c["full_occupancy"], c["y_hint"], c["affine"], c["x_prefetch"]) == (0, "none", "late", 0)
+        )
 
     walk = [c for c in kernels.values() if walked(c)]
-    configs = walk if len(walk) <= WALK_LIMIT else _sample(D768, 600, seed=0)
+    assert len(walk) == 2652 + 732 <= WALK_LIMIT
     rest = [c for c in kernels.values() if not walked(c)]
-    _compile_all(configs + random.Random(0).sample(rest, 200), D768)
+    _compile_all(walk + random.Random(0).sample(rest, 400), D768)
 
 
 def test_compile_error_names_the_config(monkeypatch):
@@ -239,6 +250,9 @@ def censuses():
     """(label, shape) -> (Variant, Census) for the seed, every one-knob change and the extras."""
     jobs = [(SEED, D768)] + [(changed, D768) for _, changed in _one_knob_pairs()] + EXTRAS + PERSISTENT
     jobs += SMEM_AFFINE[1:]  # the first is a one-knob change
+    jobs += [({**SEED, "threads": t, "reduce": "smem"}, D768) for t in (96, 192, 384, 768, 160, 640)]
+    jobs += [({**SEED, "threads": 160, "reduce": "shfl2"}, D768)]
+    jobs += [({**SEED, "hint": h, "x_prefetch": p}, D768) for h in ("nc", "cs") for p in (128, 256)]
     with ProcessPoolExecutor(2) as pool:
         built = list(pool.map(_census, jobs))
     return {(variant.label, str(variant.shape)): (variant, census) for variant, census in built}
@@ -340,19 +354,27 @@ def test_hint_sets_the_cache_qualifier_of_x(censuses):
         _, c = _get(censuses, {**SEED, "hint": hint})
         x = c.ptx.params["x"].loads
         read_only = c.ptx.params["scale"].loads + c.ptx.params["bias"].loads  # always __ldg
-        expected = {"none": {"nc": read_only}, "nc": {"nc": x + read_only}, "cs": {"nc": read_only, "cs": x}}
+        expected = {
+            "none": {"nc": read_only},
+            "nc": {"nc": x + read_only},
+            "cs": {"nc": read_only, "cs": x},
+            "nc_na": {"nc": x + read_only, "L1::no_allocate": x},
+        }
         assert c.ptx.global_load_hints == expected[hint], hint
         sass = {
             "none": {"CONSTANT": read_only},
             "nc": {"CONSTANT": x + read_only},
             "cs": {"CONSTANT": read_only, "EF": x},
+            "nc_na": {"CONSTANT": x + read_only, "NA": x},
         }
         assert c.sass.global_load_hints == sass[hint], hint
 
 
 def _tree_barriers(threads: int) -> int:
-    """Block barriers of one shared-memory tree: after the stores, after each level read by another warp, at the end."""
-    return 2 + max(0, int(math.log2(threads)) - 6) if threads > 32 else 0
+    """Block barriers of one shared-memory tree: after the stores, after the fold onto a power of two (where threads
+    is none), after each further level read by another warp, at the end."""
+    base = 1 << (threads.bit_length() - 1)
+    return 2 + (base != threads) + max(0, int(math.log2(base)) - 6) if threads > 32 else 0
 
 
 def test_reduce_sets_barriers_and_shuffles(censuses):
@@ -378,6 +400,34 @@ def test_reduce_sets_barriers_and_shuffles(censuses):
     assert vector.sass.shared_loads == {128: 2} and butterfly.sass.shared_loads == {32: 2}
     welford_butterfly = _get(censuses, {**SEED, "passes": "welford", "reduce": "shfl2"})[1]
     assert welford_butterfly.sass.shared_loads == {128: 1} and welford_butterfly.ptx.barriers == 1
+
+
+def test_warp_counts_off_a_power_of_two(censuses):
+    """3, 5, 6, 10, 12, 20 or 24 warps a row. shfl: each reduction reads the row's partials as float4s, then a float2
+    and a float for what is left (3 warps: one float2 and one float; 20: five float4s). shfl2: the butterfly spans the
+    power of two above the warps (5 warps: 8 lanes, 3 more shuffles). smem: the tree first folds the slots past the
+    power of two below the threads (a barrier more), then halves as before."""
+    three, twenty = _get(censuses, {**SEED, "threads": 96})[1], _get(censuses, {**SEED, "threads": 640})[1]
+    assert twenty.ptx.shared_loads == twenty.sass.shared_loads == {128: 10}
+    assert three.ptx.shared_loads[64] == 2  # the float2 of each reduction
+    assert three.sass.shared_loads == {128: 2}  # ptxas reads the padded, 16-byte aligned row's three floats at once
+    assert three.ptx.barriers == twenty.ptx.barriers == 2
+    five = _get(censuses, {**SEED, "threads": 160, "reduce": "shfl2"})[1]
+    assert five.ptx.shuffles == five.sass.shuffles == 10 + 2 * 3 and five.sass.shared_loads == {32: 2}
+    for threads, barriers in ((96, 3), (192, 4), (384, 5), (768, 6), (160, 4), (640, 6)):
+        _, c = _get(censuses, {**SEED, "threads": threads, "reduce": "smem"})
+        assert _tree_barriers(threads) == barriers
+        assert c.ptx.barriers == c.sass.barriers == 2 * barriers, threads
+        assert c.ptx.shuffles == 0 and c.sass.shared_stores
+
+
+def test_x_prefetch_sets_the_prefetch_size_of_x(censuses):
+    """x_prefetch=128/256 put .L2::128B/.L2::256B on every load of x (LDG….LTC128B/LTC256B), and on nothing else."""
+    for prefetch in (128, 256):
+        for hint in ("nc", "cs"):
+            _, c = _get(censuses, {**SEED, "hint": hint, "x_prefetch": prefetch})
+            x = c.ptx.params["x"].loads
+            assert c.ptx.global_load_hints[f"L2::{prefetch}B"] == c.sass.global_load_hints[f"LTC{prefetch}B"] == x
 
 
 def test_shared_memory_is_what_the_constraint_counts(censuses):
@@ -467,7 +517,7 @@ def test_unknown_knob():
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("threads=48", r"knob threads: '48' is not allowed; allowed: 128, 256, 512, 1024, 64, 32"),
+        ("threads=48", r"knob threads: '48' is not allowed; allowed: 128, 256, 512, 1024, 64, 32, 96, 192"),
         ("passes=onepass", r"knob passes: 'onepass' is not allowed; allowed: regs, welford, twopass"),
         ("vec=2", r"knob vec: '2' is not allowed; allowed: 16, 8, 4"),
         ("persist=3", r"knob persist: '3' is not allowed; allowed: 0, 2, 4, 8"),
@@ -746,6 +796,19 @@ def _run_on_host(program: Path, config: dict, shape: dict, grids: list[int], wor
     return failures
 
 
+# Warp counts that are no power of two, with every reduction: shfl's float4 reads of a padded row of partials with
+# a float2 and a float left over (3 warps), or none (20); butterflies over 8 and 16 lanes for 5 and 10 warps (-0 sums
+# and empty Welford parts in the lanes past the last warp); trees that first fold 32, 64 or 256 slots.
+NOT_POW2 = [
+    ({**SEED, "threads": 96}, 768),
+    ({**SEED, "threads": 96, "rows": 2, "passes": "welford"}, 1000),
+    ({**SEED, "threads": 160, "vec": 8, "reduce": "shfl2"}, 1000),
+    ({**SEED, "threads": 320, "passes": "welford", "reduce": "shfl2"}, 1000),
+    ({**SEED, "threads": 192, "rows": 2, "vec": 4, "reduce": "smem"}, 769),
+    ({**SEED, "threads": 384, "passes": "welford", "reduce": "smem"}, 768),
+    ({**SEED, "threads": 768, "vec": 4, "passes": "twopass", "reduce": "smem"}, 1000),
+    ({**SEED, "threads": 640, "persist": 2}, 2560),
+]
 # Persistent kernels of every shape of reduction: a block of warp-wide rows (no block barrier), shuffles across warps,
 # the shared-memory tree, a ragged last chunk (d=769, d=1000); the seed with persist=0 checks the emulation itself,
 # and two one-block-per-group kernels the butterfly exchange (shfl2), of sums and of Welford triples.
@@ -761,10 +824,11 @@ HOST_CONFIGS = [
     ({**SEED, "rows": 2, "vec": 4, "passes": "twopass", "affine": "smem"}, 769),  # scale, bias in shared memory
     ({**SEED, "threads": 32, "rows": 4, "affine": "smem"}, 1000),
     (SEED, 768),
+    *NOT_POW2,
 ]
 
 
-def test_persistent_kernels_match_the_reference_in_a_host_emulation():
+def test_kernels_match_the_reference_in_a_host_emulation():
     """M=37 and M=5 rows (short last groups for rows > 1; at M=5 and rows=8 a single group), each on grids of 1, 3 and 7
     blocks (one block walking every group, unequal shares, blocks with no group at all) and on the family's grid."""
     if host_compiler() is None:

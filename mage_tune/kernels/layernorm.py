@@ -8,7 +8,10 @@ Every loop over chunks has a compile-time trip count and is fully unrolled, so t
 passes × chunks (regs 1, welford 2, twopass 3).
 
 Knobs (each domain lists its default first, the seed: one 128-thread block per row, 16-byte accesses, one pass):
-  threads  threads per row: 128, 256, 512, 1024, 64, 32 (32: a warp per row, no block barrier at all)
+  threads  threads per row: 128, 256, 512, 1024, 64, 32 (32: a warp per row, no block barrier at all), and 3 · 2^k
+           (96 … 768) or 5 · 2^k (160 … 640), which tile rows such as 6144 or 2560 floats in other chunk counts than
+           a power of two does; their butterflies span the power of two above the warps (the missing partials add
+           -0, or merge as empty), their trees first fold the slots past the power of two below
   rows     rows per block: 1, 2, 4, 8 (block = threads·rows ≤ 1024); grid = ceil(M / rows)
   vec      bytes per global access of x, scale, bias and y: 16 (float4), 8 (float2), 4 (float)
   passes   regs: x read once and held in registers (chunks ≤ 16); welford: one read for (count, mean, M2) merged
@@ -19,8 +22,9 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            over the warps' count adds them; smem: a shared-memory tree, a block barrier per level that crosses warps
   rsqrt    approx: rsqrt.approx (one MUFU.RSQ); precise: sqrt.approx then div.full, Triton's form (MUFU.SQRT and
            MUFU.RCP, no MUFU.RSQ: IEEE sqrtf and __fsqrt_rn both seed with MUFU.RSQ on sm_90)
-  hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs);
-           scale and bias always take the read-only path
+  hint     cache hint on x's loads: none (ld.global), nc (read-only path, ld.global.nc), cs (streaming, ld.global.cs),
+           nc_na (read-only path allocating no L1 line, ld.global.nc.L1::no_allocate: x read once leaves L1 to
+           scale and bias); scale and bias always take the read-only path
   y_hint   cache hint on y's stores: none (st.global), cs (streaming, st.global.cs, evict-first lines). On an H200
            cs with hint=cs reached the copy's time where x and y fit in L2 and cost up to 18 % where they do not
            (runs/h200-2026-12-01-inner-loop), so it is the search's to choose per shape
@@ -37,6 +41,8 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            stores read them back (a thread reads only what it copied: a wait on its own copies, no barrier).
            2·rows·chunks·threads·vec bytes of dynamic shared memory, within what a block may have on the arch.
            On an H200 smem was 1-10 % slower than late or early at five of six DRAM-bound shapes, level at one
+  x_prefetch  0, 128, 256: the prefetch-size qualifier on x's loads (.L2::128B, .L2::256B): on a miss the L2 may
+           fetch that many bytes around the sector asked for, fewer and larger DRAM requests for rows read whole
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
 cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared
@@ -62,7 +68,8 @@ MAX_BLOCK = 1024
 MAX_REG_CHUNKS = 16  # regs mode: at most 16 accesses (64 floats at vec=16) of x live per thread
 MAX_PERSIST_CHUNKS = MAX_REG_CHUNKS // 2  # persist: the current row group and the prefetched one, both in registers
 MAX_STATIC_SHARED = 48 * 1024
-HINTS = {"none": "", "nc": ".nc", "cs": ".cs"}
+HINTS = {"none": "", "nc": ".nc", "cs": ".cs", "nc_na": ".nc.L1::no_allocate"}
+PREFETCH = {0: "", 128: ".L2::128B", 256: ".L2::256B"}  # x_prefetch -> the load's prefetch-size qualifier
 # SMs of the usual part of each arch: A100 108, a full GA102 (A40, RTX 3090 Ti) 84, RTX 4090 128, H100 SXM / H200
 # 132. persist is a launch-shape knob, not a correctness one: a persistent block walks row groups by gridDim.x, so any
 # grid of one block or more computes the same y; on a part with another SM count the grid is merely a little off
@@ -80,11 +87,17 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def part_stride(warps: int) -> int:
+    """Floats per row of the shfl exchange: the warps' count, rounded up to a multiple of 4 beyond 2 warps, so every
+    row of partials starts 16-byte aligned for the float4 reads."""
+    return warps if warps <= 2 else -(-warps // 4) * 4
+
+
 class LayerNorm(CudaFamily):
     name = "layernorm"
     template = "layernorm.cu.j2"
     knobs = (
-        Knob("threads", (128, 256, 512, 1024, 64, 32), "threads per row"),
+        Knob("threads", (128, 256, 512, 1024, 64, 32, 96, 192, 384, 768, 160, 320, 640), "threads per row"),
         Knob("rows", (1, 2, 4, 8), "rows per block (threads·rows ≤ 1024); with threads=32, a warp per row"),
         Knob("vec", (16, 8, 4), "bytes per global access: float4, float2 or float"),
         Knob("passes", ("regs", "welford", "twopass"), "reads of x: 1 (row in registers), 2 (Welford), 3"),
@@ -95,7 +108,11 @@ class LayerNorm(CudaFamily):
             "shuffles), or a shared-memory tree",
         ),
         Knob("rsqrt", ("approx", "precise"), "rsqrt.approx (MUFU.RSQ), or sqrt.approx + div.full (no MUFU.RSQ)"),
-        Knob("hint", ("none", "nc", "cs"), "cache hint on x's loads: plain, read-only path, streaming"),
+        Knob(
+            "hint",
+            ("none", "nc", "cs", "nc_na"),
+            "cache hint on x's loads: plain, read-only path, streaming, read-only path without an L1 line",
+        ),
         Knob(
             "y_hint",
             ("none", "cs"),
@@ -113,6 +130,12 @@ class LayerNorm(CudaFamily):
             ("late", "early", "smem"),
             "scale and bias loaded as y is written (late), into registers while x's loads are in flight (early), "
             "or copied into shared memory by cp.async as the block starts (smem)",
+        ),
+        Knob(
+            "x_prefetch",
+            (0, 128, 256),
+            "bytes the L2 may fetch around each miss of x's loads (ld ….L2::128B / L2::256B); 0: no hint",
+            free=True,
         ),
     )
     dims = ("m", "d")
@@ -146,7 +169,8 @@ class LayerNorm(CudaFamily):
             if threads == 32:
                 return 0  # the warp is the row: shuffles only
             # welford: one float4 triple per warp; otherwise one float per warp for each of two reductions
-            return rows * (threads // 32) * (4 if welford else 2) * FLOAT
+            warps = threads // 32
+            return rows * (warps * 4 if welford else 2 * part_stride(warps)) * FLOAT
         return rows * threads * (3 if welford else 2) * FLOAT
 
     # --- the space -----------------------------------------------------------------------------------------------
@@ -250,9 +274,12 @@ class LayerNorm(CudaFamily):
             "block": threads * rows,
             "vec_floats": v,
             "warps": threads // 32,
+            "warps_pow2": next_power_of_2(threads // 32),
+            "part_stride": part_stride(threads // 32),
+            "tree_base": 1 << (threads.bit_length() - 1),  # the largest power of two ≤ threads
             "chunks": self.chunks(config, shape),
             "full_chunks": d // (threads * v),
-            "ptx_hint": HINTS[config["hint"]],
+            "ptx_hint": HINTS[config["hint"]] + PREFETCH[config["x_prefetch"]],
             "store": "__stcs" if config["y_hint"] == "cs" else "plain_store",
             # Without a block barrier shared across rows, a block's surplus rows may simply leave.
             "early_exit": rows == 1 or threads == 32,
