@@ -70,3 +70,24 @@ def test_gpus_names_a_missing_device(tmp_path):
     out = cli("search", "layernorm", "--d", "256", "--m", "256", "--gpus", "0,99", "--trials", "2",
               db="sqlite:///" + str(tmp_path / "t.sqlite"), cwd=tmp_path)  # fmt: skip
     assert out.returncode == 2 and "'99' is not a GPU index here" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_measured_search_polishes_its_best_configs(tmp_path):
+    """The last --polish trials of a measured search are one-knob neighbours of its best configs, timed like any
+    other trial (correct first), and the table of sources names them."""
+    run_dir = tmp_path / "run"
+    out = cli(
+        "search", "layernorm", "--d", "1024", "--m", "4096", "--trials", "12", "--polish", "4", "--workers", "4",
+        "--seed", "2", "--db", "off", "--run-dir", str(run_dir), db="sqlite:///" + str(tmp_path / "unused.sqlite"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    trials = sorted((json.loads(x) for x in (run_dir / "trials.jsonl").read_text().splitlines()),
+                    key=lambda t: t["number"])  # fmt: skip
+    assert len(trials) == 12
+    polished = trials[-4:]
+    assert all(t["source"].startswith("polish ") for t in polished)
+    assert not any(t["source"].startswith("polish ") for t in trials[:-4])
+    assert all(t["outcome"] in ("measured", "duplicate") and t["value"] > 0 for t in polished)
+    assert all(t["measurement"]["ok"] for t in polished if t["outcome"] == "measured")
+    assert "polish (neighbours of the best)" in out.stdout

@@ -39,7 +39,7 @@ from mage_tune.errors import InputError
 from mage_tune.kernels import get_family
 from mage_tune.kernels.base import Config, Shape
 from mage_tune.kernels.layernorm import LayerNorm
-from mage_tune.search import record
+from mage_tune.search import polish, record
 from mage_tune.search.runner import COUNTED, MEASURED_OBJECTIVE, STATIC_OBJECTIVE, Search, SearchSpec
 from mage_tune.search.storage import GRACE_S, open_storage
 
@@ -539,3 +539,63 @@ def test_a_trial_killed_between_its_line_and_tell_is_failed_before_the_search_en
         f"waiting for trial(s) {killed.number}, running elsewhere: a live worker ends its own; a stopped process's "
         "are given up after 3 s without a heartbeat"
     ]
+
+
+def test_the_last_trials_polish_the_best_configs(tmp_path):
+    """--polish 6 of 14 trials: once 8 have counted, each batch of the search is enqueued untried one-knob neighbours
+    of its three best distinct configs so far. Every one is recorded with its source ("polish knob=value on #N"): the
+    knob has that value, trial N ran earlier, among the three best configs then, with another value of that knob, and
+    the two configs differ in at most two knobs more (a constraint's repair); no config runs twice."""
+    family = get_family("layernorm")
+    shape = {"m": 256, "d": 64}
+    spec = SearchSpec(
+        "layernorm", shape, "sm_90", 14, "tpe", None, "polish", tmp_path / "run", 2, True, 3, db="off", polish=6
+    )
+    Search(spec, family, print).run(lambda done, best: None)
+    lines = sorted(record.trials(tmp_path / "run"), key=lambda t: t["number"])
+    assert len(lines) == 14
+    polished = [t for t in lines if t["source"].startswith("polish ")]
+    assert [t["number"] for t in polished] == [t["number"] for t in lines[-6:]]
+    configs = [json.dumps(t["config"], sort_keys=True) for t in lines]
+    assert len(set(configs)) == len(configs)
+    for t in polished:
+        change, base_number = t["source"].removeprefix("polish ").split(" on #")
+        knob, value = change.split("=")
+        base = next(b for b in lines if b["number"] == int(base_number))
+        assert str(t["config"][knob]) == value != str(base["config"][knob])
+        assert sum(t["config"][k] != base["config"][k] for k in t["config"]) <= 3
+        earlier = sorted(
+            (b for b in lines if b["number"] < t["number"] and b["outcome"] == "modelled"), key=lambda b: b["value"]
+        )
+        distinct: list[dict] = []
+        for b in earlier:
+            if all(b["config"] != c["config"] for c in distinct):
+                distinct.append(b)
+        # the three best when the batch was enqueued; its other trial, numbered before this one, may have run since
+        assert base in distinct[:4]
+
+
+def test_polish_zero_leaves_every_trial_to_the_sampler(tmp_path):
+    spec = SearchSpec(
+        "layernorm",
+        {"m": 256, "d": 64},
+        "sm_90",
+        10,
+        "tpe",
+        None,
+        "plain",
+        tmp_path / "run",
+        2,
+        True,
+        3,
+        db="off",
+        polish=0,
+    )
+    Search(spec, get_family("layernorm"), print).run(lambda done, best: None)
+    lines = record.trials(tmp_path / "run")
+    assert len(lines) == 10 and {t["source"] for t in lines} == {"tpe"}
+    assert (polish.default_trials(100, "tpe"), polish.default_trials(100, "grid"), polish.default_trials(6, "tpe")) == (
+        25,
+        0,
+        0,
+    )

@@ -36,6 +36,13 @@ WORKERS = click.IntRange(1, 256)  # 0 or fewer compile processes would run no tr
 @click.option(
     "--db", "db_url", default=None, help="Tuning database URL, or off (default: $MAGE_TUNE_DB or the cache's)."
 )
+@click.option(
+    "--polish",
+    type=click.IntRange(0, 1_000_000),
+    default=None,
+    help="The last N trials go to untried one-knob neighbours of the best configs so far, ranked by the tuning "
+    "database's model (default: a quarter of --trials; 0: none).",
+)
 @click.option("--gpus", default=None, help="all or 0,1,…: one measuring worker per GPU of this host on one study.")
 @click.option("--json", "as_json", is_flag=True, help="Print the best trial as JSON.")
 def search(
@@ -53,6 +60,7 @@ def search(
     warm_start,
     no_warm_start,
     db_url,
+    polish,
     gpus,
     as_json,
 ):
@@ -125,6 +133,7 @@ def search(
         fam.origin,
         warm_start="off" if no_warm_start else warm_start,
         db=db_url,
+        polish=polish,
     )
     runner = Search(spec, fam, lambda text: click.echo(wrap(text), err=True))
     resumed = report.recorded_trials(runner.study)
@@ -162,7 +171,7 @@ def search(
 
                 click.echo(wrap(f"one measuring worker per GPU: {', '.join(gpu_list)}"), err=True)
                 runner.heartbeat.close()
-                run_on_gpus(spec, runner.study, gpu_list, progress)
+                run_on_gpus(spec, runner.study, gpu_list, progress, runner.polish_model)
             else:
                 runner.run(progress)
     except KeyboardInterrupt:

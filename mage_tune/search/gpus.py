@@ -37,8 +37,9 @@ def parse_gpus(text: str) -> list[str]:
     return indices
 
 
-def _worker(spec, gpu: str) -> None:
-    """One GPU's search process: the parent already made the study and enqueued the warm start."""
+def _worker(spec, gpu: str, polish_model) -> None:
+    """One GPU's search process: the parent already made the study, enqueued the warm start and fitted the model
+    the polish ranks by (search/polish.py)."""
     from mage_tune.kernels.registry import load_family
     from mage_tune.measure.device import environment
     from mage_tune.search import record
@@ -48,6 +49,7 @@ def _worker(spec, gpu: str) -> None:
     try:
         family = load_family(spec.origin or spec.family)
         runner = Search(spec, family, lambda text: print(f"GPU {gpu}: {text}", file=sys.stderr))
+        runner.polish_model = polish_model
         record.add_environment(spec.run_dir, environment())
         with storage_errors(spec):
             runner.run(lambda *_: None)
@@ -58,7 +60,7 @@ def _worker(spec, gpu: str) -> None:
         sys.exit(130)
 
 
-def run_on_gpus(spec, study, gpus: list[str], progress) -> None:
+def run_on_gpus(spec, study, gpus: list[str], progress, polish_model=None) -> None:
     """Start one worker per GPU, show the study's count until all end; an error names the GPU whose worker failed."""
     ctx = mp.get_context("spawn")
     child_spec = dataclasses.replace(spec, warm_start="off")
@@ -67,7 +69,7 @@ def run_on_gpus(spec, study, gpus: list[str], progress) -> None:
     try:
         for gpu in gpus:
             os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # a spawned process starts with the environment of this moment
-            p = ctx.Process(target=_worker, args=(child_spec, gpu), name=f"mage-tune-gpu{gpu}")
+            p = ctx.Process(target=_worker, args=(child_spec, gpu, polish_model), name=f"mage-tune-gpu{gpu}")
             p.start()
             procs.append((gpu, p))
     finally:

@@ -74,6 +74,7 @@ def source_kind(source: str) -> str:
         "nearest": "nearest shapes (tuning database)",
         "new": "knob values new to the database",
         "model": "model (tuning database)",
+        "polish": "polish (neighbours of the best)",
     }
     return named.get(first, first)
 

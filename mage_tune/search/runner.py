@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family, Variant, config_label
-from mage_tune.search import record
+from mage_tune.search import polish, record
 from mage_tune.search.storage import open_storage, redact, sqlite_url, storage_errors
 from mage_tune.tuning.db import Recorder
 
@@ -50,6 +50,7 @@ class SearchSpec:
     origin: str = ""  # how the registry finds the family again (a built-in name, a file, an entry point)
     warm_start: str = "auto"  # auto: from the tuning database; off; other-shapes: this shape's own records left out
     db: str | None = None  # tuning database URL (None: the default; "off": not written nor read)
+    polish: int | None = None  # the last trials, given to neighbours of the best (search/polish.py); None: default
 
 
 def make_sampler(name: str, family: Family, seed: int | None):
@@ -176,6 +177,8 @@ class Search:
         self.waiting_for: frozenset[int] = frozenset()  # trials running elsewhere this search last said it waits for
         self.baselines: dict[str, float] = {}
         self.recorder = None if spec.db == "off" else Recorder(spec.db, self.run_info())
+        self.polish_trials = polish.default_trials(spec.trials, spec.sampler) if spec.polish is None else spec.polish
+        self.polish_model = None  # the warm start's model, when it fitted one: it ranks the neighbours
 
     def run_info(self):
         from mage_tune import toolchain
@@ -225,6 +228,7 @@ class Search:
         )
         for seed in plan.seeds:
             self.study.enqueue_trial(seed.config, user_attrs={"source": seed.source}, skip_if_exists=True)
+        self.polish_model = plan.model
         return plan.notes
 
     def _check_study_identity(self) -> None:
@@ -376,8 +380,11 @@ class Search:
                     self._say_waiting(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
                     time.sleep(2)
                     continue
+                room = min(self.spec.workers, self.spec.trials - counted - running)
+                if counted >= self.spec.trials - self.polish_trials:
+                    self._polish(room)
                 batch = []
-                for _ in range(min(self.spec.workers, self.spec.trials - counted - running)):
+                for _ in range(room):
                     with warnings.catch_warnings():  # Optuna warns that ask() skips its heartbeat: ours beats
                         warnings.simplefilter("ignore", UserWarning)
                         trial = self.study.ask()
@@ -413,6 +420,32 @@ class Search:
             self.heartbeat.close()
             if self.measurer is not None:
                 self.measurer.close()
+
+    def _polish(self, room: int) -> None:
+        """Enqueue up to `room` untried neighbours of the best few configs, unless enqueued trials still wait."""
+        import optuna
+
+        trials = self.study.get_trials(deepcopy=False)
+        if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
+            return
+        tried = {polish.config_key(t.params) for t in trials}
+        tried |= {polish.config_key(t.user_attrs["config"]) for t in trials if "config" in t.user_attrs}
+        scored = [
+            t
+            for t in trials
+            if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("outcome") in ("measured", "modelled")
+        ]
+        bases: list[tuple[int, Config]] = []
+        for t in sorted(scored, key=lambda t: t.value):
+            if all(t.user_attrs["config"] != config for _, config in bases):
+                bases.append((t.number, t.user_attrs["config"]))
+            if len(bases) == polish.BASES:
+                break
+        found = polish.neighbours(self.family, bases, self.spec.shape, self.spec.arch, tried)
+        for n in polish.ranked(self.family, found, self.spec.shape, self.spec.arch, self.polish_model, self.spec.seed)[
+            :room
+        ]:
+            self.study.enqueue_trial(n.config, user_attrs={"source": n.source}, skip_if_exists=True)
 
     def _restore_lines(self) -> None:
         """A kill between a trial's outcome attr and its trials.jsonl line leaves it counted without a line. Once

@@ -41,6 +41,7 @@ class Seed:
 class WarmStart:
     seeds: tuple[Seed, ...]
     notes: tuple[str, ...]  # what was used and what was not, for the log and the report
+    model: learned.TimeModel | None = None  # the model without census features, which the polish ranks by
 
 
 def _valid_here(family: Family, config: Config, shape: Shape, arch: str) -> Config | None:
@@ -132,23 +133,23 @@ def random_valid(family: Family, shape: Shape, arch: str, count: int, seed: int)
 
 def model_seeds(
     family: Family, shape: Shape, arch: str, entries: list[Entry], taken: list[Config], workers: int, seed: int
-) -> tuple[list[Seed], str]:
+) -> tuple[list[Seed], str, learned.TimeModel | None]:
     rows = learned.training_rows(family, arch, entries)
     plain = learned.fit(rows, with_census=False, seed=seed)
     if plain is None:
         runs = len({r.run for r in rows})
         need = f"needs {learned.MIN_ROWS} over {learned.MIN_RUNS}"
-        return [], f"no model: {len(rows)} measured trials over {runs} runs ({need})"
+        return [], f"no model: {len(rows)} measured trials over {runs} runs ({need})", None
     pool = [c for c in random_valid(family, shape, arch, POOL, seed) if c not in taken]
     if not pool:
-        return [], "no model seeds: no valid config left to rank"
+        return [], "no model seeds: no valid config left to rank", plain
     scores = plain.predict([learned.features(family, c, shape, arch, None) for c in pool])
     shortlist = [c for _, c in sorted(zip(scores, pool, strict=True), key=lambda p: p[0])[:COMPILED]]
     full = learned.fit(rows, with_census=True, seed=seed)
     note = f"model: {plain.rows} measured trials over {plain.runs} runs; ranked {len(pool)} configs"
     if full is None:
         picks = shortlist[:MODEL_PICKS]
-        return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note + " (no census features yet)"
+        return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note + " (no census features yet)", plain
     from mage_tune.census import census_variant
     from mage_tune.census.features import features as census_features
     from mage_tune.kernels.pool import build_many
@@ -163,7 +164,7 @@ def model_seeds(
     built.sort(key=lambda p: p[0])
     picks = [c for _, c in built[:MODEL_PICKS]]
     note += f", compiled and censused the best {len(shortlist)}, census model on {full.rows} trials"
-    return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note
+    return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note, plain
 
 
 def plan(
@@ -186,6 +187,6 @@ def plan(
     if fresh_note:
         notes.append(fresh_note)
     taken = [s.config for s in near + fresh]
-    modelled, note = model_seeds(family, shape, arch, usable, taken, workers, seed or 0)
+    modelled, note, model = model_seeds(family, shape, arch, usable, taken, workers, seed or 0)
     notes.append(note)
-    return WarmStart(tuple(near + fresh + modelled), tuple(notes))
+    return WarmStart(tuple(near + fresh + modelled), tuple(notes), model)

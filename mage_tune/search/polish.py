@@ -1,0 +1,69 @@
+"""The end of a search: one-knob neighbours of the best few configs, tried before the sampler draws again.
+
+A sampler such as TPE draws each knob on its own, so a search can end with a config one knob away from one of its
+best left untried (at 16384 × 2560 on an H200 a 100-trial layer-norm search never ran vec=8 on its second and third
+best, 256 threads at vec=4: 1.5 % faster than its winner, runs/h200-2026-12-01-x-hints-threads). In its last
+`polish` trials a search enqueues such neighbours: each other value of each knob on each of the BASES best distinct
+configs so far, repaired to its nearest valid config where that value breaks a constraint (the changed knob kept),
+and not tried yet. They are ranked by the tuning database's model where there is one (tuning/learned.py: knobs and
+launch, no compile), else in a seeded random order; a new best re-centres the neighbourhood, and once every
+neighbour has run the sampler draws again.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+
+from mage_tune.kernels.base import Config, Family, Shape
+
+BASES = 3  # the best distinct configs whose neighbours are tried
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    config: Config
+    source: str  # "polish knob=value on #trial": the value that makes it a neighbour, of which trial's config
+
+
+def config_key(config: Config) -> str:
+    return json.dumps(config, sort_keys=True, default=str)
+
+
+def neighbours(
+    family: Family, bases: list[tuple[int, Config]], shape: Shape, arch: str, tried: set[str]
+) -> list[Neighbour]:
+    """Every other value of every knob on each (trial number, config) of `bases`, as its nearest valid config (that
+    knob kept), in base, knob and domain order; none twice, none whose key is in `tried`."""
+    out: list[Neighbour] = []
+    seen = set(tried)
+    for number, base in bases:
+        for knob in family.knobs:
+            for value in knob.domain:
+                if value == base[knob.name]:
+                    continue
+                config = family.nearest_valid({**base, knob.name: value}, shape, arch, keep=(knob.name,))
+                if config is None or config_key(config) in seen:
+                    continue
+                seen.add(config_key(config))
+                out.append(Neighbour(config, f"polish {knob.name}={value} on #{number}"))
+    return out
+
+
+def ranked(family: Family, found: list[Neighbour], shape: Shape, arch: str, model, seed: int | None) -> list[Neighbour]:
+    """`found`, the model's fastest first; without a model in a seeded random order (knob order would spend the
+    trials on the first knobs only)."""
+    if model is None:
+        order = list(found)
+        random.Random(seed).shuffle(order)
+        return order
+    from mage_tune.tuning import learned
+
+    scores = model.predict([learned.features(family, n.config, shape, arch, None) for n in found])
+    return [n for _, n in sorted(zip(scores, found, strict=True), key=lambda pair: pair[0])]
+
+
+def default_trials(trials: int, sampler: str) -> int:
+    """A quarter of the trials, none for the grid (which walks every point anyway) or a search under 8 trials."""
+    return 0 if sampler == "grid" or trials < 8 else trials // 4
