@@ -381,8 +381,11 @@ class Search:
                     time.sleep(2)
                     continue
                 room = min(self.spec.workers, self.spec.trials - counted - running)
-                if counted >= self.spec.trials - self.polish_trials:
+                polish_from = self.spec.trials - self.polish_trials
+                if counted >= polish_from:
                     self._polish(room)
+                else:  # the sampler's last batch stops where the polish starts, so the polish gets all its trials
+                    room = min(room, polish_from - counted)
                 batch = []
                 for _ in range(room):
                     with warnings.catch_warnings():  # Optuna warns that ask() skips its heartbeat: ours beats
