@@ -161,6 +161,8 @@ def test_shapes_table_rebuilds_from_the_records():
         ("h200-2026-12-01-tensor-core/tensor_core", ["--errors"]),
         ("h200-2026-12-01-affine-shared/affine", []),
         ("h200-2026-12-01-affine-shared/rebench", []),
+        ("h200-2026-12-01-x-hints-threads/x_hints_and_threads", []),
+        ("h200-2026-12-01-x-hints-threads/rebench", []),
     ],
 )
 def test_crossed_bench_tables_rebuild_from_the_records(folder, flags):

@@ -2,7 +2,8 @@
 
 A sampler such as TPE draws each knob on its own, so a search can end with a config one knob away from one of its
 best left untried (at 16384 × 2560 on an H200 a 100-trial layer-norm search never ran vec=8 on its second and third
-best, 256 threads at vec=4: 1.5 % faster than its winner, runs/h200-2026-12-01-x-hints-threads). In its last
+best, 256 threads at vec=4, which a later crossing timed 1.5 % faster than its winner in the same run:
+runs/h200-2026-12-01-x-hints-threads). In its last
 `polish` trials a search enqueues such neighbours: each other value of each knob on each of the BASES best distinct
 configs so far, repaired to its nearest valid config where that value breaks a constraint (the changed knob kept),
 and not tried yet. They are ranked by the tuning database's model where there is one (tuning/learned.py: knobs and
