@@ -123,6 +123,11 @@ def alive(pid: int) -> bool:
         return False
 
 
+def proposal_of(line: dict) -> dict:
+    """The sampler's draw of a trials.jsonl line: its config, before any redraw, before any repair."""
+    return {**line["config"], **line.get("redrawn_from", {}), **line.get("repaired_from", {})}
+
+
 def check_record_matches_study(run_dir: Path, study: optuna.Study, killed: bool = False) -> None:
     """Every trials.jsonl line is a counted trial of the study with the same config, outcome and value.
 
@@ -131,8 +136,9 @@ def check_record_matches_study(run_dir: Path, study: optuna.Study, killed: bool 
     for line in record.trials(run_dir):
         trial = by_number[line["number"]]
         assert trial.user_attrs["outcome"] == line["outcome"] in COUNTED
-        # the sampler's proposal; a drawn one that broke a constraint ran as its nearest valid config
-        assert trial.params == {**line["config"], **line.get("repaired_from", {})}
+        # the sampler's proposal; a drawn one that broke a constraint ran as its nearest valid config, one already
+        # tried as an untried neighbour
+        assert trial.params == proposal_of(line)
         if killed and trial.state == optuna.trial.TrialState.FAIL:
             continue
         if line["outcome"] in ("modelled", "measured", "duplicate"):
@@ -194,10 +200,11 @@ def test_drawn_configs_that_break_a_constraint_run_as_their_nearest_valid_one(st
         assert len(repaired) >= len(lines) // 2
         assert sum(t["outcome"] == "modelled" for t in lines) >= len(lines) // 2
     for t in repaired:
-        proposal = {**t["config"], **t["repaired_from"]}
-        assert family.violations(proposal, shape, "sm_90")  # the draw was invalid
+        assert family.violations(proposal_of(t), shape, "sm_90")  # the draw was invalid
         assert not family.violations(t["config"], shape, "sm_90")  # what ran is valid
-        assert 1 <= len(t["repaired_from"]) <= 2 and all(t["config"][k] != v for k, v in t["repaired_from"].items())
+        assert 1 <= len(t["repaired_from"]) <= 2
+        if not t.get("redrawn_from"):
+            assert all(t["config"][k] != v for k, v in t["repaired_from"].items())
         assert t["source"] == "tpe"
 
 
@@ -343,7 +350,7 @@ def test_resume_after_sigkill(tmp_path, env):
     check_record_matches_study(run_dir, study, killed=True)
     by_number = {t.number: t for t in study.trials}
     for line in before:
-        assert by_number[line["number"]].params == {**line["config"], **line.get("repaired_from", {})}
+        assert by_number[line["number"]].params == proposal_of(line)
 
     # The killed run's unfinished trials were failed once their heartbeat went stale; they count for nothing.
     abandoned = [t for t in study.trials if "outcome" not in t.user_attrs]
@@ -599,3 +606,44 @@ def test_polish_zero_leaves_every_trial_to_the_sampler(tmp_path):
         0,
         0,
     )
+
+
+class PersistLayerNorm(LayerNorm):
+    """Layer norm whose only choice is persist=2 or 4: one kernel (the value only sets the grid)."""
+
+    knobs = tuple(_narrow(k, {"persist": (2, 4)}.get(k.name)) for k in LayerNorm.knobs)
+
+
+@pytest.mark.parametrize(("m", "second"), [(4096, "modelled"), (256, "duplicate")])
+def test_a_duplicate_is_the_same_kernel_on_the_same_launch(tmp_path, m, second):
+    """persist=2 and 4 share one SASS. At m=4096 their grids differ (264 and 528 blocks), so each is scored; at m=256
+    both grids are the 256 row groups, and the second is the first's duplicate."""
+    spec = SearchSpec(
+        "layernorm", {"m": m, "d": 64}, "sm_90", 2, "grid", None, "persist", tmp_path / "run", 1, True, 0, db="off"
+    )
+    Search(spec, PersistLayerNorm(), print).run(lambda done, best: None)
+    lines = sorted(record.trials(tmp_path / "run"), key=lambda t: t["number"])
+    assert [t["outcome"] for t in lines] == ["modelled", second]
+    assert lines[0]["sass_sha256"] == lines[1]["sass_sha256"]
+    assert (lines[0]["grid"] == lines[1]["grid"]) == (second == "duplicate")
+
+
+def test_a_config_already_tried_runs_as_an_untried_neighbour(tmp_path):
+    """TPE draws its best configs again; each such draw runs as an untried one-knob neighbour (its record keeps the
+    replaced values as redrawn_from), so no config of the search runs twice."""
+    family = get_family("layernorm")
+    spec = SearchSpec(
+        "layernorm", {"m": 256, "d": 64}, "sm_90", 40, "tpe", None, "redraw", tmp_path / "run", 2, True, 5, db="off",
+        polish=0,
+    )  # fmt: skip
+    Search(spec, family, print).run(lambda done, best: None)
+    lines = sorted(record.trials(tmp_path / "run"), key=lambda t: t["number"])
+    configs = [json.dumps(t["config"], sort_keys=True) for t in lines]
+    assert len(lines) == 40 and len(set(configs)) == 40
+    redrawn = [t for t in lines if t.get("redrawn_from")]
+    assert redrawn
+    for t in redrawn:
+        drawn = {**t["config"], **t["redrawn_from"]}  # what the sampler asked for, once repaired
+        assert json.dumps(drawn, sort_keys=True) in configs[: lines.index(t)]
+        changed = [k for k in t["config"] if t["config"][k] != drawn[k]]
+        assert 1 <= len(changed) <= 3 and not family.violations(t["config"], {"m": 256, "d": 64}, "sm_90")

@@ -73,7 +73,9 @@ def search(
     A trial counts toward --trials when it ends measured, modelled, duplicate (same SASS as a measured one),
     pruned (constraints or census), compile_error or failed (wrong result, crash, timeout). A sampler's draw that
     breaks a constraint runs as the nearest valid config (at most two other knobs changed; the record keeps the
-    draw as repaired_from); only a draw with no valid config that close is pruned for its constraints.
+    draw as repaired_from); only a draw with no valid config that close is pruned for its constraints. A draw of a
+    config already tried runs as an untried one-knob neighbour of it (redrawn_from). The last --polish trials go to
+    the untried one-knob neighbours of the best three configs.
     """
     import json
 
