@@ -647,3 +647,20 @@ def test_a_config_already_tried_runs_as_an_untried_neighbour(tmp_path):
         assert json.dumps(drawn, sort_keys=True) in configs[: lines.index(t)]
         changed = [k for k in t["config"] if t["config"][k] != drawn[k]]
         assert 1 <= len(changed) <= 3 and not family.violations(t["config"], {"m": 256, "d": 64}, "sm_90")
+
+
+def test_the_polish_tries_a_value_the_search_has_only_seen_slow_last():
+    """Without a model the neighbours come in a seeded random order, except that a neighbour whose changed value the
+    search has measured goes back by how much slower its best time with that value was than the search's best."""
+    family, shape = get_family("layernorm"), {"m": 4096, "d": 768}
+    base = family.with_defaults({})
+    found = polish.neighbours(family, [(0, base)], shape, "sm_90", set())
+    assert len({n.knob for n in found}) == len(family.knobs)
+    slow = {**base, "passes": "twopass"}
+    fast = {**base, "threads": 64}
+    measured = [(base, 10.0), (slow, 13.0), (fast, 10.0)]
+    order = polish.ranked(family, found, shape, "sm_90", None, 1, measured)
+    assert sorted(order, key=lambda n: n.source) == sorted(found, key=lambda n: n.source)  # the same neighbours
+    assert (order[-1].knob, order[-1].value) == ("passes", "twopass")
+    plain = polish.ranked(family, found, shape, "sm_90", None, 1)
+    assert plain != order and plain == polish.ranked(family, found, shape, "sm_90", None, 1)  # seeded

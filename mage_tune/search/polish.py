@@ -3,17 +3,18 @@
 A sampler such as TPE draws each knob on its own, so a search can end with a config one knob away from one of its
 best left untried (at 16384 × 2560 on an H200 a 100-trial layer-norm search never ran vec=8 on its second and third
 best, 256 threads at vec=4, which a later crossing timed 1.5 % faster than its winner in the same run:
-runs/h200-2026-12-01-x-hints-threads). In its last
-`polish` trials a search enqueues such neighbours: each other value of each knob on each of the BASES best distinct
-configs so far, repaired to its nearest valid config where that value breaks a constraint (the changed knob kept),
-and not tried yet. They are ranked by the tuning database's model where there is one (tuning/learned.py: knobs and
-launch, no compile), else in a seeded random order; a new best re-centres the neighbourhood, and once every
-neighbour has run the sampler draws again.
+runs/h200-2026-12-01-x-hints-threads). In its last `polish` trials a search enqueues such neighbours: each other
+value of each knob on each of the BASES best distinct configs so far, repaired to its nearest valid config where
+that value breaks a constraint (the changed knob kept), and not tried yet. They are ranked by the tuning database's
+model where there is one (tuning/learned.py: knobs and launch, no compile) and by what the search has measured of
+each changed value (a value only ever seen slow is tried last), ties in a seeded random order; a new best re-centres
+the neighbourhood, and once every neighbour has run the sampler draws again.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import dataclass
 
@@ -25,7 +26,9 @@ BASES = 3  # the best distinct configs whose neighbours are tried
 @dataclass(frozen=True)
 class Neighbour:
     config: Config
-    source: str  # "polish knob=value on #trial": the value that makes it a neighbour, of which trial's config
+    knob: str
+    value: object  # the knob's value that makes it a neighbour
+    source: str  # "polish knob=value on #trial": that value, on which trial's config
 
 
 def config_key(config: Config) -> str:
@@ -48,21 +51,37 @@ def neighbours(
                 if config is None or config_key(config) in seen:
                     continue
                 seen.add(config_key(config))
-                out.append(Neighbour(config, f"polish {knob.name}={value} on #{number}"))
+                out.append(Neighbour(config, knob.name, value, f"polish {knob.name}={value} on #{number}"))
     return out
 
 
-def ranked(family: Family, found: list[Neighbour], shape: Shape, arch: str, model, seed: int | None) -> list[Neighbour]:
-    """`found`, the model's fastest first; without a model in a seeded random order (knob order would spend the
-    trials on the first knobs only)."""
-    if model is None:
-        order = list(found)
-        random.Random(seed).shuffle(order)
-        return order
-    from mage_tune.tuning import learned
+def ranked(
+    family: Family,
+    found: list[Neighbour],
+    shape: Shape,
+    arch: str,
+    model,
+    seed: int | None,
+    measured: list[tuple[Config, float]] = (),
+) -> list[Neighbour]:
+    """`found`, the likeliest fastest first: by the model's log time (relative to its run) plus what this search has
+    measured of the neighbour's changed value, log(the best time with that value / the best time): 0 for a value
+    not measured yet, so a value the search has only seen slow is tried last. Ties (every score without a model and
+    measurements) in a seeded random order: knob order would spend the trials on the first knobs only."""
+    order = list(found)
+    random.Random(seed).shuffle(order)
+    scores = [0.0] * len(order)
+    if model is not None:
+        from mage_tune.tuning import learned
 
-    scores = model.predict([learned.features(family, n.config, shape, arch, None) for n in found])
-    return [n for _, n in sorted(zip(scores, found, strict=True), key=lambda pair: pair[0])]
+        scores = model.predict([learned.features(family, n.config, shape, arch, None) for n in order])
+    best = min((value for _, value in measured), default=None)
+    if best:
+        for i, n in enumerate(order):
+            with_value = [value for config, value in measured if config.get(n.knob) == n.value]
+            if with_value:
+                scores[i] += math.log(min(with_value) / best)
+    return [n for _, n in sorted(zip(scores, order, strict=True), key=lambda pair: pair[0])]
 
 
 def default_trials(trials: int, sampler: str) -> int:

@@ -470,9 +470,11 @@ class Search:
             if len(bases) == polish.BASES:
                 break
         found = polish.neighbours(self.family, bases, self.spec.shape, self.spec.arch, tried)
-        for n in polish.ranked(self.family, found, self.spec.shape, self.spec.arch, self.polish_model, self.spec.seed)[
-            :room
-        ]:
+        measured = [(t.user_attrs["config"], t.value) for t in scored]
+        order = polish.ranked(
+            self.family, found, self.spec.shape, self.spec.arch, self.polish_model, self.spec.seed, measured
+        )
+        for n in order[:room]:
             self.study.enqueue_trial(n.config, user_attrs={"source": n.source}, skip_if_exists=True)
 
     def _restore_lines(self) -> None:
