@@ -14,14 +14,13 @@ from pathlib import Path
 
 from mage_tune.errors import MageError
 from mage_tune.measure.saved import read_record, timed_results
-from mage_tune.search.record import trials
+from mage_tune.search.runner import ranked_configs as search_ranked_configs
 
 
 def ranked_configs(path: Path, regime: str) -> list[dict]:
     """The configs of a record's passing variants, or a search run's measured trials, fastest first."""
     if path.is_dir():
-        measured = [t for t in trials(path) if t["outcome"] == "measured"]
-        return [t["config"] for t in sorted(measured, key=lambda t: t["value"])]
+        return search_ranked_configs(path, count=None)
     return [r["config"] for r in timed_results(read_record(path, "mage-tune.bench/"), "variant", regime, None)]
 
 

@@ -654,7 +654,7 @@ def test_the_polish_tries_a_value_the_search_has_only_seen_slow_last():
     search has measured goes back by how much slower its best time with that value was than the search's best."""
     family, shape = get_family("layernorm"), {"m": 4096, "d": 768}
     base = family.with_defaults({})
-    found = polish.neighbours(family, [(0, base)], shape, "sm_90", set())
+    found = list(polish.neighbours(family, [("#0", base)], shape, "sm_90", set()))
     assert len({n.knob for n in found}) == len(family.knobs)
     slow = {**base, "passes": "twopass"}
     fast = {**base, "threads": 64}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mage_tune.kernels.base import Config, Family, Shape
@@ -28,7 +29,7 @@ class Neighbour:
     config: Config
     knob: str
     value: object  # the knob's value that makes it a neighbour
-    source: str  # "polish knob=value on #trial": that value, on which trial's config
+    source: str  # "PREFIX knob=value on BASE": that value, on which base config
 
 
 def config_key(config: Config) -> str:
@@ -36,23 +37,34 @@ def config_key(config: Config) -> str:
 
 
 def neighbours(
-    family: Family, bases: list[tuple[int, Config]], shape: Shape, arch: str, tried: set[str]
-) -> list[Neighbour]:
-    """Every other value of every knob on each (trial number, config) of `bases`, as its nearest valid config (that
-    knob kept), in base, knob and domain order; none twice, none whose key is in `tried`."""
-    out: list[Neighbour] = []
+    family: Family,
+    bases: list[tuple[object, Config]],
+    shape: Shape,
+    arch: str,
+    tried: set[str],
+    prefix: str = "polish",
+    values: dict[str, list] | None = None,
+) -> Iterator[Neighbour]:
+    """Every other value of every knob (or only `values[knob]`, where given) on each (label, config) of `bases`, as
+    its nearest valid config (that knob kept), in base, knob and domain order, each named "PREFIX knob=value on
+    LABEL"; none twice, none whose key is in `tried`. Lazily: a caller that needs a few stops early."""
     seen = set(tried)
-    for number, base in bases:
+    for label, base in bases:
         for knob in family.knobs:
-            for value in knob.domain:
+            for value in knob.domain if values is None else values.get(knob.name, ()):
                 if value == base[knob.name]:
                     continue
                 config = family.nearest_valid({**base, knob.name: value}, shape, arch, keep=(knob.name,))
                 if config is None or config_key(config) in seen:
                     continue
                 seen.add(config_key(config))
-                out.append(Neighbour(config, knob.name, value, f"polish {knob.name}={value} on #{number}"))
-    return out
+                yield Neighbour(config, knob.name, value, f"{prefix} {knob.name}={value} on {label}")
+
+
+def tried_keys(trials) -> set[str]:
+    """The config keys an Optuna study's trials have taken: each one's proposal and, once run, what it ran as."""
+    keys = {config_key(t.params) for t in trials}
+    return keys | {config_key(t.user_attrs["config"]) for t in trials if "config" in t.user_attrs}
 
 
 def ranked(

@@ -271,12 +271,12 @@ class Search:
         an untried one-knob neighbour of it runs instead where there is one, the model's pick where there is a model
         (search/polish.py); the record keeps the values it replaced as `redrawn_from`. A sampler such as TPE redraws
         its best configs: 7-23 % of the trials of each earlier 100-trial layer-norm search under runs/ repeated one."""
-        trials = [t for t in self.study.get_trials(deepcopy=False) if t.number != trial.number]
-        tried = {polish.config_key(t.params) for t in trials}
-        tried |= {polish.config_key(t.user_attrs["config"]) for t in trials if "config" in t.user_attrs}
+        tried = polish.tried_keys([t for t in self.study.get_trials(deepcopy=False) if t.number != trial.number])
         if polish.config_key(config) not in tried:
             return config
-        found = polish.neighbours(self.family, [(trial.number, config)], self.spec.shape, self.spec.arch, tried)
+        found = list(
+            polish.neighbours(self.family, [(f"#{trial.number}", config)], self.spec.shape, self.spec.arch, tried)
+        )
         if not found:
             return config
         pick = polish.ranked(self.family, found, self.spec.shape, self.spec.arch, self.polish_model, trial.number)[0]
@@ -456,20 +456,19 @@ class Search:
         trials = self.study.get_trials(deepcopy=False)
         if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
             return
-        tried = {polish.config_key(t.params) for t in trials}
-        tried |= {polish.config_key(t.user_attrs["config"]) for t in trials if "config" in t.user_attrs}
+        tried = polish.tried_keys(trials)
         scored = [
             t
             for t in trials
             if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("outcome") in ("measured", "modelled")
         ]
-        bases: list[tuple[int, Config]] = []
+        bases: list[tuple[str, Config]] = []
         for t in sorted(scored, key=lambda t: t.value):
             if all(t.user_attrs["config"] != config for _, config in bases):
-                bases.append((t.number, t.user_attrs["config"]))
+                bases.append((f"#{t.number}", t.user_attrs["config"]))
             if len(bases) == polish.BASES:
                 break
-        found = polish.neighbours(self.family, bases, self.spec.shape, self.spec.arch, tried)
+        found = list(polish.neighbours(self.family, bases, self.spec.shape, self.spec.arch, tried))
         measured = [(t.user_attrs["config"], t.value) for t in scored]
         order = polish.ranked(
             self.family, found, self.spec.shape, self.spec.arch, self.polish_model, self.spec.seed, measured
@@ -637,8 +636,8 @@ def write_summary(spec: SearchSpec, family: Family) -> dict:
     return best
 
 
-def ranked_configs(run_dir: Path, count: int = 5) -> list[Config]:
-    """The fastest distinct configs of the run, best first."""
+def ranked_configs(run_dir: Path, count: int | None = 5) -> list[Config]:
+    """The fastest distinct configs of the run, best first (every one with count=None)."""
     scored = sorted(
         (t for t in record.trials(run_dir) if t["outcome"] in ("measured", "modelled")), key=lambda t: t["value"]
     )

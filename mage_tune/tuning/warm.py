@@ -14,6 +14,7 @@ the sampler asked for) counts them among its start-up trials and goes on from th
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from dataclasses import dataclass
@@ -94,24 +95,21 @@ def new_value_seeds(
     naming those values ("" when there are none)."""
     if not near:
         return [], ""
+    from mage_tune.search import polish
+
     names = {k.name for k in family.knobs}
     taken: dict[str, set] = {name: set() for name in names}
     for e in entries:
         for name, value in family.with_defaults({k: v for k, v in e.config.items() if k in names}).items():
             taken[name].add(value)
     base = near[0]
-    out: list[Seed] = []
-    values: list[str] = []
-    for knob in family.knobs:
-        for value in knob.domain:
-            if value in taken[knob.name] or len(out) == NEW_VALUE_PICKS:
-                continue
-            config = family.nearest_valid({**base.config, knob.name: value}, shape, arch, keep=(knob.name,))
-            if config is not None and all(config != s.config for s in [*near, *out]):
-                out.append(Seed(config, f"new value {knob.name}={value} on {base.source}"))
-                values.append(f"{knob.name}={value}")
-    note = f"{len(out)} with knob values the database has not measured: {', '.join(values)}" if out else ""
-    return out, note
+    fresh = {k.name: [v for v in k.domain if v not in taken[k.name]] for k in family.knobs}
+    near_keys = {polish.config_key(s.config) for s in near}
+    found = polish.neighbours(family, [(base.source, base.config)], shape, arch, near_keys, "new value", fresh)
+    picks = list(itertools.islice(found, NEW_VALUE_PICKS))
+    values = ", ".join(f"{n.knob}={n.value}" for n in picks)
+    note = f"{len(picks)} with knob values the database has not measured: {values}" if picks else ""
+    return [Seed(n.config, n.source) for n in picks], note
 
 
 def random_valid(family: Family, shape: Shape, arch: str, count: int, seed: int) -> list[Config]:
