@@ -49,7 +49,7 @@ SEED = {
 # The fastest config of the d=768 walk on an H200 (8.01 µs, one block per row group): 64 threads per row, two rows per
 # block, 8-byte streaming accesses, so 6 chunks of x per thread.
 BEST = {**SEED, "threads": 64, "rows": 2, "vec": 8, "hint": "cs"}
-READS = {"regs": 1, "welford": 2, "twopass": 3, "regs_welford": 1}  # passes over x
+READS = {"regs": 1, "welford": 2, "twopass": 3}  # passes over x
 WALK_LIMIT = 3500  # the most distinct kernels the whole-space test compiles one by one
 
 
@@ -119,7 +119,7 @@ def test_seed_is_valid_and_the_default():
 
 
 def test_space_size_at_768():
-    assert FAMILY.space_size() == 13 * 4 * 3 * 4 * 3 * 2 * 4 * 2 * 4 * 2 * 3 * 3
+    assert FAMILY.space_size() == 13 * 4 * 3 * 3 * 3 * 2 * 4 * 2 * 4 * 2 * 3 * 3
     # full_occupancy=1, y_hint=cs and x_prefetch=128, 256 (which constrain nothing) make twelve of each
     plain = [
         c
@@ -130,22 +130,21 @@ def test_space_size_at_768():
     # affine=early: one more config for each one-group (persist=0) config that holds its row in registers
     valid = [c for c in plain if c["affine"] == "late"]
     early = [c for c in plain if c["affine"] == "early"]
-    in_registers = ("regs", "regs_welford")
-    assert len(early) == sum(1 for c in valid if c["passes"] in in_registers and c["persist"] == 0) == 4576
+    assert len(early) == sum(1 for c in valid if c["passes"] == "regs" and c["persist"] == 0) == 2288
     # affine=smem: one more for each persist=0 config (its copies of scale and bias fit a block at d=768)
-    assert sum(1 for c in plain if c["affine"] == "smem") == sum(1 for c in valid if c["persist"] == 0) == 9280
+    assert sum(1 for c in plain if c["affine"] == "smem") == sum(1 for c in valid if c["persist"] == 0) == 6992
     # persist=0: 34 (threads, rows) pairs within 1024 threads a block (4 rows values up to 128 threads, 3 for 160-256,
-    # 2 for 320-512, 1 above), × 3 vec × 4 passes × 2 rsqrt × 4 hint; less, for shfl and smem, the row in registers
-    # at threads=32 with vec=4 (24 chunks > 16): 34 · 96 · 2 − 2 · 64 = 6400; shfl2 needs threads ≥ 64: 30 pairs.
-    assert sum(1 for c in valid if c["persist"] == 0 and c["reduce"] != "shfl2") == 34 * 96 * 2 - 128 == 6400
-    assert sum(1 for c in valid if c["persist"] == 0) == 6400 + 30 * 96 == 9280
+    # 2 for 320-512, 1 above), × 3 vec × 3 passes × 2 rsqrt × 4 hint; less, for shfl and smem, passes=regs at
+    # threads=32 with vec=4 (24 chunks > 16): 34 · 72 · 2 − 64 = 4832; shfl2 needs threads ≥ 64: 30 pairs, 2160.
+    assert sum(1 for c in valid if c["persist"] == 0 and c["reduce"] != "shfl2") == 34 * 72 * 2 - 64 == 4832
+    assert sum(1 for c in valid if c["persist"] == 0) == 4832 + 30 * 72 == 6992
     # persist=2, 4, 8: passes=regs only, and at most 8 chunks, which excludes threads=32 with vec=8 and vec=4 and
     # threads=64 with vec=4 (12 or 24 chunks): 2128 configs for each value, 688 of them shfl2.
     for persist in (2, 4, 8):
         configs = [c for c in valid if c["persist"] == persist]
         assert {c["passes"] for c in configs} == {"regs"} and len(configs) == 2128
         assert sum(1 for c in configs if c["reduce"] == "shfl2") == 688
-    assert len(valid) == 9280 + 3 * 2128 == 15664
+    assert len(valid) == 6992 + 3 * 2128 == 13376
 
 
 def _kernel_text(config: dict, shape: dict) -> str:
@@ -154,11 +153,10 @@ def _kernel_text(config: dict, shape: dict) -> str:
 
 
 def test_whole_d768_space_compiles():
-    """Every distinct kernel with power-of-two threads, passes regs, welford or twopass, hint none/nc/cs and
-    full_occupancy=0, y_hint=none, affine=late, x_prefetch=0 compiled once, and a sample of the rest (other thread
-    counts, regs_welford, the no-allocate hint, the launch bounds, the store of y, where scale and bias are loaded,
-    the prefetch size): persist=2, 4 and 8 render the same kernel (the value only sets the grid), so the walk is 2652
-    persist=0 kernels and 732 persistent ones."""
+    """Every distinct kernel with power-of-two threads, hint none/nc/cs and full_occupancy=0, y_hint=none,
+    affine=late, x_prefetch=0 compiled once, and a sample of the rest (other thread counts, the no-allocate hint, the
+    launch bounds, the store of y, where scale and bias are loaded, the prefetch size): persist=2, 4 and 8 render
+    the same kernel (the value only sets the grid), so the walk is 2652 persist=0 kernels and 732 persistent ones."""
     valid = list(FAMILY.configs(D768, ARCH))
     persistent = [c for c in valid if c["persist"]]
     for config in random.Random(0).sample(persistent, 40):
@@ -166,12 +164,11 @@ def test_whole_d768_space_compiles():
     kernels: dict[str, dict] = {}
     for config in valid:  # one config per kernel: persist > 0 counted as persist=2
         kernels.setdefault(json.dumps({**config, "persist": min(config["persist"], 2)}, sort_keys=True), config)
-    assert len(kernels) == 12 * (9280 + 2128 + 4576 + 9280)
+    assert len(kernels) == 12 * (6992 + 2128 + 2288 + 6992)
 
     def walked(c: dict) -> bool:
         return (
             c["threads"] in (32, 64, 128, 256, 512, 1024)
-            and c["passes"] != "regs_welford"
             and c["hint"] != "nc_na"
             and (c["full_occupancy"], c["y_hint"], c["affine"], c["x_prefetch"]) == (0, "none", "late", 0)
         )
@@ -258,10 +255,7 @@ def censuses():
     jobs = [(SEED, D768)] + [(changed, D768) for _, changed in _one_knob_pairs()] + EXTRAS + PERSISTENT
     jobs += SMEM_AFFINE[1:]  # the first is a one-knob change
     jobs += [({**SEED, "threads": t, "reduce": "smem"}, D768) for t in (96, 192, 384, 768, 160, 640)]
-    jobs += [
-        ({**SEED, "threads": 160, "reduce": "shfl2"}, D768),
-        ({**SEED, "passes": "regs_welford", "reduce": "smem"}, D768),
-    ]
+    jobs += [({**SEED, "threads": 160, "reduce": "shfl2"}, D768)]
     jobs += [({**SEED, "hint": h, "x_prefetch": p}, D768) for h in ("nc", "cs") for p in (128, 256)]
     with ProcessPoolExecutor(2) as pool:
         built = list(pool.map(_census, jobs))
@@ -429,17 +423,6 @@ def test_warp_counts_off_a_power_of_two(censuses):
         assert _tree_barriers(threads) == barriers
         assert c.ptx.barriers == c.sass.barriers == 2 * barriers, threads
         assert c.ptx.shuffles == 0 and c.sass.shared_stores
-
-
-def test_regs_welford_reads_once_and_reduces_once(censuses):
-    """passes=regs_welford keeps regs' single read of x and its stores from registers, but merges Welford triples in
-    one reduction where regs reduces twice: half the barriers, with shuffles or the tree."""
-    for reduce in ("shfl", "smem"):
-        _, regs = _get(censuses, {**SEED, "reduce": reduce})
-        _, merged = _get(censuses, {**SEED, "reduce": reduce, "passes": "regs_welford"})
-        assert merged.ptx.params["x"].loads == regs.ptx.params["x"].loads == FAMILY.chunks(SEED, D768)
-        assert merged.ptx.barriers == merged.sass.barriers == regs.ptx.barriers // 2, reduce
-        assert merged.ptx.params["y"].stores == regs.ptx.params["y"].stores
 
 
 def test_x_prefetch_sets_the_prefetch_size_of_x(censuses):
@@ -643,7 +626,7 @@ def test_variants_match_the_reference_on_a_gpu():
         shape = {"m": 37, "d": d}
         jobs += [(c, shape) for c in _sample(shape, 12, seed=d)]
     jobs += [(SEED, {"m": 37, "d": 768}), ({**SEED, "passes": "welford", "rows": 8}, {"m": 37, "d": 768})]
-    jobs += [(c, {"m": 37, "d": d}) for c, d in NOT_POW2 + REGS_WELFORD]  # the host emulation's, on the GPU
+    jobs += [(c, {"m": 37, "d": d}) for c, d in NOT_POW2]  # the host emulation's, on the GPU
     with ProcessPoolExecutor(os.cpu_count()) as pool:
         variants = [v for v, _ in pool.map(_census, jobs)]
     failures = []
@@ -833,16 +816,6 @@ NOT_POW2 = [
     ({**SEED, "threads": 768, "vec": 4, "passes": "twopass", "reduce": "smem"}, 1000),
     ({**SEED, "threads": 640, "persist": 2}, 2560),
 ]
-# passes=regs_welford (the row in registers, one reduction of Welford triples) with every reduction: a warp-wide row,
-# shuffles across 4 and 5 warps, the tree (with a fold at 96 threads), ragged rows, surplus rows, scale and bias early
-# or in shared memory.
-REGS_WELFORD = [
-    ({**SEED, "passes": "regs_welford"}, 768),
-    ({**SEED, "passes": "regs_welford", "threads": 32, "rows": 4}, 1000),
-    ({**SEED, "passes": "regs_welford", "threads": 160, "reduce": "shfl2", "affine": "early"}, 1000),
-    ({**SEED, "passes": "regs_welford", "threads": 96, "reduce": "smem", "vec": 4}, 769),
-    ({**SEED, "passes": "regs_welford", "rows": 2, "reduce": "smem", "affine": "smem"}, 768),
-]
 # Persistent kernels of every shape of reduction: a block of warp-wide rows (no block barrier), shuffles across warps,
 # the shared-memory tree, a ragged last chunk (d=769, d=1000); the seed with persist=0 checks the emulation itself,
 # and two one-block-per-group kernels the butterfly exchange (shfl2), of sums and of Welford triples.
@@ -859,7 +832,6 @@ HOST_CONFIGS = [
     ({**SEED, "threads": 32, "rows": 4, "affine": "smem"}, 1000),
     (SEED, 768),
     *NOT_POW2,
-    *REGS_WELFORD,
 ]
 
 

@@ -5,7 +5,7 @@ with var the biased variance. d is compiled in; M is a runtime argument. One ker
 A thread covers its row in *chunks*: chunk c of thread t holds floats [c·threads·v + t·v, +v), v = vec/4, so every
 access of a warp is contiguous. chunks = ceil(d / (threads·v)); only the last chunk can be ragged and is masked.
 Every loop over chunks has a compile-time trip count and is fully unrolled, so the census of x's loads is exact:
-passes × chunks (regs and regs_welford 1, welford 2, twopass 3).
+passes × chunks (regs 1, welford 2, twopass 3).
 
 Knobs (each domain lists its default first, the seed: one 128-thread block per row, 16-byte accesses, one pass):
   threads  threads per row: 128, 256, 512, 1024, 64, 32 (32: a warp per row, no block barrier at all), and 3 · 2^k
@@ -15,9 +15,7 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
   rows     rows per block: 1, 2, 4, 8 (block = threads·rows ≤ 1024); grid = ceil(M / rows)
   vec      bytes per global access of x, scale, bias and y: 16 (float4), 8 (float2), 4 (float)
   passes   regs: x read once and held in registers (chunks ≤ 16); welford: one read for (count, mean, M2) merged
-           by Chan's formula, a second for the output; twopass: reads for the mean, the variance, the output;
-           regs_welford: the row in registers as with regs, its (count, mean, M2) merged from them and reduced once
-           (regs reduces twice: the sum, then the squared deviations), so a block waits on one reduction, not two
+           by Chan's formula, a second for the output; twopass: reads for the mean, the variance, the output
   reduce   shfl: warp shuffles, then one shared exchange of per-warp partials behind one barrier per reduction
            (none when threads = 32), every thread adding all the partials (vector broadcast reads); shfl2: the same
            exchange, but lane l reads partial l % warps (one 32-bit read, conflict-free) and a butterfly of shuffles
@@ -36,9 +34,8 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            current group, in the other, reduces, and a set is refilled as soon as its group is stored
   full_occupancy  1: __launch_bounds__(block, 2048/block), so ptxas keeps to 32 registers and as many blocks as
            2048 threads hold fit an SM (64 warps where block divides 2048)
-  affine   late: scale and bias loaded per chunk as y is written, after the reductions; early (the row in
-           registers, persist=0): loaded into registers right after x's loads are issued, so the stores wait on no
-           load. On an H200 the
+  affine   late: scale and bias loaded per chunk as y is written, after the reductions; early (passes=regs, persist=0):
+           loaded into registers right after x's loads are issued, so the stores wait on no load. On an H200 the
            late loads cost DRAM-bound rows 1-2 % of a copy's time (benchmarks/gpu/row_copy_probe.py), and early's
            registers cost occupancy; smem (persist=0, any passes): each thread copies its chunks' scale and bias
            into shared memory by cp.async as the block starts, so they wait there, not in registers, and the
@@ -49,9 +46,8 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            fetch that many bytes around the sector asked for, fewer and larger DRAM requests for rows read whole
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
-cancels); welford and regs_welford reduce once, a triple. Rows past M in the last block leave at once when no block
-barrier is shared with another row (rows=1 or threads=32); otherwise they redo the last row, to meet the barriers, and
-store nothing.
+cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared
+with another row (rows=1 or threads=32); otherwise they redo the last row, to meet the barriers, and store nothing.
 A persistent block's trip count depends on blockIdx.x, gridDim.x and M only, so all its threads meet every barrier;
 its surplus rows (in the last group) redo the last row and store nothing, whatever rows and threads are.
 """
@@ -105,11 +101,7 @@ class LayerNorm(CudaFamily):
         Knob("threads", (128, 256, 512, 1024, 64, 32, 96, 192, 384, 768, 160, 320, 640), "threads per row"),
         Knob("rows", (1, 2, 4, 8), "rows per block (threads·rows ≤ 1024); with threads=32, a warp per row"),
         Knob("vec", (16, 8, 4), "bytes per global access: float4, float2 or float"),
-        Knob(
-            "passes",
-            ("regs", "welford", "twopass", "regs_welford"),
-            "reads of x: 1 (row in registers), 2 (Welford), 3; regs_welford: 1, with one Welford reduction",
-        ),
+        Knob("passes", ("regs", "welford", "twopass"), "reads of x: 1 (row in registers), 2 (Welford), 3"),
         Knob(
             "reduce",
             ("shfl", "smem", "shfl2"),
@@ -173,7 +165,7 @@ class LayerNorm(CudaFamily):
     def shared_bytes(config: Config) -> int:
         """Static shared memory of the reductions (the template declares exactly this)."""
         threads, rows = config["threads"], config["rows"]
-        welford = config["passes"] in ("welford", "regs_welford")
+        welford = config["passes"] == "welford"
         if config["reduce"] != "smem":
             if threads == 32:
                 return 0  # the warp is the row: shuffles only
@@ -196,11 +188,11 @@ class LayerNorm(CudaFamily):
                 f"vec={vec} needs every row to start {vec}-byte aligned, but a row of d={d} floats is "
                 f"{d * FLOAT} bytes; use a narrower vec"
             )
-        elif config["passes"] in ("regs", "regs_welford") and self.chunks(config, shape) > MAX_REG_CHUNKS:
+        elif config["passes"] == "regs" and self.chunks(config, shape) > MAX_REG_CHUNKS:
             problems.append(
-                f"passes={config['passes']} holds the row in registers, but d={d} with threads={threads} and "
-                f"vec={vec} is {self.chunks(config, shape)} chunks per thread, over {MAX_REG_CHUNKS}; use more "
-                "threads, a wider vec, or passes=welford or twopass"
+                f"passes=regs holds the row in registers, but d={d} with threads={threads} and vec={vec} is "
+                f"{self.chunks(config, shape)} chunks per thread, over {MAX_REG_CHUNKS}; use more threads, a wider "
+                "vec, or passes=welford or twopass"
             )
         if config["persist"]:
             if config["passes"] != "regs":
@@ -215,10 +207,10 @@ class LayerNorm(CudaFamily):
                     f"{self.chunks(config, shape)} chunks per thread, over {MAX_PERSIST_CHUNKS}; use more threads, "
                     "a wider vec, or persist=0"
                 )
-        if config["affine"] == "early" and (config["passes"] not in ("regs", "regs_welford") or config["persist"]):
+        if config["affine"] == "early" and (config["passes"] != "regs" or config["persist"]):
             problems.append(
                 "affine=early holds a row's scale and bias in registers beside x, for a block that normalizes one "
-                f"row group: it needs passes=regs or regs_welford and persist=0, not passes={config['passes']}, "
+                f"row group: it needs passes=regs and persist=0, not passes={config['passes']}, "
                 f"persist={config['persist']}"
             )
         if config["affine"] == "smem" and config["persist"]:
@@ -248,13 +240,11 @@ class LayerNorm(CudaFamily):
         return [
             f"threads × rows ≤ {MAX_BLOCK} (one block holds rows × threads threads).",
             "4·d must be a multiple of vec, so every row starts aligned to the access width.",
-            f"passes=regs and regs_welford need ceil(d / (threads·vec/4)) ≤ {MAX_REG_CHUNKS} chunks per thread (the "
-            "row in registers).",
+            f"passes=regs needs ceil(d / (threads·vec/4)) ≤ {MAX_REG_CHUNKS} chunks per thread (the row in registers).",
             f"persist > 0 needs passes=regs and ≤ {MAX_PERSIST_CHUNKS} chunks per thread (two row groups in "
             "registers).",
             "reduce=shfl2 needs threads ≥ 64 (a warp-wide row has no exchange, so it would be shfl's kernel).",
-            "affine=early needs passes=regs or regs_welford and persist=0 (scale and bias held beside one row group's "
-            "x).",
+            "affine=early needs passes=regs and persist=0 (scale and bias held beside one row group's x).",
             "affine=smem needs persist=0, and its 2·rows·chunks·threads·vec bytes of scale and bias, with the "
             "reductions', within the shared memory a block may have on the arch (227 KB on sm_90).",
             f"The reduction's shared memory must fit in {MAX_STATIC_SHARED // 1024} KB "
@@ -294,8 +284,6 @@ class LayerNorm(CudaFamily):
             "store": "__stcs" if config["y_hint"] == "cs" else "plain_store",
             # Without a block barrier shared across rows, a block's surplus rows may simply leave.
             "early_exit": rows == 1 or threads == 32,
-            "row_in_regs": config["passes"] in ("regs", "regs_welford"),
-            "welford_stats": config["passes"] in ("welford", "regs_welford"),
         }
 
     # --- correctness and cost -----------------------------------------------------------------------------------
