@@ -163,6 +163,9 @@ def test_shapes_table_rebuilds_from_the_records():
         ("h200-2026-12-01-affine-shared/rebench", []),
         ("h200-2026-12-01-x-hints-threads/x_hints_and_threads", []),
         ("h200-2026-12-01-x-hints-threads/rebench", []),
+        ("h200-2026-12-01-regs-welford/regs_welford", []),
+        ("h200-2026-12-01-wide-rows/rebench", []),
+        ("h200-2026-12-01-wide-rows/rows_sweep", []),
     ],
 )
 def test_crossed_bench_tables_rebuild_from_the_records(folder, flags):

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The same configs benched at several shapes (e.g. one width, rows from few to many), each shape one
+# `mage-tune bench --configs` run with its baselines beside it: whether a kernel's gap to the same-bytes copy is a
+# fixed cost per launch (it shrinks, relative to the copy, as the rows grow) or a cost per row (it stays).
+# Records: OUT/rows_sweep/FAMILY-SHAPE.{json,txt,log}; OUT/rows_sweep.tgz, rewritten after every shape.
+#
+# usage: OUT=/tmp/w bash benchmarks/gpu/rows_sweep.sh FAMILY CONFIGS.json SHAPE...   (SHAPE as DIM=N,DIM=N,...)
+#   e.g. layernorm benchmarks/gpu/configs/ln_d6144_rows_sweep.json m=4096,d=6144 m=8192,d=6144 m=16384,d=6144
+# then:  python analysis/crossed_bench.py OUT/rows_sweep
+set -u
+family=$1 configs=$2
+shift 2
+out=${OUT:-out}/rows_sweep
+mkdir -p "$out"
+for shape in "$@"; do
+  tag=$family-${shape//[=,]/}
+  echo "== $tag"
+  python -m mage_tune bench "$family" --shape "$shape" --configs "$configs" --rounds 7 \
+    --out "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.log"
+  echo "exit $?" >> "$out/$tag.log"
+  tar czf "$out.tgz" -C "$out" .
+done
