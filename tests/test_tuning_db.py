@@ -317,3 +317,30 @@ def test_one_worker_per_device_counts_exactly(storage, tmp_path):
     assert len(counted) == 10 and _counted(parent.study)[0] == 10
     assert shown and shown[-1] == 10
     assert len((tmp_path / "run/environment.jsonl").read_text().splitlines()) == 2  # each worker recorded its own
+
+
+def test_the_model_learns_times_over_the_fastest_baseline_of_each_run():
+    """A trial's training target is its log time over the fastest baseline measured in its run (here the same-bytes
+    copy), recomputed from the bench record itself; a run without baselines is measured against its trials' mean."""
+    from dataclasses import replace
+
+    from mage_tune.tuning import learned, sources
+    from mage_tune.tuning.db import Entry
+
+    path = RUNS / "h200-2026-12-01-wide-rows/rows_sweep/layernorm-m8192d6144.json"
+    run, rows = sources.bench_record(path)
+    entries = [Entry(run, r["number"], r["config"], r["outcome"], r["value"]) for r in rows]
+    data = json.loads(path.read_text())
+    fastest = min(_cold(r) for r in data["results"] if r["kind"] != "variant" and r["ok"])
+    assert fastest == min(v for k, v in run.baselines.items() if k.startswith("copy["))
+    family = get_family("layernorm")
+    targets = [r.target for r in learned.training_rows(family, "sm_90", entries)]
+    times = [_cold(r) for r in _variants(path)]
+    assert len(targets) == len(times) == 5
+    assert targets == pytest.approx([math.log(t / fastest) for t in times])
+    assert all(t > 0 for t in targets)  # no layer norm here is faster than the copy
+
+    bare = [replace(e, run=replace(run, baselines={})) for e in entries]
+    logs = [math.log(t) for t in times]
+    mean = sum(logs) / len(logs)
+    assert [r.target for r in learned.training_rows(family, "sm_90", bare)] == pytest.approx([lt - mean for lt in logs])
