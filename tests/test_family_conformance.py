@@ -22,6 +22,7 @@ EXAMPLES = [
     "examples/rmsnorm/triton_family.py:BF16",
     "examples/softmax_autotuned/family.py",
     "examples/layernorm_bulk/family.py",
+    "examples/layernorm_cluster/family.py",
 ]
 SPECS = [*builtin_names(), *EXAMPLES]
 ARCH = "sm_90"

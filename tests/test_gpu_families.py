@@ -78,6 +78,23 @@ def test_bulk_copy_family_is_correct_at_every_shared_memory_size():
     assert min(sizes) < 48 * 1024 and 48 * 1024 in sizes and max(sizes) > 48 * 1024
 
 
+def test_cluster_family_is_correct_for_every_cluster_size():
+    """The cluster layer norm: a row split over 2, 4 or 8 CTAs meeting through distributed shared memory (and the
+    control, a CTA per row), scale and bias late or early, an odd row count, and a ragged last chunk (d=1000)."""
+    spec = str(ROOT / "examples/layernorm_cluster/family.py")
+    cases = [
+        ({"m": 1027, "d": 6144}, ["cluster=1,2,4,8", "threads=128,256", "affine=late,early"]),
+        ({"m": 515, "d": 1000}, ["cluster=1,2", "threads=64", "affine=late,early"]),
+    ]
+    clusters = set()
+    for shape, settings in cases:
+        results = _bench(spec, shape, settings)
+        variants = [r for r in results.values() if r.kind == "variant"]
+        assert variants and all(r.ok for r in results.values()), [(r.label, r.error) for r in results.values()]
+        clusters |= {r.config["cluster"] for r in variants}
+    assert clusters == {1, 2, 4, 8}
+
+
 def test_a_crashing_config_is_a_failed_trial_and_the_search_goes_on(tmp_path):
     family = ROOT / "tests" / "data" / "planted_crash_family.py"
     run_dir = tmp_path / "run"

@@ -367,7 +367,7 @@ class LayerNorm(CudaFamily):
             passes = passes_over_row(census, "x", int(config["BLOCK"]), 32 * int(config["num_warps"]))
         else:
             passes = passes_over_row(census, "x", shape["d"], int(config["threads"]))
-        return [CompareFact("passes", "passes over x", passes, _passes_text(passes))]
+        return [CompareFact("passes", "passes over x", passes, passes_text(passes))]
 
     compare_note = PASSES_NOTE
 
@@ -390,7 +390,7 @@ def passes_over_row(census, param: str, row_floats: int, threads_per_row: int) -
     return {"value": loaded / share, "loaded_floats": loaded, "share_floats": share, "loads": acc.loads}
 
 
-def _passes_text(passes) -> str:
+def passes_text(passes) -> str:
     if passes is None:
         return "-"
     value = passes["value"]

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The example cluster layer norm (examples/layernorm_cluster: a row split over a thread block cluster) swept over
+# cluster × threads × affine at the layer-norm shapes given (default: the DRAM-bound ones, the widest first), one
+# `mage-tune bench` run per shape with Triton, torch and the same-bytes copy beside it; invalid combinations are
+# dropped. cluster=1 is the same code with a CTA per row, the control.
+# Records: $OUT/cluster/layernorm-cluster-mMdD.{json,txt,log}, packed into $OUT/cluster.tgz after each shape.
+#
+#   OUT=/tmp/w bash benchmarks/gpu/cluster_layernorm.sh [m=8192,d=6144 ...]
+# then: python analysis/crossed_bench.py $OUT/cluster
+set -u
+out=${OUT:-./out}/cluster
+mkdir -p "$out"
+shapes=("$@")
+[ ${#shapes[@]} -gt 0 ] || shapes=(m=8192,d=6144 m=1024,d=8192 m=16384,d=2560 m=8192,d=1600)
+for shape in "${shapes[@]}"; do
+  tag=layernorm-cluster-$(echo "$shape" | tr -d '=,')
+  python -m mage_tune bench examples/layernorm_cluster/family.py --shape "$shape" ${SWEEP:---set cluster=1,2,4,8 \
+    --set threads=64,128,256,512 --set affine=late,early} --rounds 7 --out "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.log"
+  echo "exit $?" >> "$out/$tag.log"
+  tar czf "$out.tgz" -C "$out" .
+done
