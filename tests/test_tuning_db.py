@@ -19,12 +19,14 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mage_tune.kernels import get_family
-from mage_tune.tuning.db import TuningDB, shape_distance
+from mage_tune.tuning import learned, sources
+from mage_tune.tuning.db import Entry, TuningDB, shape_distance
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "runs"
@@ -322,11 +324,6 @@ def test_one_worker_per_device_counts_exactly(storage, tmp_path):
 def test_the_model_learns_times_over_the_fastest_baseline_of_each_run():
     """A trial's training target is its log time over the fastest baseline measured in its run (here the same-bytes
     copy), recomputed from the bench record itself; a run without baselines is measured against its trials' mean."""
-    from dataclasses import replace
-
-    from mage_tune.tuning import learned, sources
-    from mage_tune.tuning.db import Entry
-
     path = RUNS / "h200-2026-12-01-wide-rows/rows_sweep/layernorm-m8192d6144.json"
     run, rows = sources.bench_record(path)
     entries = [Entry(run, r["number"], r["config"], r["outcome"], r["value"]) for r in rows]

@@ -4,6 +4,9 @@
 #   bench_crossed FAMILY SHAPE TAG.bases.json [--set KNOB=V1,V2 ...]
 # TAG.configs.json (the crossing, invalid combinations dropped), TAG.json (bench record), TAG.txt (its table),
 # TAG.log (stderr and exit status); TAG is the bases file's name up to its first dot.
+#
+#   bench_configs FAMILY SHAPE CONFIGS.json TAG
+# the bench run alone: TAG.json, TAG.txt, TAG.log under $out, then $out.tgz.
 
 # The ten layer-norm shapes of the leave-shape-out protocol, the DRAM-bound ones first.
 LAYERNORM_SHAPES=(m=16384,d=2560 m=32768,d=1024 m=32768,d=512 m=8192,d=1600 m=8192,d=6144 m=1024,d=8192 m=1024,d=512
@@ -18,7 +21,12 @@ bench_crossed() {
   dims=$(echo "$shape" | sed -E 's/(^|,)([a-z])=/ --\2 /g')
   python benchmarks/gpu/expand_configs.py "$family" "$bases" $dims "$@" > "$out/$tag.configs.json"
   echo "== $tag: $(python -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$out/$tag.configs.json") configs ($(( SECONDS - start )) s)"
-  python -m mage_tune bench "$family" --shape "$shape" --configs "$out/$tag.configs.json" --rounds 7 \
+  bench_configs "$family" "$shape" "$out/$tag.configs.json" "$tag"
+}
+
+bench_configs() {
+  local family=$1 shape=$2 configs=$3 tag=$4
+  python -m mage_tune bench "$family" --shape "$shape" --configs "$configs" --rounds 7 \
     --out "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.log"
   echo "exit $?" >> "$out/$tag.log"
   tar czf "$out.tgz" -C "$out" .

@@ -8,6 +8,7 @@
 set -u
 out=${OUT:-out}/rebench
 mkdir -p "$out"
+source benchmarks/gpu/crossed_bench.sh
 for run in "$@"; do
   tag=$(basename "$run")
   read -r family shape < <(python -c "import json,sys; r=json.load(open(sys.argv[1]));
@@ -15,8 +16,5 @@ print(r['family'], ','.join(f'{k}={v}' for k, v in r['shape'].items()))" "$run/r
   python -c "import json,sys; print(json.dumps([json.load(open(sys.argv[1]))['config']]))" "$run/best/best.json" \
     > "$out/$tag.configs.json"
   echo "== $tag: $family $shape"
-  python -m mage_tune bench "$family" --shape "$shape" --configs "$out/$tag.configs.json" --rounds 7 \
-    --out "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.log"
-  echo "exit $?" >> "$out/$tag.log"
-  tar czf "$out.tgz" -C "$out" .
+  bench_configs "$family" "$shape" "$out/$tag.configs.json" "$tag"
 done

@@ -12,11 +12,9 @@ family=$1 configs=$2
 shift 2
 out=${OUT:-out}/rows_sweep
 mkdir -p "$out"
+source benchmarks/gpu/crossed_bench.sh
 for shape in "$@"; do
   tag=$family-${shape//[=,]/}
   echo "== $tag"
-  python -m mage_tune bench "$family" --shape "$shape" --configs "$configs" --rounds 7 \
-    --out "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.log"
-  echo "exit $?" >> "$out/$tag.log"
-  tar czf "$out.tgz" -C "$out" .
+  bench_configs "$family" "$shape" "$configs" "$tag"
 done
