@@ -15,6 +15,7 @@ import argparse
 import json
 import random
 import statistics
+import sys
 from pathlib import Path
 
 from tabulate import tabulate
@@ -39,8 +40,8 @@ def entries_from(runs: Path, family: str) -> list[Entry]:
     for trials in sorted(runs.rglob("trials.jsonl")):
         try:
             loaded.append(sources.run_directory(trials.parent))
-        except MageError:
-            continue
+        except MageError as error:  # an unfinished run directory: said, then left out
+            print(f"model_holdout.py: skipped {trials.parent}: {error}", file=sys.stderr)
     for run, rows in loaded:
         if run.family != family or run.arch != "sm_90":
             continue
@@ -101,9 +102,14 @@ def main() -> None:
     parser.add_argument("--min-trials", type=int, default=20)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.min_trials < TOP:
+        parser.error(f"--min-trials must be at least {TOP}: the regrets compare {TOP} picks")
     rows = []
-    for family in args.family or ["layernorm", "matmul"]:
-        rows += holdout(family, entries_from(args.runs, family), args.min_trials)
+    try:
+        for family in args.family or ["layernorm", "matmul"]:
+            rows += holdout(family, entries_from(args.runs, family), args.min_trials)
+    except MageError as error:
+        raise SystemExit(f"model_holdout.py: {error}") from None
     table = [
         [
             r["family"],

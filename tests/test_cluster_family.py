@@ -43,6 +43,10 @@ def test_each_cta_loads_its_slice_and_meets_its_peers_at_three_cluster_barriers(
         clustered = {"arrive": 3, "wait": 3} if cluster > 1 else {}
         assert census[view]["cluster_barriers"] == clustered, view
         assert census[view]["barriers"] == (2 if cluster > 1 else 4), view
+    # every arrival a release (a MEMBAR.ALL.GPU before each UCGABAR_ARV): a relaxed one before the exit lets a peer
+    # leave while this CTA's read of its shared memory is still in flight
+    assert "arrive.relaxed" not in variant.artifact.ptx
+    assert variant.artifact.sass.count("MEMBAR.ALL.GPU") == (3 if cluster > 1 else 0)
     # x's slice in float4 loads (one per chunk), scale's and bias's beside the stores: 3 × chunks, all 128-bit
     assert census["sass"]["global_loads"]["128"] == 3 * chunks
     assert census["sass"]["global_stores"]["128"] == chunks
@@ -52,12 +56,15 @@ def test_the_space_at_a_wide_row_and_its_limits(family):
     configs = list(family.configs(WIDE, "sm_90"))
     assert configs and {c["cluster"] for c in configs} == {1, 2, 4, 8}
     assert all(family.chunks(c, WIDE) <= 16 and c["threads"] * 4 <= WIDE["d"] // c["cluster"] for c in configs)
-    # a slice too wide for registers, a slice too narrow for the threads, a row that does not split into float4
+    # a slice too wide for registers, a slice too narrow for the threads, a row that does not split into float4, more
+    # CTAs than a grid holds
     with pytest.raises(ConfigError, match="over the 16 held in registers"):
         family.complete({"cluster": 1, "threads": 64}, WIDE, "sm_90")
     with pytest.raises(ConfigError, match="some threads would hold nothing"):
         family.complete({"cluster": 8, "threads": 512}, WIDE, "sm_90")
     with pytest.raises(ConfigError, match="multiple of 16"):
         family.complete({"cluster": 4}, {"m": 64, "d": 1000}, "sm_90")
+    with pytest.raises(ConfigError, match="over the grid's 2147483647 blocks"):
+        family.complete({"cluster": 8, "threads": 128}, {"m": 2**28, "d": 6144}, "sm_90")
     with pytest.raises(ConfigError, match="clusters need sm_90"):
         family.complete({"cluster": 2}, WIDE, "sm_80")

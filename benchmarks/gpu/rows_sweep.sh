@@ -14,7 +14,7 @@ out=${OUT:-out}/rows_sweep
 mkdir -p "$out"
 source benchmarks/gpu/crossed_bench.sh
 for shape in "$@"; do
-  tag=$family-${shape//[=,]/}
+  tag=${family//[^A-Za-z0-9_-]/_}-${shape//[=,]/}  # a family given by path: its path, flattened, names the records
   echo "== $tag"
   bench_configs "$family" "$shape" "$configs" "$tag"
 done

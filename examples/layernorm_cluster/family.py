@@ -63,13 +63,14 @@ class LayerNormCluster(LayerNorm):
         d, cluster, threads = shape["d"], config["cluster"], config["threads"]
         if d % (VEC_FLOATS * cluster):
             return [
-                f"d={d} does not split into {cluster} slices of whole float4: d must be a multiple of {4 * cluster}"
+                f"d={d} does not split into {cluster} slices of whole float4: "
+                f"d must be a multiple of {VEC_FLOATS * cluster}"
             ]
         problems = []
-        slice_floats = d // cluster
-        if self.chunks(config, shape) > MAX_REG_CHUNKS:
+        slice_floats, chunks = d // cluster, self.chunks(config, shape)
+        if chunks > MAX_REG_CHUNKS:
             problems.append(
-                f"a slice of {slice_floats} floats is {self.chunks(config, shape)} float4 per thread at "
+                f"a slice of {slice_floats} floats is {chunks} float4 per thread at "
                 f"threads={threads}, over the {MAX_REG_CHUNKS} held in registers; more threads or a larger cluster"
             )
         if threads * VEC_FLOATS > slice_floats:
@@ -86,6 +87,7 @@ class LayerNormCluster(LayerNorm):
             "d a multiple of 4 · cluster: each CTA's slice is whole float4.",
             f"ceil(d / cluster / (4 · threads)) ≤ {MAX_REG_CHUNKS}: the slice stays in registers.",
             "4 · threads ≤ d / cluster: every thread holds part of the slice.",
+            f"m · cluster ≤ {MAX_GRID_X}: a CTA per slice fits the grid.",
         ]
 
     def launch(self, config: Config, shape: Shape, arch: str) -> Launch:

@@ -6,7 +6,7 @@ fast *for its shape*. A run without baselines falls back to its trials' mean log
 which configs the run happened to try (a bench of a few winners against a search's spread), which cost the model much
 of its ranking: `python analysis/model_holdout.py` over the committed H200 records, median Spearman's rho and top-5
 regret, matmul 0.60 / 1.061 with the mean against 0.71 / 1.013 with the baseline, layer norm 0.74 / 1.005 against
-0.77 / 1.005. Gradient-boosted trees
+0.77 / 1.005 (runs/h200-2026-12-01-wide-rows/model_holdout.md). Gradient-boosted trees
 (scikit-learn's HistGradientBoostingRegressor) take mixed, partly missing features as they come: a config a bench
 record imported without census simply has those columns missing.
 
@@ -27,6 +27,7 @@ from mage_tune.tuning.db import Entry
 
 MIN_ROWS = 30  # fewer measured trials than this teach nothing worth ranking by
 MIN_RUNS = 2
+MIN_RUN_TRIALS = 3  # a run of fewer measured trials says too little about where its times sit
 
 
 def launch_features(family: Family, config: Config, shape: Shape, arch: str) -> dict[str, float]:
@@ -65,7 +66,7 @@ def features(family: Family, config: Config, shape: Shape, arch: str, census: di
     return row
 
 
-@dataclass
+@dataclass(frozen=True)
 class TimeModel:
     columns: list[str]
     regressor: object
@@ -82,7 +83,7 @@ class TimeModel:
 @dataclass(frozen=True)
 class Row:
     run: str
-    features: dict
+    features: dict[str, float]
     target: float  # log time over the run's fastest baseline (or its trials' mean log time)
 
 
@@ -93,14 +94,15 @@ def run_reference(baselines: dict, logs: list[float]) -> float:
 
 
 def training_rows(family: Family, arch: str, entries: list[Entry]) -> list[Row]:
-    """The measured entries of runs with at least three of them, as feature rows and log times relative to their run."""
+    """The measured entries of runs with at least MIN_RUN_TRIALS of them, as feature rows and log times relative to
+    their run."""
     by_run: dict[str, list[Entry]] = {}
     for e in entries:
         if e.measured and e.value > 0:
             by_run.setdefault(e.run.name, []).append(e)
     rows = []
     for name, group in by_run.items():
-        if len(group) < 3:
+        if len(group) < MIN_RUN_TRIALS:
             continue
         logs = [math.log(e.value) for e in group]
         reference = run_reference(group[0].run.baselines, logs)
