@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -175,6 +176,16 @@ def ptx_functions(ptx: str) -> dict[str, list[str]]:
 def count(lines: list[str], pattern: str) -> int:
     rx = re.compile(pattern)
     return sum(1 for line in lines if rx.search(line))
+
+
+def opcodes(lines: list[str], pattern: str) -> Counter:
+    """Full opcodes matching `pattern` (which matches an opcode's start) -> how many lines hold one."""
+    rx = re.compile(pattern + r"[\w.:]*")
+    return Counter(m.group(0) for line in lines for m in [rx.search(line)] if m)
+
+
+PTX_FENCES = r"(?<![\w.])(membar|fence)\."  # wgmma.fence is no memory fence
+SASS_FENCES = r"\b(MEMBAR|FENCE)\."
 
 
 @dataclass

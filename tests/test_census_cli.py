@@ -64,6 +64,7 @@ VIEW_KEYS = {
     "wgmma_waits",
     "setmaxnreg",
     "cluster_barriers",
+    "memory_fences",
 }
 
 

@@ -12,7 +12,18 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import KERNELS, count, nvidia_view, ptx_functions, run_tool, sass_functions, tool
+from conftest import (
+    KERNELS,
+    PTX_FENCES,
+    SASS_FENCES,
+    count,
+    nvidia_view,
+    opcodes,
+    ptx_functions,
+    run_tool,
+    sass_functions,
+    tool,
+)
 
 from mage_tune.census import census_artifact, census_path, load
 from mage_tune.errors import InputError
@@ -169,6 +180,9 @@ def test_setmaxnreg_and_barriers(built, file, arch):
         assert c.ptx.cluster_barriers == {k: v for k, v in cluster.items() if v}
         cluster = {"arrive": count(s, r"\bUCGABAR_ARV\b"), "wait": count(s, r"\bUCGABAR_WAIT\b")}
         assert c.sass.cluster_barriers == {k: v for k, v in cluster.items() if v}
+        # memory fences by opcode: the proxy fences of TMA code, and the MEMBARs ptxas puts before release arrivals
+        assert c.ptx.memory_fences == dict(opcodes(p, PTX_FENCES))
+        assert c.sass.memory_fences == dict(opcodes(s, SASS_FENCES))
         # CTA barriers apart from cluster barriers, in both views
         assert c.ptx.barriers == count(p, r"\b(bar|barrier)\.(sync|arrive|red)\b")
         assert c.sass.barriers == count(s, r"\bBAR\.(SYNC|ARV|RED)\b")

@@ -18,10 +18,13 @@ import pytest
 from conftest import (
     ARCHS,
     KERNELS,
+    PTX_FENCES,
     RES_USAGE_RESERVED,
+    SASS_FENCES,
     count,
     nvidia_view,
     nvrtc_compile,
+    opcodes,
     ptx_functions,
     read_res_usage,
     run_tool,
@@ -125,6 +128,8 @@ def test_counts_match_grep(build, file, arch):
             assert getattr(c.sass, key) == count(sass, pattern), f"SASS {key}"
         assert c.sass.cp_async_wait == sass_waits(sass)
         assert c.sass.special == dict(mufu(sass))
+        assert c.ptx.memory_fences == dict(opcodes(ptx, PTX_FENCES))
+        assert c.sass.memory_fences == dict(opcodes(sass, SASS_FENCES))
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -205,6 +210,23 @@ def test_named_barrier(build, arch):
     assert c.ptx.barriers == count(ptx, r"\bbar\.sync\b") == 2
     assert c.sass.barriers == count(sass, r"\bBAR\.SYNC\b") == 2
     assert c.resources.barriers_used == b.ptxas["named_barrier"]["barriers"] == 2
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_memory_fences_by_form_and_scope(build, arch):
+    """Five fences in the source, each as its author wrote it in PTX and as one MEMBAR of its scope in SASS."""
+    b = build("fences.cu", arch)
+    c = b.only()
+    assert c.ptx.memory_fences == {
+        "membar.cta": 1,
+        "membar.gl": 1,
+        "membar.sys": 1,
+        "fence.acq_rel.gpu": 1,
+        "fence.sc.cta": 1,
+    }
+    scopes = Counter(op.rsplit(".", 1)[1] for op, n in c.sass.memory_fences.items() for _ in range(n))
+    assert all(op.startswith("MEMBAR.") for op in c.sass.memory_fences)
+    assert scopes == {"CTA": 2, "GPU": 2, "SYS": 1}
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -66,6 +66,9 @@ class View:
     wgmma_waits: tuple[int, ...] = ()  # wgmma.wait_group N / WARPGROUP.DEPBAR.LE gsb0, N
     setmaxnreg: tuple[tuple[str, int], ...] = ()  # ("dec", 40), ("inc", 232) in program order
     cluster_barriers: dict[str, int] = field(default_factory=dict)  # arrive / wait (barrier.cluster, UCGABAR_*)
+    # membar / fence by full opcode (wgmma.fence is wgmma_fences); SASS also shows the fences ptxas adds, such as
+    # the MEMBAR.ALL.GPU of a release barrier.cluster.arrive
+    memory_fences: dict[str, int] = field(default_factory=dict)
     params: dict[str, ParamAccess] | None = None  # PTX only
     registers_declared: dict[str, int] | None = None  # PTX only: .reg declarations by type
     shared_declared: dict[str, int] | None = None  # PTX only: name -> bytes (-1 for extern/dynamic)
@@ -164,11 +167,20 @@ def _view_json(view: View) -> dict:
     return data
 
 
-_HOPPER_COUNTERS = ("matrix_loads", "matrix_stores", "mbarrier", "bulk", "matrix_shapes", "cluster_barriers")
+# Counter fields a view shows only where a kernel has any: the Hopper-era ones and the memory fences.
+OPTIONAL_COUNTERS = (
+    "matrix_loads",
+    "matrix_stores",
+    "mbarrier",
+    "bulk",
+    "matrix_shapes",
+    "cluster_barriers",
+    "memory_fences",
+)
 
 
-def hopper_tallies() -> dict:
-    """Scalar tallies a view keeps beside its counters for the Hopper-era fields (see hopper_fields)."""
+def optional_tallies() -> dict:
+    """Scalar tallies a view keeps beside its counters for the optional fields (see optional_fields)."""
     return {
         "bulk_commits": 0,
         "bulk_waits": [],
@@ -181,14 +193,14 @@ def hopper_tallies() -> dict:
     }
 
 
-def hopper_fields(counters: dict, tallies: dict) -> dict:
+def optional_fields(counters: dict, tallies: dict) -> dict:
     """The Hopper-era View fields of one view from its counters by name and its tallies: matrix loads and stores
     count into shared traffic per thread; lists become tuples; PTX-only tallies (wmma) pass through."""
     tallies = dict(tallies)
     load_bytes = sum(b * n for b, n in counters["shared_loads"].items()) // 8 + tallies.pop("matrix_load_bytes")
     store_bytes = sum(b * n for b, n in counters["shared_stores"].items()) // 8 + tallies.pop("matrix_store_bytes")
     return {
-        **{name: dict(counters[name]) for name in _HOPPER_COUNTERS},
+        **{name: dict(counters[name]) for name in OPTIONAL_COUNTERS},
         "shared_load_bytes": load_bytes,
         "shared_store_bytes": store_bytes,
         **{name: tuple(v) if isinstance(v, list) else v for name, v in tallies.items()},

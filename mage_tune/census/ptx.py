@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from mage_tune.census import flight
-from mage_tune.census.model import View, hopper_fields, hopper_tallies
+from mage_tune.census.model import OPTIONAL_COUNTERS, View, optional_fields, optional_tallies
 from mage_tune.errors import InputError
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -324,8 +324,23 @@ _HINT_COUNTERS = {"global_loads": ("hints", _LOAD_HINTS), "global_stores": ("sto
 _SPECIAL = ("rsqrt", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh", "div")
 _MATRIX = ("mma", "wgmma", "wmma")
 _HOPPER_ROOTS = ("ldmatrix", "stmatrix", "mbarrier", "setmaxnreg")
+_FENCE_ROOTS = ("membar", "fence")
 _COUNTED_ROOTS = frozenset(
-    ("ld", "ldu", "st", "cp", "bar", "barrier", "shfl", "atom", "red", *_SPECIAL, *_MATRIX, *_HOPPER_ROOTS)
+    (
+        "ld",
+        "ldu",
+        "st",
+        "cp",
+        "bar",
+        "barrier",
+        "shfl",
+        "atom",
+        "red",
+        *_SPECIAL,
+        *_MATRIX,
+        *_HOPPER_ROOTS,
+        *_FENCE_ROOTS,
+    )
 )
 _SHAPE = re.compile(r"^m\d+n\d+k\d+$")
 _MMA_TYPES = frozenset(
@@ -398,17 +413,12 @@ def view(kernel: Kernel) -> View:
             "predicated",
             "hints",
             "store_hints",
-            "matrix_loads",
-            "matrix_stores",
-            "mbarrier",
-            "bulk",
-            "matrix_shapes",
-            "cluster_barriers",
+            *OPTIONAL_COUNTERS,
         ]
     }
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []
-    t = {**hopper_tallies(), "wmma_loads": 0, "wmma_stores": 0}
+    t = {**optional_tallies(), "wmma_loads": 0, "wmma_stores": 0}
     counted: dict[str, tuple[str, ...] | None] = {}  # opcode -> its parts, None where no branch below takes it
     counted_parts = counted.get
     for ins in kernel.instrs:
@@ -465,6 +475,8 @@ def view(kernel: Kernel) -> View:
             c["cluster_barriers"][parts[2]] += 1
         elif root in ("bar", "barrier") and "warp" not in parts:
             barriers += 1
+        elif root in _FENCE_ROOTS:
+            c["memory_fences"][ins.opcode] += 1
         elif root == "shfl":
             shuffles += 1
         elif root in ("atom", "red"):
@@ -533,7 +545,7 @@ def view(kernel: Kernel) -> View:
         loads_in_flight=in_flight.loads,
         bytes_in_flight=in_flight.bytes,
         cp_async_groups_in_flight=in_flight.groups,
-        **hopper_fields(c, t),
+        **optional_fields(c, t),
         params=flight.param_access(kernel),
         registers_declared=kernel.registers_declared,
         shared_declared=kernel.shared_declared,

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from mage_tune.census import flight
-from mage_tune.census.model import View, hopper_fields, hopper_tallies
+from mage_tune.census.model import OPTIONAL_COUNTERS, View, optional_fields, optional_tallies
 from mage_tune.errors import InputError
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)|^\s*\.section\s+\.text\.([\w$.]+)\s*,")
@@ -135,12 +135,11 @@ def bulk_kind(opcode: str) -> str | None:
 
 
 def view(instrs: list[SassInstr]) -> View:
-    keys = [*_MEMORY.values(), "special", "matrix", "predicated", "hints", "store_hints"]
-    keys += ["matrix_loads", "matrix_stores", "mbarrier", "bulk", "matrix_shapes", "cluster_barriers"]
+    keys = [*_MEMORY.values(), "special", "matrix", "predicated", "hints", "store_hints", *OPTIONAL_COUNTERS]
     c: dict[str, Counter] = {k: Counter() for k in keys}
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []
-    t = hopper_tallies()
+    t = optional_tallies()
     # DEPBAR.LE SB0 waits for cp.async groups (after LDGDEPBAR) and for bulk groups (after UTMACMDFLUSH) alike: a
     # wait belongs to the kind of the last commit before it in the listing, or to the only kind the function has.
     opcodes = {ins.opcode.split(".")[0] for ins in instrs}
@@ -205,6 +204,8 @@ def view(instrs: list[SassInstr]) -> View:
                 t["setmaxnreg"].append(("dec" if "DEALLOC" in ins.opcode else "inc", int(regs.group(1), 0)))
         elif root == "BAR" and "SYNCS" not in ins.opcode:
             barriers += 1
+        elif root in ("MEMBAR", "FENCE"):  # the ERRBAR / CCTL.IVALL ptxas puts after a MEMBAR belong to it
+            c["memory_fences"][ins.opcode] += 1
         elif root == "SHFL":
             shuffles += 1
         elif root in ("ATOM", "ATOMG", "RED", "REDG", "ATOMS"):
@@ -245,5 +246,5 @@ def view(instrs: list[SassInstr]) -> View:
         loads_in_flight=in_flight.loads,
         bytes_in_flight=in_flight.bytes,
         cp_async_groups_in_flight=in_flight.groups,
-        **hopper_fields(c, t),
+        **optional_fields(c, t),
     )

@@ -53,7 +53,7 @@ def _view_rows(prefix: str, view: View | None) -> list[tuple[str, str]]:
         ("loads in flight (bytes)", f"{view.loads_in_flight} ({view.bytes_in_flight} B)"),
         ("cp.async groups in flight", str(view.cp_async_groups_in_flight)),
     ]
-    rows += _hopper_rows(view)
+    rows += _optional_rows(view)
     if view.generic_loads or view.generic_stores:
         rows.append(("generic loads / stores", f"{widths(view.generic_loads)} / {widths(view.generic_stores)}"))
     if view.params is not None:
@@ -61,8 +61,8 @@ def _view_rows(prefix: str, view: View | None) -> list[tuple[str, str]]:
     return [(f"{prefix} {name}", value) for name, value in rows]
 
 
-def _hopper_rows(view: View) -> list[tuple[str, str]]:
-    """Rows for the Hopper-era fields, only where the kernel has any of them."""
+def _optional_rows(view: View) -> list[tuple[str, str]]:
+    """Rows for the optional fields (Hopper-era ones, memory fences), only where the kernel has any of them."""
     rows = []
     if view.matrix_loads or view.matrix_stores:
         rows.append(
@@ -85,6 +85,8 @@ def _hopper_rows(view: View) -> list[tuple[str, str]]:
         rows.append(("setmaxnreg", ", ".join(f"{action} {regs}" for action, regs in view.setmaxnreg)))
     if view.cluster_barriers:
         rows.append(("cluster barriers", _mapping(view.cluster_barriers)))
+    if view.memory_fences:
+        rows.append(("memory fences", _mapping(view.memory_fences)))
     return rows
 
 
