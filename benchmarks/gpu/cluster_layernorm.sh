@@ -10,12 +10,10 @@
 set -u
 out=${OUT:-./out}/cluster
 mkdir -p "$out"
+source benchmarks/gpu/crossed_bench.sh
 shapes=("$@")
 [ ${#shapes[@]} -gt 0 ] || shapes=(m=8192,d=6144 m=1024,d=8192 m=16384,d=2560 m=8192,d=1600)
 for shape in "${shapes[@]}"; do
-  tag=layernorm-cluster-$(echo "$shape" | tr -d '=,')
-  python -m mage_tune bench examples/layernorm_cluster/family.py --shape "$shape" ${SWEEP:---set cluster=1,2,4,8 \
-    --set threads=64,128,256,512 --set affine=late,early} --rounds 7 --out "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.log"
-  echo "exit $?" >> "$out/$tag.log"
-  tar czf "$out.tgz" -C "$out" .
+  bench_run examples/layernorm_cluster/family.py "$shape" "layernorm-cluster-${shape//[=,]/}" \
+    ${SWEEP:---set cluster=1,2,4,8 --set threads=64,128,256,512 --set affine=late,early}
 done

@@ -7,6 +7,9 @@
 #
 #   bench_configs FAMILY SHAPE CONFIGS.json TAG
 # the bench run alone: TAG.json, TAG.txt, TAG.log under $out, then $out.tgz.
+#
+#   bench_run FAMILY SHAPE TAG BENCH_OPTION...
+# the same with any `mage-tune bench` options choosing the configs (--configs FILE, --set KNOB=V1,V2 ...).
 
 # The ten layer-norm shapes of the leave-shape-out protocol, the DRAM-bound ones first.
 LAYERNORM_SHAPES=(m=16384,d=2560 m=32768,d=1024 m=32768,d=512 m=8192,d=1600 m=8192,d=6144 m=1024,d=8192 m=1024,d=512
@@ -25,8 +28,13 @@ bench_crossed() {
 }
 
 bench_configs() {
-  local family=$1 shape=$2 configs=$3 tag=$4
-  python -m mage_tune bench "$family" --shape "$shape" --configs "$configs" --rounds 7 \
+  bench_run "$1" "$2" "$4" --configs "$3"
+}
+
+bench_run() {
+  local family=$1 shape=$2 tag=$3
+  shift 3
+  python -m mage_tune bench "$family" --shape "$shape" "$@" --rounds 7 \
     --out "$out/$tag.json" > "$out/$tag.txt" 2> "$out/$tag.log"
   echo "exit $?" >> "$out/$tag.log"
   tar czf "$out.tgz" -C "$out" .

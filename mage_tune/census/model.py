@@ -194,7 +194,7 @@ def optional_tallies() -> dict:
 
 
 def optional_fields(counters: dict, tallies: dict) -> dict:
-    """The Hopper-era View fields of one view from its counters by name and its tallies: matrix loads and stores
+    """The optional View fields of one view from its counters by name and its tallies: matrix loads and stores
     count into shared traffic per thread; lists become tuples; PTX-only tallies (wmma) pass through."""
     tallies = dict(tallies)
     load_bytes = sum(b * n for b, n in counters["shared_loads"].items()) // 8 + tallies.pop("matrix_load_bytes")
