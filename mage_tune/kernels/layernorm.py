@@ -44,6 +44,11 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            On an H200 smem was 1-10 % slower than late or early at five of six DRAM-bound shapes, level at one
   x_prefetch  0, 128, 256: the prefetch-size qualifier on x's loads (.L2::128B, .L2::256B): on a miss the L2 may
            fetch that many bytes around the sector asked for, fewer and larger DRAM requests for rows read whole
+  l2_ahead  0, 4, 8, 16 (sm_90, persist=0, d a multiple of 4): each row's first thread asks the L2 for the row that many
+           MiB of x further on (at least one row) by one bulk prefetch, cp.async.bulk.prefetch.L2, which the TMA unit
+           serves with no register or scoreboard held: a block launched later finds its row in L2, and DRAM has
+           requests in flight beyond what the resident blocks' registers hold. Too far ahead, the rows fetched early
+           and the y written meanwhile outgrow the L2, and x is read from DRAM twice
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
 cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared
@@ -138,6 +143,12 @@ class LayerNorm(CudaFamily):
             "bytes the L2 may fetch around each miss of x's loads (ld ….L2::128B / L2::256B); 0: no hint",
             free=True,
         ),
+        Knob(
+            "l2_ahead",
+            (0, 4, 8, 16),
+            "MiB of x ahead: each row's block prefetches the row that far on into L2 (cp.async.bulk.prefetch.L2, "
+            "sm_90); 0: none",
+        ),
     )
     dims = ("m", "d")
     default_dims: ClassVar[dict[str, int]] = {"m": 4096}
@@ -152,6 +163,11 @@ class LayerNorm(CudaFamily):
     def chunks(config: Config, shape: Shape) -> int:
         """Accesses of x per thread per pass."""
         return _cdiv(shape["d"], config["threads"] * config["vec"] // FLOAT)
+
+    @staticmethod
+    def ahead_rows(config: Config, shape: Shape) -> int:
+        """Rows between a row and the one its block prefetches into L2: l2_ahead MiB of x, at least one row."""
+        return max(1, (config["l2_ahead"] << 20) // (shape["d"] * FLOAT))
 
     @classmethod
     def affine_bytes(cls, config: Config, shape: Shape) -> int:
@@ -218,6 +234,8 @@ class LayerNorm(CudaFamily):
                 "affine=smem copies scale and bias into shared memory once, for a block that normalizes one row "
                 f"group: it needs persist=0, not persist={config['persist']}"
             )
+        if config["l2_ahead"]:
+            problems += self._ahead_violations(config, shape, arch)
         if config["reduce"] == "shfl2" and threads == 32:
             problems.append("reduce=shfl2 differs from shfl only across warps; with threads=32 use reduce=shfl")
         if self.shared_bytes(config) > MAX_STATIC_SHARED:
@@ -236,6 +254,23 @@ class LayerNorm(CudaFamily):
                 )
         return problems
 
+    @staticmethod
+    def _ahead_violations(config: Config, shape: Shape, arch: str) -> list[str]:
+        ahead, problems = config["l2_ahead"], []
+        if get_arch(arch).compute_major < 9:
+            problems.append(f"l2_ahead={ahead} prefetches by cp.async.bulk.prefetch.L2, which needs sm_90, not {arch}")
+        if config["persist"]:
+            problems.append(
+                f"l2_ahead={ahead} prefetches the row a later block reads, for a grid of a block per row group: it "
+                f"needs persist=0, not persist={config['persist']} (a persistent block loads its next group early)"
+            )
+        if shape["d"] % 4:
+            problems.append(
+                f"l2_ahead={ahead} prefetches whole rows in 16-byte units from 16-byte aligned starts, but a row of "
+                f"d={shape['d']} floats is {shape['d'] * FLOAT} bytes; use l2_ahead=0"
+            )
+        return problems
+
     def constraint_text(self) -> list[str]:
         return [
             f"threads × rows ≤ {MAX_BLOCK} (one block holds rows × threads threads).",
@@ -247,6 +282,7 @@ class LayerNorm(CudaFamily):
             "affine=early needs passes=regs and persist=0 (scale and bias held beside one row group's x).",
             "affine=smem needs persist=0, and its 2·rows·chunks·threads·vec bytes of scale and bias, with the "
             "reductions', within the shared memory a block may have on the arch (227 KB on sm_90).",
+            "l2_ahead > 0 needs sm_90 (bulk prefetch), persist=0 and d a multiple of 4 (rows of whole 16-byte units).",
             f"The reduction's shared memory must fit in {MAX_STATIC_SHARED // 1024} KB "
             "(smem: rows·threads slots per reduction; shfl: one per warp).",
         ]
@@ -281,6 +317,7 @@ class LayerNorm(CudaFamily):
             "chunks": self.chunks(config, shape),
             "full_chunks": d // (threads * v),
             "ptx_hint": HINTS[config["hint"]] + PREFETCH[config["x_prefetch"]],
+            "ahead_rows": self.ahead_rows(config, shape),
             "store": "__stcs" if config["y_hint"] == "cs" else "plain_store",
             # Without a block barrier shared across rows, a block's surplus rows may simply leave.
             "early_exit": rows == 1 or threads == 32,
