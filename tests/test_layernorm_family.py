@@ -45,6 +45,7 @@ SEED = {
     "full_occupancy": 0,
     "affine": "late",
     "x_prefetch": 0,
+    "l2_ahead": 0,
 }
 # The fastest config of the d=768 walk on an H200 (8.01 µs, one block per row group): 64 threads per row, two rows per
 # block, 8-byte streaming accesses, so 6 chunks of x per thread.
@@ -119,14 +120,15 @@ def test_seed_is_valid_and_the_default():
 
 
 def test_space_size_at_768():
-    assert FAMILY.space_size() == 13 * 4 * 3 * 3 * 3 * 2 * 4 * 2 * 4 * 2 * 3 * 3
+    assert FAMILY.space_size() == 13 * 4 * 3 * 3 * 3 * 2 * 4 * 2 * 4 * 2 * 3 * 3 * 4
+    every = list(FAMILY.configs(D768, ARCH))
+    # l2_ahead=1, 2, 4: one more for each one-group (persist=0) config, d=768 being a multiple of 4 on sm_90
+    ahead = [c for c in every if c["l2_ahead"] == 0]
+    for mib in (1, 2, 4):
+        assert sum(1 for c in every if c["l2_ahead"] == mib) == sum(1 for c in ahead if c["persist"] == 0)
     # full_occupancy=1, y_hint=cs and x_prefetch=128, 256 (which constrain nothing) make twelve of each
-    plain = [
-        c
-        for c in FAMILY.configs(D768, ARCH)
-        if c["full_occupancy"] == 0 and c["y_hint"] == "none" and c["x_prefetch"] == 0
-    ]
-    assert 12 * len(plain) == sum(1 for _ in FAMILY.configs(D768, ARCH))
+    plain = [c for c in ahead if c["full_occupancy"] == 0 and c["y_hint"] == "none" and c["x_prefetch"] == 0]
+    assert 12 * len(plain) == len(ahead)
     # affine=early: one more config for each one-group (persist=0) config that holds its row in registers
     valid = [c for c in plain if c["affine"] == "late"]
     early = [c for c in plain if c["affine"] == "early"]
@@ -154,8 +156,9 @@ def _kernel_text(config: dict, shape: dict) -> str:
 
 def test_whole_d768_space_compiles():
     """Every distinct kernel with power-of-two threads, hint none/nc/cs and full_occupancy=0, y_hint=none,
-    affine=late, x_prefetch=0 compiled once, and a sample of the rest (other thread counts, the no-allocate hint, the
-    launch bounds, the store of y, where scale and bias are loaded, the prefetch size): persist=2, 4 and 8 render
+    affine=late, x_prefetch=0, l2_ahead=0 compiled once, and a sample of the rest (other thread counts, the
+    no-allocate hint, the launch bounds, the store of y, where scale and bias are loaded, the prefetch size, the bulk
+    prefetch ahead): persist=2, 4 and 8 render
     the same kernel (the value only sets the grid), so the walk is 2652 persist=0 kernels and 732 persistent ones."""
     valid = list(FAMILY.configs(D768, ARCH))
     persistent = [c for c in valid if c["persist"]]
@@ -164,13 +167,14 @@ def test_whole_d768_space_compiles():
     kernels: dict[str, dict] = {}
     for config in valid:  # one config per kernel: persist > 0 counted as persist=2
         kernels.setdefault(json.dumps({**config, "persist": min(config["persist"], 2)}, sort_keys=True), config)
-    assert len(kernels) == 12 * (6992 + 2128 + 2288 + 6992)
+    assert len(kernels) == 12 * (6992 + 2128 + 2288 + 6992) + 3 * 12 * (6992 + 2288 + 6992)  # l2_ahead > 0: persist=0
 
     def walked(c: dict) -> bool:
         return (
             c["threads"] in (32, 64, 128, 256, 512, 1024)
             and c["hint"] != "nc_na"
-            and (c["full_occupancy"], c["y_hint"], c["affine"], c["x_prefetch"]) == (0, "none", "late", 0)
+            and (c["full_occupancy"], c["y_hint"], c["affine"], c["x_prefetch"], c["l2_ahead"])
+            == (0, "none", "late", 0, 0)
         )
 
     walk = [c for c in kernels.values() if walked(c)]
@@ -434,6 +438,22 @@ def test_x_prefetch_sets_the_prefetch_size_of_x(censuses):
             assert c.ptx.global_load_hints[f"L2::{prefetch}B"] == c.sass.global_load_hints[f"LTC{prefetch}B"] == x
 
 
+def test_l2_ahead_prefetches_the_row_that_far_on(censuses):
+    """l2_ahead=1, 2, 4: one bulk prefetch into L2 (cp.async.bulk.prefetch.L2, UBLKPF) of a whole row that many MiB of x
+    on, and nothing else changed in x's traffic; none without it."""
+    seed = _get(censuses, SEED)[1]
+    assert seed.ptx.bulk == seed.sass.bulk == {}
+    for mib in (1, 2, 4):
+        config = {**SEED, "l2_ahead": mib}
+        _, c = _get(censuses, config)
+        assert c.ptx.bulk == c.sass.bulk == {"prefetch": 1}, mib
+        assert c.ptx.params["x"].loads == seed.ptx.params["x"].loads
+        rows = FAMILY.ahead_rows(config, D768)
+        assert rows == (mib << 20) // (768 * 4)
+        assert f"static_cast<size_t>({rows}) * D" in FAMILY.render(config, D768)
+    assert FAMILY.ahead_rows({**SEED, "l2_ahead": 1}, {"m": 8, "d": 1 << 20}) == 1  # a row over 1 MiB: the next one
+
+
 def test_shared_memory_is_what_the_constraint_counts(censuses):
     for variant, c in censuses.values():
         assert c.resources.shared_bytes == FAMILY.shared_bytes(variant.config), variant.label
@@ -546,11 +566,22 @@ def test_value_outside_domain(setting, message):
             r"persist=2 holds two row groups in registers .* 12 chunks per thread",
         ),
         (["persist=2", "threads=32", "vec=8"], 768, r"over 8; use more threads, a wider vec, or persist=0"),
+        (["persist=2", "l2_ahead=1"], 768, r"l2_ahead=1 prefetches the row a later block reads.* not persist=2"),
+        (["vec=8", "l2_ahead=2"], 770, r"l2_ahead=2 prefetches whole rows in 16-byte units.* 3080 bytes"),
     ],
 )
 def test_forbidden_combination(settings, d, message):
     with pytest.raises(ConfigError, match=message):
         FAMILY.parse_settings(settings, {"m": 4096, "d": d}, ARCH)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89"])
+def test_l2_ahead_needs_sm_90(arch):
+    with pytest.raises(
+        ConfigError, match=rf"l2_ahead=4 prefetches by cp.async.bulk.prefetch.L2, which needs sm_90, not {arch}"
+    ):
+        FAMILY.parse_settings(["l2_ahead=4"], D768, arch)
+    assert FAMILY.parse_settings(["l2_ahead=4"], D768, "sm_90a")["l2_ahead"] == 4
 
 
 def test_persist_completes_to_passes_regs():
@@ -619,14 +650,39 @@ def test_inputs_fail_a_careless_variance():
 @pytest.mark.gpu
 def test_variants_match_the_reference_on_a_gpu():
     """A covering sample at several widths, with M not a multiple of rows; rows past M must stay untouched."""
-    import cupy
-
     jobs = []
     for d in (1, 64, 700, 768, 769, 1000, 4100):
         shape = {"m": 37, "d": d}
         jobs += [(c, shape) for c in _sample(shape, 12, seed=d)]
     jobs += [(SEED, {"m": 37, "d": 768}), ({**SEED, "passes": "welford", "rows": 8}, {"m": 37, "d": 768})]
     jobs += [(c, {"m": 37, "d": d}) for c, d in NOT_POW2]  # the host emulation's, on the GPU
+    failures = _gpu_failures(jobs)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+def test_l2_ahead_variants_match_the_reference_on_a_gpu():
+    """Rows far enough on that every l2_ahead value prefetches (341 to 1365 rows ahead at d=768, 42 to 170 at
+    d=6144), with surplus rows that redo the last one (rows=2) and a last block with rows past M (M=4093)."""
+    jobs = [
+        ({**SEED, **extra, "l2_ahead": mib}, shape)
+        for mib in (1, 2, 4)
+        for extra, shape in (
+            ({}, {"m": 4093, "d": 768}),
+            ({"rows": 2, "reduce": "smem", "affine": "early"}, {"m": 4093, "d": 768}),
+            ({"affine": "early", "x_prefetch": 128}, {"m": 1031, "d": 6144}),
+            ({"passes": "welford", "vec": 8}, {"m": 1031, "d": 6144}),
+        )
+    ]
+    failures = _gpu_failures(jobs)
+    assert not failures, "\n".join(failures)
+
+
+def _gpu_failures(jobs: list[tuple[dict, dict]]) -> list[str]:
+    """Each (config, shape) run on the GPU against the float64 reference: the variants whose y is off, or that wrote
+    past the last row (8 spare rows must stay NaN)."""
+    import cupy
+
     with ProcessPoolExecutor(os.cpu_count()) as pool:
         variants = [v for v, _ in pool.map(_census, jobs)]
     failures = []
@@ -634,7 +690,7 @@ def test_variants_match_the_reference_on_a_gpu():
         shape = variant.shape
         inputs = FAMILY.make_inputs(shape, np.random.default_rng(shape["d"]))
         ref = FAMILY.reference(inputs, shape)
-        y = cupy.full((shape["m"] + 8, shape["d"]), np.nan, dtype=np.float32)  # 8 spare rows must stay NaN
+        y = cupy.full((shape["m"] + 8, shape["d"]), np.nan, dtype=np.float32)
         args = [cupy.asarray(inputs[name]) for name in ("x", "scale", "bias")] + [y]
         kernel = _kernel(variant)
         kernel(
@@ -647,7 +703,7 @@ def test_variants_match_the_reference_on_a_gpu():
         rel = np.linalg.norm(got[: shape["m"]] - ref) / np.linalg.norm(ref)
         if not rel < FAMILY.tolerance or not np.isnan(got[shape["m"] :]).all():
             failures.append(f"{variant.label} d={shape['d']}: relative error {rel:.3g}")
-    assert not failures, "\n".join(failures)
+    return failures
 
 
 def _kernel(variant):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Layer norm's bulk L2 prefetch of the row a later block reads (l2_ahead = 0, 4, 8, 16 MiB of x ahead), at
+# Layer norm's bulk L2 prefetch of the row a later block reads (l2_ahead: MiB of x ahead, AHEAD=0,1,2,4 unless set), at
 # DRAM-bound shapes. Bases per shape: the fastest distinct configs of its latest leave-shape-out search (cache hints
 # and the prefetch knobs aside), crossed with x_prefetch=0,128 and every l2_ahead; one `mage-tune bench --configs` run
 # per shape, baselines beside; invalid combinations dropped.
@@ -19,6 +19,6 @@ for shape in "${shapes[@]}"; do
   tag=layernorm-${shape//[=,]/}
   python analysis/top_configs.py "$searches/$tag" --top 3 --ignore hint,rsqrt,x_prefetch,l2_ahead \
     > "$out/$tag.bases.json"
-  bench_crossed layernorm "$shape" "$out/$tag.bases.json" --set x_prefetch=0,128 --set l2_ahead=0,4,8,16
+  bench_crossed layernorm "$shape" "$out/$tag.bases.json" --set x_prefetch=0,128 --set l2_ahead=${AHEAD:-0,1,2,4}
 done
 echo "done after $(( SECONDS - start )) s"
