@@ -168,6 +168,8 @@ def test_shapes_table_rebuilds_from_the_records():
         ("h200-2026-12-01-wide-rows/rows_sweep", []),
         ("h200-2026-12-01-cluster-split/cluster", []),
         ("h200-2026-12-01-cluster-split/rows_sweep", []),
+        ("h200-2026-12-02-l2-ahead/l2_ahead_wide", []),
+        ("h200-2026-12-02-l2-ahead/l2_ahead", []),
     ],
 )
 def test_crossed_bench_tables_rebuild_from_the_records(folder, flags):

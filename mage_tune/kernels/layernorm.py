@@ -49,7 +49,7 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            unit serves with no register or scoreboard held: a block launched later finds its row in L2, and DRAM has
            requests in flight beyond what the resident blocks' registers hold. On an H200 4 MiB took 8192 × 6144 from
            2.3-3.3 % over the copy to 0.6-1.4 %; 8 and 16 MiB were slower than none for every config at three
-           DRAM-bound shapes (up to 37 %), the rows fetched early and the y written meanwhile outgrowing the L2
+           DRAM-bound shapes (+0.5 to +37 %), the rows fetched early and the y written meanwhile outgrowing the L2
            (runs/h200-2026-12-02-l2-ahead)
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
