@@ -149,6 +149,15 @@ def test_space_size_at_768():
     assert len(valid) == 6992 + 3 * 2128 == 13376
 
 
+@pytest.mark.parametrize(("d", "arch"), [(768, "sm_90"), (770, "sm_90"), (768, "sm_80")])
+def test_valid_tuples_are_the_generic_walks(d, arch):
+    """The family's shortcut over l2_ahead yields exactly the tuples, in the order, of the generic walk that checks
+    every combination (with the prefetch allowed, refused by the row width, refused by the arch)."""
+    shape = {"m": 4096, "d": d}
+    generic = super(type(FAMILY), FAMILY).bound_combinations(shape, arch)
+    assert list(FAMILY.bound_combinations(shape, arch)) == list(generic)
+
+
 def _kernel_text(config: dict, shape: dict) -> str:
     """The rendered source without its first line, the label: configs that differ only in their launch share it."""
     return FAMILY.render(config, shape).split("\n", 1)[1]

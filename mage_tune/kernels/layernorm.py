@@ -61,6 +61,8 @@ its surplus rows (in the last group) redo the last row and store nothing, whatev
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import ClassVar
 
 import numpy as np
@@ -272,6 +274,22 @@ class LayerNorm(CudaFamily):
                 f"d={shape['d']} floats is {shape['d'] * FLOAT} bytes; use l2_ahead=0"
             )
         return problems
+
+    def bound_combinations(self, shape: Shape, arch: str) -> Iterator[tuple]:
+        """The base's valid tuples, in its order, for a quarter of the checks: l2_ahead is the last constrained knob
+        and no other constraint reads it, while its own read only persist, the arch and d; so a tuple is valid with
+        l2_ahead > 0 exactly when it is with 0 and those allow the prefetch."""
+        bound = [k for k in self.knobs if not k.free]
+        others, ahead = bound[:-1], bound[-1]
+        assert ahead.name == "l2_ahead", "l2_ahead must stay the last constrained knob"
+        firsts = {k.name: k.domain[0] for k in self.knobs if k.free}
+        for values in itertools.product(*(k.domain for k in others)):
+            config = {**dict(zip((k.name for k in others), values, strict=True)), **firsts, "l2_ahead": 0}
+            if self.violations(config, shape, arch):
+                continue
+            yield (*values, 0)
+            if not self._ahead_violations({**config, "l2_ahead": ahead.domain[1]}, shape, arch):
+                yield from ((*values, mib) for mib in ahead.domain[1:])
 
     def constraint_text(self) -> list[str]:
         return [
