@@ -167,8 +167,8 @@ def test_whole_d768_space_compiles():
     """Every distinct kernel with power-of-two threads, hint none/nc/cs and full_occupancy=0, y_hint=none,
     affine=late, x_prefetch=0, l2_ahead=0 compiled once, and a sample of the rest (other thread counts, the
     no-allocate hint, the launch bounds, the store of y, where scale and bias are loaded, the prefetch size, the bulk
-    prefetch ahead): persist=2, 4 and 8 render
-    the same kernel (the value only sets the grid), so the walk is 2652 persist=0 kernels and 732 persistent ones."""
+    prefetch ahead): persist=2, 4 and 8 render the same kernel (the value only sets the grid), so the walk is 2652
+    persist=0 kernels and 732 persistent ones."""
     valid = list(FAMILY.configs(D768, ARCH))
     persistent = [c for c in valid if c["persist"]]
     for config in random.Random(0).sample(persistent, 40):
@@ -452,15 +452,17 @@ def test_l2_ahead_prefetches_the_row_that_far_on(censuses):
     on, and nothing else changed in x's traffic; none without it."""
     seed = _get(censuses, SEED)[1]
     assert seed.ptx.bulk == seed.sass.bulk == {}
-    for mib in (1, 2, 4):
+    for mib, rows in ((1, 341), (2, 682), (4, 1365)):  # MiB of 3072-byte rows, rounded down
         config = {**SEED, "l2_ahead": mib}
         _, c = _get(censuses, config)
         assert c.ptx.bulk == c.sass.bulk == {"prefetch": 1}, mib
         assert c.ptx.params["x"].loads == seed.ptx.params["x"].loads
-        rows = FAMILY.ahead_rows(config, D768)
-        assert rows == (mib << 20) // (768 * 4)
-        assert f"static_cast<size_t>({rows}) * D" in FAMILY.render(config, D768)
-    assert FAMILY.ahead_rows({**SEED, "l2_ahead": 1}, {"m": 8, "d": 1 << 20}) == 1  # a row over 1 MiB: the next one
+        assert FAMILY.ahead_rows(config, D768) == rows
+        source = FAMILY.render(config, D768)
+        assert f"static_cast<size_t>({rows}) * D" in source and '"r"(3072u)' in source  # the whole row
+    wide = {**SEED, "vec": 4, "passes": "twopass", "l2_ahead": 1}  # a row of 4 MiB: the next row, its first MiB
+    assert FAMILY.ahead_rows(wide, {"m": 8, "d": 1 << 20}) == 1
+    assert f'"r"({1 << 20}u)' in FAMILY.render(wide, {"m": 8, "d": 1 << 20})
 
 
 def test_shared_memory_is_what_the_constraint_counts(censuses):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Layer norm's bulk L2 prefetch of the row a later block reads (l2_ahead: MiB of x ahead, AHEAD=0,1,2,4 unless set), at
-# DRAM-bound shapes. Bases per shape: the fastest distinct configs of its latest leave-shape-out search (cache hints
-# and the prefetch knobs aside), crossed with x_prefetch=0,128 and every l2_ahead; one `mage-tune bench --configs` run
-# per shape, baselines beside; invalid combinations dropped.
+# DRAM-bound shapes. Bases per shape: the fastest distinct configs of its latest leave-shape-out search (cache hints,
+# rsqrt and the prefetch knobs aside), crossed with x_prefetch=0,128 and every l2_ahead; one `mage-tune bench
+# --configs` run per shape, baselines beside; invalid combinations dropped.
 # Records: OUT/l2_ahead/layernorm-SHAPE.{bases.json,configs.json,json,txt,log}, packed into OUT/l2_ahead.tgz.
 #
 # usage: OUT=/tmp/w bash benchmarks/gpu/l2_ahead.sh [SHAPE ...]
