@@ -632,8 +632,9 @@ def test_a_config_already_tried_runs_as_an_untried_neighbour(tmp_path):
     """TPE draws its best configs again; each such draw runs as an untried one-knob neighbour (its record keeps the
     replaced values as redrawn_from), so no config of the search runs twice."""
     family = get_family("layernorm")
+    # seed 7: TPE repeats a draw within the 40 trials (8 of the 10 seeds tried do, in a space this size)
     spec = SearchSpec(
-        "layernorm", {"m": 256, "d": 64}, "sm_90", 40, "tpe", None, "redraw", tmp_path / "run", 2, True, 5, db="off",
+        "layernorm", {"m": 256, "d": 64}, "sm_90", 40, "tpe", None, "redraw", tmp_path / "run", 2, True, 7, db="off",
         polish=0,
     )  # fmt: skip
     Search(spec, family, print).run(lambda done, best: None)
