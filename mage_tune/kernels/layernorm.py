@@ -48,10 +48,10 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            first thread asks the L2 for the row that many MiB of x further on (at least one row; at most l2_ahead MiB
            of it) by one bulk prefetch, cp.async.bulk.prefetch.L2, which the TMA unit serves with no register or
            scoreboard held: a block launched later finds its row in L2, and DRAM has requests in flight beyond what
-           the resident blocks' registers hold. On an H200 4 MiB took 8192 × 6144 from
-           2.3-3.3 % over the copy to 0.6-1.4 %; 8 and 16 MiB were slower than none for every config at three
-           DRAM-bound shapes (+0.5 to +37 %), likely as the rows fetched early are evicted before their blocks read
-           them (not measured: runs/h200-2026-12-02-l2-ahead took no DRAM counters)
+           the resident blocks' registers hold. On an H200 4 MiB took 8192 × 6144 from 2.3-3.3 % over the copy to
+           0.6-1.4 %; 8 and 16 MiB were slower than none for every config at three DRAM-bound shapes (+0.5 to +37 %),
+           likely as the rows fetched early are evicted before their blocks read them (not measured:
+           runs/h200-2026-12-02-l2-ahead took no DRAM counters)
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
 cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared
@@ -281,11 +281,11 @@ class LayerNorm(CudaFamily):
         """The base's valid tuples, in its order, for a quarter of the checks: l2_ahead is the last constrained knob
         and no other constraint reads it, while its own read only persist, the arch and d; so a tuple is valid with
         l2_ahead > 0 exactly when it is with 0 and those allow the prefetch."""
-        bound = [k for k in self.knobs if not k.free]
-        others, ahead = bound[:-1], bound[-1]
         if type(self).violations is not LayerNorm.violations:  # a subclass with a space of its own
             yield from super().bound_combinations(shape, arch)
             return
+        bound = [k for k in self.knobs if not k.free]
+        others, ahead = bound[:-1], bound[-1]
         assert ahead.name == "l2_ahead" and ahead.domain[0] == 0, "l2_ahead (0 first) must stay the last bound knob"
         firsts = {k.name: k.domain[0] for k in self.knobs if k.free}
         for values in itertools.product(*(k.domain for k in others)):
