@@ -30,7 +30,7 @@ WITHIN = 1.03
 def baselines(run_dir: Path) -> dict[str, float]:
     """Fastest time of each baseline kind (triton, torch, copy), the median over the run's sessions (GPUs)."""
     per_label: dict[tuple[str, str], list[float]] = {}
-    for b in record.read_jsonl(run_dir / "baselines.jsonl", record.check_baseline):
+    for b in record.baselines(run_dir):
         r = b["result"]
         t = result_time(r) if r["ok"] else None
         if t is not None:

@@ -109,15 +109,8 @@ def constant_columns(rows: list[list], headers: list[str], keep: int = 3) -> tup
     )
 
 
-def short_config(family: str, config: dict) -> str:
-    """The knobs of `config` that differ from the family's defaults ("defaults" where none does); the config as it
-    is where the family is unknown here."""
-    from mage_tune.errors import MageError
-    from mage_tune.kernels import get_family
-
-    try:
-        defaults = get_family(family).with_defaults({})
-    except MageError:  # a record of a family this installation does not have: show every knob
-        defaults = {}
+def short_config(defaults: dict, config: dict) -> str:
+    """The knobs of `config` that differ from `defaults` ("defaults" where none does); every knob where the
+    defaults are not known (a record of a family file that carries none)."""
     differ = [f"{k}={v}" for k, v in config.items() if defaults.get(k, object()) != v]
     return ",".join(differ) or "defaults"

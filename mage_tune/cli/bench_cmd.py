@@ -48,6 +48,7 @@ from mage_tune.cli.options import family_and_shape, family_options
 @click.option("--seed", type=int, default=None, help="Input seed (default: fresh).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Also write the record here.")
+@click.option("--force", is_flag=True, help="Replace the --out record if it exists.")
 def bench(
     family,
     dims,
@@ -65,6 +66,7 @@ def bench(
     seed,
     as_json,
     out_path,
+    force,
 ):
     """Check every variant against a float64 reference (outputs poisoned first), then time it by CUDA-graph replay.
 
@@ -76,6 +78,10 @@ def bench(
 
     if configs_file and (settings or all_configs or source):
         raise click.UsageError("--configs lists the configs itself: leave out --set, --all and --source")
+    if out_path and Path(out_path).exists() and not force:
+        from mage_tune.errors import InputError
+
+        raise InputError("exists; give --force to replace it, or another --out", file=out_path)
     device.require_gpu()
     click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     if arch == "auto" or arch is None:
@@ -108,9 +114,11 @@ def bench(
             timed=not check_only,
             on_result=on_result,
         )
-    record = run_record(run, variants)
+    record = run_record(run, variants, fam)
     if out_path:
-        Path(out_path).write_text(json.dumps(record, indent=1))
+        from mage_tune.search.record import write_atomic
+
+        write_atomic(Path(out_path), json.dumps(record, indent=1))
         partial.unlink(missing_ok=True)
     if as_json:
         click.echo(json.dumps(record, indent=1))
@@ -139,8 +147,11 @@ def _variants(fam, shape, arch, settings, sources, configs_file, all_configs, sa
     return [select.from_source(fam, shape, arch, config, path) for path in sources] + [fam.build(config, shape, arch)]
 
 
-def run_record(run, variants) -> dict:
+def run_record(run, variants, family) -> dict:
+    import uuid
+
     from mage_tune.census import census_variant
+    from mage_tune.kernels.recorded import family_record
     from mage_tune.measure.summary import rows
 
     censuses = {}
@@ -150,8 +161,12 @@ def run_record(run, variants) -> dict:
     regimes = sorted({t.regime for r in run.results for t in r.timings})
     return {
         "schema": "mage-tune.bench/1",
+        "record_id": uuid.uuid4().hex,
         "family": run.family,
         "family_origin": run.family_origin,
+        "family_digest": family_record(family)["family_digest"],
+        "defaults": family.with_defaults({}),
+        "launches": {v.label: {"grid": list(v.launch.grid), "block": v.launch.block} for v in variants},
         "shape": run.shape,
         "bytes_moved": run.bytes_moved,
         "flops": run.flops,

@@ -16,10 +16,11 @@ DB_OPTION = click.option(
 COMPILERS = ("nvrtc", "nvcc", "ptxas")  # what decides a binary; the disassemblers only read it
 
 
-def _open(db_url):
+def _open(db_url, create: bool = False):
+    """The database; the commands that only read (and prune, which only removes) never make one."""
     from mage_tune.tuning.db import TuningDB
 
-    return TuningDB(db_url)
+    return TuningDB(db_url, create=create)
 
 
 def best_baselines(baselines: dict[str, float]) -> dict[str, float]:
@@ -101,7 +102,10 @@ def list_runs(db_url, family, as_json):
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 def query(family, db_url, shape_text, arch, top, as_json):
     """The fastest measured configs of FAMILY per shape, with the baselines measured in the same run."""
+    from dataclasses import asdict
+
     from mage_tune.cli.options import parse_shape
+    from mage_tune.kernels import recorded
     from mage_tune.textwidth import short_config, table
     from mage_tune.tuning.db import measured_by_shape
 
@@ -118,7 +122,7 @@ def query(family, db_url, shape_text, arch, top, as_json):
                 break
         for rank, e in enumerate(picks, 1):
             base = ", ".join(f"{k} {v:.1f}" for k, v in best_baselines(e.run.baselines).items())
-            config = short_config(e.run.origin or family, e.config)
+            config = short_config(e.run.defaults or recorded.defaults(asdict(e.run)), e.config)
             rows.append([e.run.shape_key(), rank, f"{e.value:.2f}", e.run.gpu or "-", config, base])
             out.append(
                 {
@@ -147,33 +151,60 @@ def query(family, db_url, shape_text, arch, top, as_json):
 @click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
 @DB_OPTION
 @click.option("--family", default=None, help="Only this family (name or origin).")
-def export(out, db_url, family):
-    """Write every trial (with its run's context) as JSON lines to OUT (- for stdout)."""
-    from mage_tune.errors import InputError
-
+@click.option("--force", is_flag=True, help="Replace OUT if it exists (never the database's own file).")
+def export(out, db_url, family, force):
+    """Write every trial (with its run's context) as JSON lines to OUT (- for stdout; OUT.gz compressed). OUT is
+    written whole or not at all: a temporary file beside it is renamed into place once complete."""
     store = _open(db_url)
-    if out == "-":
-        n = store.export(sys.stdout, family)
-    else:
-        try:
-            with open(out, "w") as f:
-                n = store.export(f, family)
-        except OSError as exc:
-            raise InputError(f"cannot write: {exc.strerror or exc}", file=out) from None
+    n = store.export(sys.stdout, family) if out == "-" else _export_to(store, Path(out), family, force)
     click.echo(f"exported {n} trial(s)", err=True)
+
+
+def _export_to(store, out: Path, family: str | None, force: bool) -> int:
+    import contextlib
+    import gzip
+    import os
+    import tempfile
+
+    from mage_tune.errors import InputError
+    from mage_tune.tuning.db import local_file
+
+    own = local_file(store.url)
+    if own is not None and out.exists() and own.exists() and os.path.samefile(own, out):
+        raise InputError("this is the tuning database's own file: export to another", file=str(out))
+    if out.exists() and not force:
+        raise InputError("exists; give --force to replace it, or another name", file=str(out))
+    opener = gzip.open if out.name.endswith(".gz") else open
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        os.close(fd)
+        with opener(tmp, "wt", encoding="utf-8") as f:
+            n = store.export(f, family)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+        tmp = None
+        return n
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", file=str(out)) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 @db.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @DB_OPTION
 def import_(paths, db_url):
-    """Add runs from PATHS: search run directories, bench records (.json) or exports (.jsonl). A run already in the
-    database is skipped, so importing twice adds nothing."""
-    store = _open(db_url)
-    added = present = 0
-    for path in paths:
-        a, p = store.import_path(path)
-        added, present = added + a, present + p
+    """Add runs from PATHS: search run directories, bench records (.json) or exports (.jsonl, .jsonl.gz). Every path
+    is read and checked before anything is written, so a bad one adds nothing; a run already in the database gets
+    only the trials it lacks, so importing twice (or a copy, or at once from two shells) adds nothing."""
+    from mage_tune.tuning.db import load_path
+
+    loaded = [run for path in paths for run in load_path(path)]
+    added, present = _open(db_url, create=True).add_runs(loaded)
     click.echo(f"imported {added} run(s); {present} already present")
 
 

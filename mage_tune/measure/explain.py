@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 
 from mage_tune.census.features import diff, features_json, fmt, spearman
+from mage_tune.kernels import recorded
 from mage_tune.measure.counters import pick
 from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
 
 
-def explain_bench(record: dict, counters: dict | None = None, regime: str = "cold") -> str:
+def explain_bench(record: dict, counters: dict | None = None, regime: str = "cold", family: str | None = None) -> str:
+    """`family`: a family spec the user named, whose code may be loaded for this record (records never load one)."""
     session = record["sessions"][0]
     variants = timed_results(record, "variant", regime)
     if not variants:
@@ -38,7 +40,7 @@ def explain_bench(record: dict, counters: dict | None = None, regime: str = "col
                 f"  vs {name}: {other['label']} {o:.2f} µs; ours/{kind} {t / o:.3f}; "
                 f"our distance to the floor is {gap:.2f} of its"
             )
-    lines += _held_back(record, best)
+    lines += _held_back(record, best, family)
     lines += _runner_ups(record, variants, regime)
     lines += _tracking(record, variants, regime)
     if counters:
@@ -46,19 +48,14 @@ def explain_bench(record: dict, counters: dict | None = None, regime: str = "col
     return "\n".join(lines)
 
 
-def _held_back(record: dict, best: dict) -> list[str]:
+def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
     """The census's account of the winner: occupancy and its limiter, bytes in flight, waves of blocks."""
-    from mage_tune.kernels import get_family
-
     census = record["census"].get(best["label"])
     if not census or not census.get("occupancy"):
         return []
     occ, sass = census["occupancy"], census.get("sass") or {}
     sms = record["environment"].get("sm_count", 132)
-    family = get_family(record.get("family_origin") or record["family"])
-    # A record written before a knob existed was measured with the knob's default: read it so.
-    config = family.with_defaults(best["config"]) if "source" not in best["config"] else None
-    launch = family.launch(config, record["shape"], record_arch(record)) if config else None
+    grid = _grid(record, best, named)
     lines = [
         f"census of the winner: {census['registers']} registers, {occ['blocks_per_sm']} block(s) of {occ['block']} "
         f"threads per SM ({occ['fraction']:.0%} occupancy, limited by {occ['limiter']}), "
@@ -66,8 +63,8 @@ def _held_back(record: dict, best: dict) -> list[str]:
         f"= {sass.get('bytes_in_flight', 0) * occ['block'] * occ['blocks_per_sm'] / 1024:.0f} KiB per SM"
         + (f", and {sass['cp_async_groups_in_flight']} cp.async groups in flight" if sass.get("cp_async") else "")
     ]
-    if launch and occ["blocks_per_sm"]:
-        blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
+    if grid and occ["blocks_per_sm"]:
+        blocks = grid[0] * grid[1] * grid[2]
         slots = sms * occ["blocks_per_sm"]
         if blocks <= slots:  # one wave: what matters is how evenly the blocks spread over the SMs
             busiest = math.ceil(blocks / sms)
@@ -185,7 +182,7 @@ def report_bench(record: dict, top: int = 10, regime: str = "cold") -> str:
                     f"{result_time(r, regime) / best_us:.3f}",
                     c.get("registers", "-"),
                     f"{occ['fraction']:.0%}" if occ else "-",
-                    r["config"].get("source") or short_config(record["family"], r["config"]),
+                    r["config"].get("source") or short_config(recorded.defaults(record), r["config"]),
                 ]
             )
         lines += ["", f"fastest variants ({regime}; config: knobs that differ from the family's defaults)"]
@@ -205,8 +202,26 @@ def report_bench(record: dict, top: int = 10, regime: str = "cold") -> str:
         lines.append(table(rows, ["baseline", "session", "µs", "best / it"]))
     if failed:
         lines += ["", f"failed ({len(failed)}):"]
+        defaults = recorded.defaults(record)
         lines += [
-            f"  {short_config(record['family'], r['config']) if r['kind'] == 'variant' else r['label']}: {r['error']}"
+            f"  {short_config(defaults, r['config']) if r['kind'] == 'variant' else r['label']}: {r['error']}"
             for r in failed[:top]
         ]
     return "\n".join(lines)
+
+
+def _grid(record: dict, best: dict, named: str | None) -> tuple[int, int, int] | None:
+    """The winner's grid: as the record keeps it, else from the code of a family the user named or a built-in one
+    (None for a record of a family file nobody named: records never load code)."""
+    kept = (record.get("launches") or {}).get(best["label"])
+    if isinstance(kept, dict) and _is_grid(kept.get("grid")):
+        return tuple(kept["grid"])
+    family, _ = recorded.family_for(record, named)
+    # A record written before a knob existed was measured with the knob's default: read it so.
+    if family is None or "source" in best["config"]:
+        return None
+    return family.launch(family.with_defaults(best["config"]), record["shape"], record_arch(record)).grid
+
+
+def _is_grid(value) -> bool:
+    return isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) and v > 0 for v in value)

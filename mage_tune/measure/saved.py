@@ -4,26 +4,18 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
 
 from mage_tune.errors import InputError
-from mage_tune.inputs import read_input
+from mage_tune.records import reader
 
 
 def read_json(path: str | Path) -> object:
-    """A JSON file, read with bounds; a bench record is also checked (`check_bench`), so every reader of one gets
-    either a sound record or one error naming the file."""
-    try:
-        data = json.loads(read_input(path).decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from None
-    except RecursionError:
-        raise InputError("not JSON this reader can take (nested too deeply)", file=str(path)) from None
+    """A JSON file, read with the one bounded reader; a bench record is also checked (`check_bench`), so every reader
+    of one gets either a sound record or one error naming the file."""
+    data = reader.read_json(path)
     if isinstance(data, dict) and str(data.get("schema", "")).startswith("mage-tune.bench/"):
         check_bench(data, str(path))
     return data
@@ -44,6 +36,12 @@ def _result_problem(r, sessions: int) -> str:
     for t in r["timings"]:
         if not isinstance(t, dict) or not isinstance(t.get("regime"), str) or not _positive(t.get("median_us")):
             return "a timing without a regime and a positive median_us"
+    if not all(v is None or isinstance(v, str | int | float | bool) for v in r["config"].values()):
+        return "a config value that is not a number, string or boolean"
+    if r.get("rel_err") is not None and not (
+        isinstance(r["rel_err"], int | float) and not isinstance(r["rel_err"], bool)
+    ):
+        return f"rel_err {r['rel_err']!r} is not a number"
     return ""
 
 

@@ -21,15 +21,16 @@ import dataclasses
 import errno
 import hashlib
 import json
-import math
 import os
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 from mage_tune.errors import InputError, MageError
+from mage_tune.records import reader, schema
 
-SCORED = ("measured", "modelled", "duplicate")
+SCORED = schema.SCORED
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 _FILE_MODE = 0o666 & ~_UMASK  # what open() would give: mkstemp's 0600 would hide a shared run from its readers
@@ -140,8 +141,8 @@ def _describe(identity: dict) -> str:
 def _legacy_identity(run_dir: Path) -> dict | None:
     """What a run directory made before run.json existed says of its study (search.json)."""
     try:
-        meta = json.loads((run_dir / "search.json").read_text())
-    except (OSError, ValueError):
+        meta = reader.read_json(run_dir / "search.json", limit=2**20)
+    except MageError:
         return None
     if not isinstance(meta, dict):
         return None
@@ -154,29 +155,50 @@ def _legacy_identity(run_dir: Path) -> dict | None:
     }
 
 
-def claim(run_dir: Path, identity: dict) -> None:
-    """Make `run_dir` the record of the study `identity` names, or refuse if it holds another study's trials.
+def claim(run_dir: Path, identity: dict, about: dict | None = None) -> str:
+    """Make `run_dir` the record of the study `identity` names, or refuse if it holds another study's trials; returns
+    the run's id (a UUID given once, when run.json is first written).
 
     The identity is written once (created exclusively: of two processes starting on an empty directory, one writes
-    it and the other compares against it)."""
+    it and the other compares against it), with the run's id and `about` (what readers need and a resumed search
+    does not have to match: the family's digest and defaults)."""
     path = run_dir / IDENTITY
     if not path.exists():
         if (run_dir / "trials.jsonl").exists():
             legacy = _legacy_identity(run_dir)
             if legacy is not None:
                 _compare(path.parent / "search.json", legacy, identity)
-        if write_atomic(path, json.dumps(identity, indent=1), exclusive=True):
-            return  # else another process wrote it first: compare with that one
+        run = uuid.uuid4().hex
+        written = {**identity, "run_id": run, **(about or {})}
+        if write_atomic(path, json.dumps(written, indent=1), exclusive=True):
+            return run  # else another process wrote it first: compare with that one
     try:
-        recorded = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        recorded = reader.read_json(path, limit=2**20)
+    except MageError as exc:
         raise InputError(
-            f"unreadable record of this run directory's study ({exc}); restore it or use another --run-dir",
+            f"unreadable record of this run directory's study ({exc.message}); restore it or use another --run-dir",
             file=str(path),
         ) from None
     if not isinstance(recorded, dict):
         raise InputError("not a record of a study; restore it or use another --run-dir", file=str(path))
     _compare(path, recorded, identity)
+    return run_id(run_dir)
+
+
+def run_id(run_dir: Path) -> str:
+    """The run's id: run.json's, or for a run directory made before ids existed a digest of what it holds from its
+    start (its identity file and first trial), so a copy or a move of it is the same run."""
+    identity = read_identity(run_dir / IDENTITY)
+    if identity and isinstance(identity.get("run_id"), str) and identity["run_id"]:
+        return identity["run_id"]
+    digest = hashlib.sha256()
+    for name in (IDENTITY, "search.json"):
+        if (run_dir / name).exists():
+            digest.update(json.dumps(read_identity(run_dir / name), sort_keys=True).encode())
+            break
+    first = next(iter(read_jsonl(run_dir / "trials.jsonl", "trial")), None)
+    digest.update(json.dumps(first, sort_keys=True).encode())
+    return "sha256:" + digest.hexdigest()[:32]
 
 
 def _compare(path: Path, recorded: dict, identity: dict) -> None:
@@ -202,78 +224,37 @@ def skipped(path: Path, line: int, why: str, action: str = "line skipped") -> No
     sys.stderr.write(f"mage-tune: warning: {path}:{line}: {why}; {action}\n")
 
 
-def read_jsonl(path: Path, check=None) -> list[dict]:
-    """The sound lines of a .jsonl record (objects that `check` finds nothing wrong with), in order."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+def read_jsonl(path: Path, kind: str | None = None) -> list[dict]:
+    """The sound lines of a .jsonl record (objects that the schema `kind` finds nothing wrong with), in order, read
+    through the one bounded reader."""
+    if not path.exists() and not path.is_symlink():
         return []
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     out = []
-    raw_lines = data.split(b"\n")
-    for number, raw in enumerate(raw_lines, start=1):
-        if not raw.strip():
-            continue
-        last = number == len(raw_lines)  # no newline after it: a write cut short
-        try:
-            item = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            skipped(path, number, f"not UTF-8 text (byte {exc.start})")
-            continue
-        except ValueError as exc:
-            skipped(path, number, "cut short (a write interrupted by a kill?)" if last else f"not JSON ({exc})")
-            continue
-        why = "not a JSON object" if not isinstance(item, dict) else (check(item) if check else "")
+    for line in reader.lines(path):
+        why = line.problem or (schema.problem(kind, line.data) if kind else "")
         if why:
-            skipped(path, number, why)
+            skipped(path, line.number, why)
             continue
-        out.append(item)
+        out.append(line.data)
     return out
 
 
-def _number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def check_trial(t: dict) -> str:
-    """What is wrong with a trials.jsonl object ("" when nothing is)."""
-    if not isinstance(t.get("number"), int) or isinstance(t.get("number"), bool) or t["number"] < 0:
-        return "no trial number"
-    if not isinstance(t.get("outcome"), str):
-        return f"trial {t['number']} has no outcome"
-    if t["outcome"] in SCORED and not _number(t.get("value")):
-        return f"trial {t['number']} is {t['outcome']} but its value {t.get('value')!r} is not a number"
-    if t["outcome"] in SCORED and not isinstance(t.get("config"), dict):
-        return f"trial {t['number']} is {t['outcome']} but has no config"
-    for key, kind in (("config", dict), ("census", dict), ("label", str)):
-        if key in t and not isinstance(t[key], kind):
-            return f"trial {t['number']}: {key} is not a {kind.__name__}"
-    return ""
-
-
-def check_baseline(b: dict) -> str:
-    """What is wrong with a baselines.jsonl object ("" when nothing is)."""
-    r, s = b.get("result"), b.get("session")
-    if not isinstance(r, dict) or not isinstance(s, dict):
-        return "not a baseline record (result and session)"
-    if (
-        not isinstance(r.get("label"), str)
-        or not isinstance(r.get("ok"), bool)
-        or not isinstance(r.get("timings"), list)
-    ):
-        return "a baseline result without its label, ok or timings"
-    if not all(
-        isinstance(t, dict) and isinstance(t.get("regime"), str) and _number(t.get("median_us")) for t in r["timings"]
-    ):
-        return f"baseline {r['label']}: a timing without a regime and a median"
-    if not (_number(s.get("copy_gbs")) and _number(s.get("control_us"))):
-        return f"baseline {r['label']}: its session has no copy bandwidth or control time"
-    return ""
+def read_identity(path: Path) -> dict | None:
+    """A run directory's run.json or search.json as an object, read with bounds (None where it does not exist)."""
+    if not path.exists():
+        return None
+    data = reader.read_json(path, limit=2**20)
+    if not isinstance(data, dict):
+        raise InputError("not a JSON object", file=str(path))
+    return data
 
 
 def trials(run_dir: Path) -> list[dict]:
-    return read_jsonl(run_dir / "trials.jsonl", check_trial)
+    return read_jsonl(run_dir / "trials.jsonl", "trial")
+
+
+def baselines(run_dir: Path) -> list[dict]:
+    return read_jsonl(run_dir / "baselines.jsonl", "baseline")
 
 
 def best_trial(run_dir: Path) -> dict | None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from mage_tune.census.features import diff, fmt, spearman
+from mage_tune.errors import MageError
+from mage_tune.kernels import recorded
 from mage_tune.search import record
 from mage_tune.textwidth import constant_columns, short_config, table
 
@@ -25,18 +26,22 @@ CENSUS_SHORT = ("regs", "smem B", "occ", "limiter", "load bits", "loads in fligh
 
 
 def _search_meta(run_dir: Path) -> dict:
-    """search.json, or {} (reported on stderr) where it is missing or damaged: tables need only trials.jsonl."""
-    path = run_dir / "search.json"
-    if not path.exists():
-        return {}
-    try:
-        meta = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError) as exc:
-        record.skipped(path, 1, f"not readable as JSON ({type(exc).__name__})", "read without it")
-        return {}
-    if not isinstance(meta, dict) or not all(isinstance(meta.get(k, ""), str) for k in ("family", "arch")):
-        record.skipped(path, 1, "not a search record", "read without it")
-        return {}
+    """What the run directory says of its search (search.json, with run.json's family digest and defaults), or {}
+    (reported on stderr) where it is missing or damaged: tables need only trials.jsonl."""
+    meta: dict = {}
+    for name in ("run.json", "search.json"):
+        path = run_dir / name
+        try:
+            found = record.read_identity(path)
+        except MageError as exc:
+            record.skipped(path, 1, f"not readable ({exc.message})", "read without it")
+            continue
+        if found is None:
+            continue
+        if not all(isinstance(found.get(k, ""), str) for k in ("family", "arch")):
+            record.skipped(path, 1, "not a search record", "read without it")
+            continue
+        meta |= found
     return meta
 
 
@@ -47,17 +52,17 @@ def scored(run_dir: Path) -> list[dict]:
 
 
 def baselines(run_dir: Path) -> list[dict]:
-    return record.read_jsonl(run_dir / "baselines.jsonl", record.check_baseline)
+    return record.baselines(run_dir)
 
 
 def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
     """The n best trials; `fit`: a plain table that fits the terminal (textwidth), else Markdown at full width.
     Configs are shown as the knobs that differ from the family's defaults."""
-    family = _search_meta(run_dir).get("family", "")
+    defaults = recorded.defaults(_search_meta(run_dir))
     rows = []
     for t in scored(run_dir)[:n]:
         census = t.get("census", {})
-        config = short_config(family, t["config"]) if "config" in t else t["label"]
+        config = short_config(defaults, t["config"]) if "config" in t else t["label"]
         source = t.get("source", "")
         rows.append([t["number"], f"{t['value']:.2f}", source, config, *(fmt(census.get(c)) for c in CENSUS_COLUMNS)])
     unit = "µs (model)" if (scored(run_dir)[:1] or [{}])[0].get("outcome") == "modelled" else "µs (cold)"
@@ -191,7 +196,7 @@ def correlations(run_dir: Path) -> list[tuple[str, float, int]]:
     return sorted(out, key=lambda item: -abs(item[1]))
 
 
-def explain_text(run_dir: Path, with_triton: bool = True) -> str:
+def explain_text(run_dir: Path, with_triton: bool = True, family: str | None = None) -> str:
     trials = scored(run_dir)
     if not trials:
         return "no scored trial in this run"
@@ -209,18 +214,19 @@ def explain_text(run_dir: Path, with_triton: bool = True) -> str:
         lines.append("census features that track time across trials (Spearman rho; + means more is slower):")
         lines += [f"  {key:28s} {rho:+.2f}  (n={n})" for key, rho, n in corr[:10]]
     if with_triton:
-        lines += _triton_lines(run_dir, best)
+        lines += _triton_lines(run_dir, best, family)
     return "\n".join(lines)
 
 
-def _triton_lines(run_dir: Path, best: dict) -> list[str]:
+def _triton_lines(run_dir: Path, best: dict, named: str | None = None) -> list[str]:
     meta = _search_meta(run_dir)
+    family, why = recorded.family_for(meta, named)
+    if family is None:
+        return [f"(Triton comparison skipped: {why})"]
     try:
         from mage_tune.census import census_artifact
         from mage_tune.census.features import features
-        from mage_tune.kernels import load_family
 
-        family = load_family(meta.get("origin") or meta["family"])
         # The comparison is with the reference's first config: compile only that one (a matmul's lists eight).
         first = (family.reference_configs() or [None])[0]
         refs = family.reference_kernels(meta["shape"], meta["arch"], config=first)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family, Variant, config_label
+from mage_tune.kernels.recorded import family_digest, family_record
 from mage_tune.search import polish, record
 from mage_tune.search.storage import open_storage, redact, sqlite_url, storage_errors
 from mage_tune.tuning.db import Recorder
@@ -159,7 +160,9 @@ class Search:
         self.spec, self.family, self.echo = spec, family, echo
         self.objective = STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE
         record.make_run_dir(spec.run_dir)
-        record.claim(spec.run_dir, run_identity(spec))  # before the storage: a refused run touches nothing
+        about = {k: v for k, v in family_record(family).items() if k != "family"}
+        # before the storage: a refused run touches nothing
+        self.run_id = record.claim(spec.run_dir, run_identity(spec), about)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.storage = open_storage(spec.storage, spec.run_dir)
         with storage_errors(spec):
@@ -190,9 +193,12 @@ class Search:
 
             gpu = gpu_name()
         return RunInfo(
-            name=run_name(self.spec.study, str(self.spec.run_dir.resolve())),
+            name=run_name(self.spec.study, self.run_id),
             family=self.family.name,
             origin=self.family.origin or self.family.name,
+            run_id=self.run_id,
+            family_digest=family_digest(self.family),
+            defaults=self.family.with_defaults({}),
             shape=dict(self.spec.shape),
             arch=self.spec.arch,
             objective=self.objective,
@@ -229,7 +235,7 @@ class Search:
         for seed in plan.seeds:
             self.study.enqueue_trial(seed.config, user_attrs={"source": seed.source}, skip_if_exists=True)
         self.polish_model = plan.model
-        return plan.notes
+        return plan.notes + _other_code_note(self.family, entries)
 
     def _check_study_identity(self) -> None:
         identity = {
@@ -570,6 +576,19 @@ def _family_entries(db, family: Family, arch: str) -> list:
     if not entries and family.origin and family.origin != family.name:
         entries = list(db.entries(family=family.name, arch=arch, objective=MEASURED_OBJECTIVE))
     return entries
+
+
+def _other_code_note(family: Family, entries: list) -> tuple[str, ...]:
+    """Say (not trust silently) that some of the database's runs were made by other code of this family."""
+    digest = family_digest(family)
+    runs = {e.run.name: e.run.family_digest for e in entries}
+    other = sum(1 for d in runs.values() if d and d != digest)
+    if not other:
+        return ()
+    return (
+        f"warm start: {other} of {len(runs)} run(s) of {family.name} in the tuning database were made by other code "
+        "of it (the family file's sha256 differs); their configs are read as the family is now",
+    )
 
 
 def run_identity(spec: SearchSpec) -> dict:

@@ -15,28 +15,47 @@ once on stderr.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mage_tune.errors import InputError
-from mage_tune.measure.saved import shape_problem
+from mage_tune.records import schema
 
 DB_ENV = "MAGE_TUNE_DB"
 RUN_PREFIX = "run:"
-EXPORT_SCHEMA = "mage-tune.tuning-db/1"
+LOCK_PREFIX = "import-lock:"  # a study of this name marks a run being imported: one importer at a time
+LOCK_STALE_S = 600  # a lock older than this belongs to a killed importer
+LOCK_WAIT_S = 120
+EXPORT_SCHEMA = "mage-tune.tuning-db/2"  # /1 lines (no run id, digest or defaults) still import
+
+
+def _default_path() -> Path:
+    from mage_tune.compile import cache_dir
+
+    return cache_dir() / "tuning.db"
 
 
 def default_url() -> str:
-    from mage_tune.compile import cache_dir
     from mage_tune.search.storage import sqlite_url
 
-    return os.environ.get(DB_ENV) or sqlite_url(cache_dir() / "tuning.db")
+    return os.environ.get(DB_ENV) or sqlite_url(_default_path())
+
+
+def local_file(url: str) -> Path | None:
+    """The file a SQLite or journal URL names (None for a server)."""
+    from urllib.parse import unquote
+
+    if url.startswith("sqlite:///"):
+        return Path(unquote(url.removeprefix("sqlite:///")))
+    if url.startswith("journal:") or url.endswith((".journal", ".log")):
+        return Path(url.removeprefix("journal://").removeprefix("journal:"))
+    return None
 
 
 def versions(toolchain: dict) -> dict[str, str]:
@@ -58,6 +77,9 @@ class RunInfo:
     toolchain: dict = field(default_factory=dict)
     baselines: dict = field(default_factory=dict)  # label -> cold median µs, measured in the same run
     where: str = ""  # the run directory or file it came from
+    run_id: str = ""  # given once to a run (run.json's UUID, or a digest of an older record's content)
+    family_digest: str = ""  # sha256 of the family's file when the run was made
+    defaults: dict = field(default_factory=dict)  # the family's knob defaults then: configs print as what differs
 
     def shape_key(self) -> str:
         return "-".join(f"{k}{v}" for k, v in self.shape.items())
@@ -80,36 +102,51 @@ class Entry:
         return self.outcome == "measured" and self.value is not None and math.isfinite(self.value)
 
 
-def row_problem(row: dict) -> str:
-    """What is wrong with one trial row of an import ("" when nothing is)."""
-    if not isinstance(row.get("config"), dict):
-        return "its config is not a mapping of knobs to values"
-    if isinstance(row.get("number"), bool) or not isinstance(row.get("number"), int):
-        return "it has no trial number"
-    value = row.get("value")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-        return f"its value {value!r} is not a number"
-    return ""
+def run_name(study: str, run_id: str) -> str:
+    """The run's study name in the database: unique per run id, so a run is held once however often, from
+    wherever, and by how many processes at once it is imported (the storage's unique study name decides)."""
+    return f"{RUN_PREFIX}{study} {run_id}"
 
 
-def run_name(study: str, where: str) -> str:
-    digest = hashlib.sha256(where.encode()).hexdigest()[:10]
-    return f"{RUN_PREFIX}{study} {digest}"
+def run_from(data: dict) -> RunInfo:
+    """A RunInfo from a checked `run` object (keys it does not know are left out)."""
+    known = {k: data[k] for k in RunInfo.__dataclass_fields__ if k in data}
+    known.setdefault("origin", known["family"])
+    known.setdefault("arch", "")
+    known.setdefault("objective", "")
+    return RunInfo(**known)
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, text: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        sys.stderr.write(f"mage-tune: warning: {text}\n")
 
 
 class TuningDB:
-    def __init__(self, url: str | None = None):
+    def __init__(self, url: str | None = None, create: bool = True):
+        """`create` False (the commands that only read): a database that does not exist is not made, nor its folder;
+        the default one reads as empty, any other is an error naming it."""
         import optuna
 
         from mage_tune.search.storage import open_storage
 
         self.url = url or default_url()
-        if self.url.startswith("sqlite:///"):
-            from urllib.parse import unquote
-
-            with contextlib.suppress(OSError):
-                Path(unquote(self.url.removeprefix("sqlite:///"))).parent.mkdir(parents=True, exist_ok=True)
+        self.storage = None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        path = local_file(self.url)
+        if path is not None and not path.exists():
+            if not create:
+                if url is None and DB_ENV not in os.environ:
+                    return  # a fresh machine: nothing measured yet
+                raise InputError(
+                    "no tuning database here (a search or `mage-tune db import` makes one)", file=str(path)
+                )
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
         self.storage = open_storage(self.url, Path.cwd())
 
     # --- writing --------------------------------------------------------------------------------------------------
@@ -119,15 +156,15 @@ class TuningDB:
 
         study = optuna.create_study(study_name=run.name, storage=self.storage, load_if_exists=True)
         if "family" not in study.user_attrs:
-            for key, value in asdict(run).items():
-                if key != "name":
-                    study.set_user_attr(key, value)
+            _set_context(study, run)
         return study
 
     def run_names(self) -> set[str]:
         """Names of the studies held: names only, which costs one query, where summaries read every trial."""
         import optuna
 
+        if self.storage is None:
+            return set()
         return set(optuna.get_all_study_names(self.storage))
 
     def add(self, study, number: int, config: dict, outcome: str, value, census: dict | None, source: str) -> None:
@@ -146,18 +183,27 @@ class TuningDB:
 
     # --- reading --------------------------------------------------------------------------------------------------
     def runs(self) -> list[tuple[RunInfo, int]]:
-        """Every run with how many trials it holds."""
+        """Every sound run with how many trials it holds; a run whose context is damaged is skipped, said once."""
         import optuna
 
+        if self.storage is None:
+            return []
         out = []
         for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False):
-            if s.study_name.startswith(RUN_PREFIX):
-                out.append((_run_info(s.study_name, s.user_attrs), s.n_trials))
+            if not s.study_name.startswith(RUN_PREFIX) or not s.user_attrs:
+                continue  # not a run, or one whose context is being written right now
+            data = {**s.user_attrs, "name": s.study_name}
+            why = schema.problem("run", data)
+            if why:
+                _warn_once(s.study_name, f"tuning database {self._shown()}: run {s.study_name!r}: {why}; run skipped")
+                continue
+            out.append((run_from(data), s.n_trials))
         return out
 
     def entries(
         self, family: str | None = None, arch: str | None = None, objective: str | None = None
     ) -> Iterator[Entry]:
+        """The trials of the sound runs, each (run, trial number) once; a damaged trial row is skipped, said once."""
         import optuna
 
         for run, _ in self.runs():
@@ -166,24 +212,38 @@ class TuningDB:
             if objective and run.objective != objective:
                 continue
             study = optuna.load_study(study_name=run.name, storage=self.storage)
+            seen: set[int] = set()
             for t in study.get_trials(deepcopy=False):
                 a = t.user_attrs.get("entry")
-                if not isinstance(a, dict) or not isinstance(a.get("config"), dict):
+                why = schema.problem("entry", a)
+                if why:
+                    _warn_once(
+                        f"{run.name} {t.number}",
+                        f"tuning database {self._shown()}: run {run.name!r} trial {t.number}: {why}; trial skipped",
+                    )
                     continue
+                if a["number"] in seen:
+                    continue  # written twice (a search's writer and an import racing): counted once
+                seen.add(a["number"])
                 yield Entry(
                     run,
-                    int(a.get("number", t.number)),
+                    a["number"],
                     a["config"],
-                    str(a.get("outcome", "")),
+                    a.get("outcome", ""),
                     t.value,
                     a.get("census") or {},
-                    str(a.get("source", "")),
+                    a.get("source", ""),
                 )
 
     def drop(self, name: str) -> None:
         import optuna
 
         optuna.delete_study(study_name=name, storage=self.storage)
+
+    def _shown(self) -> str:
+        from mage_tune.search.storage import redact
+
+        return redact(self.url)
 
     # --- export and import ----------------------------------------------------------------------------------------
     def export(self, out, family: str | None = None) -> int:
@@ -194,78 +254,122 @@ class TuningDB:
             n += 1
         return n
 
-    def import_lines(self, path: Path) -> tuple[int, int]:
-        """An export's lines: (runs added, runs already present)."""
-        from mage_tune.inputs import read_input
-
-        try:
-            text = read_input(path).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
-        by_run: dict[str, tuple[RunInfo, list[dict]]] = {}
-        for line_no, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-                if not isinstance(data, dict) or data.get("schema") != EXPORT_SCHEMA:
-                    raise ValueError(f"not a {EXPORT_SCHEMA} line")
-                run = RunInfo(**data["run"])
-                why = shape_problem(run.shape) or row_problem(data)
-                if why:
-                    raise ValueError(why)
-                data.setdefault("outcome", "")
-                data.setdefault("value", None)
-                by_run.setdefault(run.name, (run, []))[1].append(data)
-            except (ValueError, KeyError, TypeError) as exc:
-                raise InputError(f"not a tuning-database export line: {exc}", file=str(path), line=line_no) from None
-        return self._add_runs(list(by_run.values()))
-
-    def import_path(self, path: Path) -> tuple[int, int]:
-        """A run directory, a bench record (.json) or an export (.jsonl): (runs added, runs already present)."""
-        from mage_tune.tuning import sources
-
-        if path.is_dir():
-            loaded = [sources.run_directory(path)]
-        elif path.suffix == ".jsonl":
-            return self.import_lines(path)
-        else:
-            loaded = [sources.bench_record(path)]
-        return self._add_runs(loaded)
-
-    def _add_runs(self, loaded: list[tuple[RunInfo, list[dict]]]) -> tuple[int, int]:
+    def add_runs(self, loaded: list[tuple[RunInfo, list[dict]]]) -> tuple[int, int]:
         """Each run with its trials: (runs added, runs already present). A run already present gets the trials it
-        lacks (by trial number), so importing a run directory again completes what a failed write left out."""
+        lacks (by trial number), so importing a run directory again completes what a failed write left out. Each run
+        is written by one importer at a time (a lock study), and made by creating its uniquely named study, so
+        concurrent imports of one run add each trial once."""
         import optuna
 
         added = present = 0
-        held = self.run_names()
         for run, rows in loaded:
-            known: set[int] = set()
-            if run.name in held:
-                present += 1
-                study = optuna.load_study(study_name=run.name, storage=self.storage)
-                known = {t.user_attrs.get("entry", {}).get("number") for t in study.get_trials(deepcopy=False)}
-            else:
-                study = self.study_for(run)
-                held.add(run.name)
-                added += 1
-            for r in rows:
-                if r["number"] not in known:
-                    self.add(
-                        study, r["number"], r["config"], r["outcome"], r["value"], r.get("census"), r.get("source", "")
-                    )
+            with self._import_lock(run.name):
+                try:
+                    study = optuna.create_study(study_name=run.name, storage=self.storage)
+                except optuna.exceptions.DuplicatedStudyError:
+                    study = optuna.load_study(study_name=run.name, storage=self.storage)
+                    present += 1
+                else:
+                    _set_context(study, run)
+                    added += 1
+                known = {
+                    a.get("number")
+                    for t in study.get_trials(deepcopy=False)
+                    if isinstance(a := t.user_attrs.get("entry"), dict)
+                }
+                for r in rows:
+                    if r["number"] not in known:
+                        known.add(r["number"])
+                        self.add(
+                            study,
+                            r["number"],
+                            r["config"],
+                            r["outcome"],
+                            r["value"],
+                            r.get("census"),
+                            r.get("source", ""),
+                        )
         return added, present
 
+    @contextlib.contextmanager
+    def _import_lock(self, name: str):
+        """Hold the run `name` for writing: a study named LOCK_PREFIX + name, which the storage lets only one
+        process create. Waits for another importer (up to LOCK_WAIT_S); a lock older than LOCK_STALE_S is a killed
+        importer's and is taken over."""
+        import optuna
 
-def _run_info(name: str, attrs: dict) -> RunInfo:
-    known = {k: attrs[k] for k in RunInfo.__dataclass_fields__ if k in attrs and k != "name"}
-    known.setdefault("family", "")
-    known.setdefault("origin", known["family"])
-    known.setdefault("shape", {})
-    known.setdefault("arch", "")
-    known.setdefault("objective", "")
-    return RunInfo(name=name, **known)
+        lock = LOCK_PREFIX + name
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                study = optuna.create_study(study_name=lock, storage=self.storage)
+                study.set_user_attr("since", time.time())
+                break
+            except optuna.exceptions.DuplicatedStudyError:
+                if self._stale(lock) or time.monotonic() > deadline:
+                    with contextlib.suppress(KeyError):
+                        optuna.delete_study(study_name=lock, storage=self.storage)
+                    continue
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(KeyError):
+                optuna.delete_study(study_name=lock, storage=self.storage)
+
+    def _stale(self, lock: str) -> bool:
+        import optuna
+
+        try:
+            since = optuna.load_study(study_name=lock, storage=self.storage).user_attrs.get("since")
+        except KeyError:
+            return False  # released meanwhile: try again
+        if not isinstance(since, int | float):
+            return False  # being made right now
+        return time.time() - since > LOCK_STALE_S
+
+
+def _set_context(study, run: RunInfo) -> None:
+    # Every attr but the name in one call each; `family` last, since readers take a study without it as unfinished
+    context = {k: v for k, v in asdict(run).items() if k not in ("name", "family")}
+    for key, value in context.items():
+        study.set_user_attr(key, value)
+    study.set_user_attr("family", run.family)
+
+
+def import_lines(path: Path) -> list[tuple[RunInfo, list[dict]]]:
+    """An export's runs and trials (plain or .gz, streamed); every line is checked against the export schema and a
+    line outside it is refused with its file, line and the reason, before anything is written."""
+    from mage_tune.records import reader
+
+    by_run: dict[str, tuple[RunInfo, list[dict]]] = {}
+    for line in reader.lines(path):
+        why = line.problem or schema.problem("export line", line.data)
+        if why:
+            raise InputError(f"not a tuning-database export line: {why}", file=str(path), line=line.number)
+        data = line.data
+        run = run_from(data["run"])
+        row = {
+            "number": data["number"],
+            "config": data["config"],
+            "outcome": data.get("outcome", ""),
+            "value": data.get("value"),
+            "census": data.get("census") or {},
+            "source": data.get("source", ""),
+        }
+        by_run.setdefault(run.name, (run, []))[1].append(row)
+    return list(by_run.values())
+
+
+def load_path(path: Path) -> list[tuple[RunInfo, list[dict]]]:
+    """A run directory, a bench record (.json) or an export (.jsonl, .jsonl.gz), read and checked whole."""
+    from mage_tune.tuning import sources
+
+    if path.is_dir():
+        return [sources.run_directory(path)]
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        return import_lines(path)
+    return [sources.bench_record(path)]
 
 
 class Recorder:

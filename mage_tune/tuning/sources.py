@@ -3,11 +3,13 @@ and its trials, read with the same defensive readers `report` uses (a bad line i
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 from pathlib import Path
 
 from mage_tune.errors import InputError, MageError
-from mage_tune.kernels import load_family
+from mage_tune.inputs import read_input
+from mage_tune.kernels import recorded
 from mage_tune.measure.saved import read_json, result_time, shape_problem
 from mage_tune.search import record
 from mage_tune.search.runner import MEASURED_OBJECTIVE, STATIC_OBJECTIVE  # a bench record's cold median: measured
@@ -37,7 +39,7 @@ def _baselines(results: list[dict]) -> dict[str, float]:
 
 
 def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
-    identity = _read_json(path / "run.json") or _read_json(path / "search.json")
+    identity = record.read_identity(path / "run.json") or record.read_identity(path / "search.json")
     if not identity or not identity.get("family") or "shape" not in identity:
         raise InputError(
             "not a search run directory (no run.json or search.json naming family and shape)", file=str(path)
@@ -46,25 +48,30 @@ def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
         raise InputError(shape_problem(identity["shape"]), file=str(path / "run.json"))
     envs = record.read_jsonl(path / "environment.jsonl")
     gpu, toolchain = _gpu_and_toolchain(envs)
-    search = _read_json(path / "search.json") or {}
+    search = record.read_identity(path / "search.json") or {}
     objective = identity.get("objective") or (
         STATIC_OBJECTIVE if identity.get("static") or identity.get("mode") == "static" else MEASURED_OBJECTIVE
     )
     study = str(identity.get("study") or path.name)
-    baselines = _baselines([b["result"] for b in record.read_jsonl(path / "baselines.jsonl", record.check_baseline)])
+    baselines = _baselines([b["result"] for b in record.baselines(path)])
+    origin = identity.get("origin") or search.get("origin") or identity["family"]
+    run_id = record.run_id(path)
     run = RunInfo(
-        name=run_name(study, str(path.resolve())),
+        name=run_name(study, run_id),
         family=str(identity["family"]),
-        origin=str(search.get("origin") or identity["family"]),
+        origin=str(origin),
         shape=identity["shape"],
         arch=str(identity.get("arch", "")),
-        objective=objective,
+        objective=str(objective),
         gpu=gpu,
         toolchain=toolchain,
         baselines=baselines,
         where=str(path),
+        run_id=run_id,
+        family_digest=str(identity.get("family_digest") or ""),
+        defaults=recorded.defaults({**identity, "origin": origin}),
     )
-    tolerance = _tolerance_today(run.origin, run.shape)
+    tolerance = _tolerance_today(run)
     rows = []
     for t in record.trials(path):
         if not isinstance(t.get("config"), dict):
@@ -84,10 +91,12 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
         raise InputError("not a bench record (schema mage-tune.bench/…) nor a run directory or export", file=str(path))
     # read_json checked it with bench's own reader: a bad shape is an error, damaged results are named and skipped
     env = data["environment"]
+    run_id = str(data.get("record_id") or "") or "sha256:" + hashlib.sha256(read_input(path)).hexdigest()[:32]
+    origin = str(data.get("family_origin") or data["family"])
     run = RunInfo(
-        name=run_name(f"bench {data['family']}", str(path.resolve())),
+        name=run_name(f"bench {data['family']}", run_id),
         family=data["family"],
-        origin=data["family"],
+        origin=origin,
         shape=data["shape"],
         arch=_arch_of(env),
         objective=MEASURED_OBJECTIVE,
@@ -95,8 +104,11 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
         toolchain=versions(env.get("toolchain") or {}),
         baselines=_baselines([r for r in data["results"] if r["kind"] != "variant"]),
         where=str(path),
+        run_id=run_id,
+        family_digest=str(data.get("family_digest") or ""),
+        defaults=recorded.defaults({**data, "origin": origin}),
     )
-    tolerance = _tolerance_today(data.get("family_origin") or data["family"], data["shape"])
+    tolerance = _tolerance_today(run)
     rows = []
     for number, r in enumerate(x for x in data["results"] if x["kind"] == "variant"):
         value = result_time(r) if r["ok"] and _within(r, tolerance) else None
@@ -105,11 +117,15 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
     return run, rows
 
 
-def _tolerance_today(origin: str, shape: dict) -> float | None:
-    """The family's tolerance at `shape` as it stands now, so a variant that passed a looser check when it was measured
-    is a failed trial for the warm start; None where the family cannot be loaded here."""
+def _tolerance_today(run: RunInfo) -> float | None:
+    """A built-in family's tolerance at the run's shape as it stands now, so a variant that passed a looser check
+    when it was measured is a failed trial for the warm start; None for any other family (a record never loads a
+    family file) or where the family cannot say."""
+    family, _ = recorded.family_for({"family": run.family, "origin": run.origin})
+    if family is None:
+        return None
     try:
-        return load_family(origin).tolerance_for(shape)
+        return family.tolerance_for(run.shape)
     except MageError:
         return None
 
@@ -117,12 +133,10 @@ def _tolerance_today(origin: str, shape: dict) -> float | None:
 def _within(result: dict, tolerance: float | None) -> bool:
     """A result's recorded relative error is within `tolerance` (or either is unknown)."""
     rel = result.get("rel_err")
-    return rel is None or tolerance is None or rel <= tolerance
+    return not isinstance(rel, int | float) or tolerance is None or rel <= tolerance
 
 
 def _read_json(path: Path) -> dict | None:
-    """A JSON object read with the project's bounded reader (None where the file does not exist or is no object)."""
-    if not path.exists():
-        return None
+    """A JSON object read with the project's bounded reader (None where the file is no object)."""
     data = read_json(path)
     return data if isinstance(data, dict) else None

@@ -1,0 +1,93 @@
+"""What a record says of its family, and the only way a family's code is loaded on a record's behalf.
+
+Records (run directories, bench records, tuning-database rows, exports) are data that anyone may have written, so
+they never choose which code runs. A record carries what reading it needs: the family's name, how it was found
+(its origin), a digest of the file that defines it and its knobs' defaults (to print a config as the knobs that
+differ). Where a command needs a family's code for a record (the Triton comparison of `explain`, the tolerance a
+`db import` re-checks, a waves line), it takes the family the user named on the command line or a built-in family
+(code of this package); a file named by a record is never imported. A digest that differs from the record's is
+said, not trusted silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import sys
+
+from mage_tune.errors import MageError
+from mage_tune.kernels.base import Config, Family
+from mage_tune.kernels.registry import BUILTINS, load_family
+
+
+def family_digest(family: Family) -> str:
+    """sha256 of the file that defines the family (for a Triton family, the file of its kernel too): what says
+    whether a record was made by the same code."""
+    files = [inspect.getsourcefile(type(family))]
+    source_file = getattr(family, "source_file", None)
+    if callable(source_file):
+        with contextlib.suppress(MageError):
+            files.append(source_file())
+    digest = hashlib.sha256()
+    for name in dict.fromkeys(f for f in files if f):
+        try:
+            with open(name, "rb") as f:
+                digest.update(f.read())
+        except OSError:
+            digest.update(name.encode())
+    return digest.hexdigest()
+
+
+def family_record(family: Family) -> dict:
+    """The family's part of a record: name, origin, digest and defaults."""
+    return {
+        "family": family.name,
+        "origin": family.origin or family.name,
+        "family_digest": family_digest(family),
+        "defaults": family.with_defaults({}),
+    }
+
+
+def builtin(name: str) -> Family | None:
+    """The built-in family of that name (this package's own code), None for any other name."""
+    return load_family(name) if name in BUILTINS else None
+
+
+def defaults(recorded: dict) -> Config:
+    """A record's knob defaults: as it carries them, else a built-in family's, else none known ({})."""
+    given = recorded.get("defaults")
+    if isinstance(given, dict):
+        return given
+    for key in ("origin", "family_origin", "family"):
+        family = builtin(str(recorded.get(key) or ""))
+        if family is not None:
+            return family.with_defaults({})
+    return {}
+
+
+_said: set[tuple[str, str]] = set()
+
+
+def family_for(recorded: dict, named: str | None = None) -> tuple[Family | None, str]:
+    """The family whose code may serve a record: the one the user `named` (a spec they typed), else a built-in one
+    the record names; (None, why) for a record of a family file nobody named. A digest that differs from the
+    record's is said once on stderr."""
+    origin = str(recorded.get("origin") or recorded.get("family_origin") or recorded.get("family") or "")
+    if named:
+        family = load_family(named)
+    else:
+        family = builtin(origin) or builtin(str(recorded.get("family") or ""))
+        if family is None:
+            return None, (
+                f"the record's family {origin or '?'} is not a built-in one and records never load code: name its "
+                "file with --family to use it"
+            )
+    recorded_digest = recorded.get("family_digest")
+    if recorded_digest and recorded_digest != family_digest(family) and (origin, recorded_digest) not in _said:
+        _said.add((origin, recorded_digest))
+        sys.stderr.write(
+            f"mage-tune: note: {family.origin or family.name} is not the code that made this record (its file's "
+            f"sha256 differs from the record's {recorded_digest[:12]}); read with the code as it is now\n"
+        )
+    return family, ""

@@ -1,0 +1,153 @@
+"""The declared shape of every record line mage-tune reads back: a run directory's trials and baselines, a
+tuning-database row (a run's context, one trial) and an export line. Checked with jsonschema, so a row that would
+break a later reader (a list for a knob value, a string for an error, a shape of floats) is refused or skipped with
+the reason, instead of crashing the next search that meets it. docs/trust-model.md says why.
+
+Unknown keys are allowed (a newer writer may add some); readers take only the keys they know.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+SCORED = ("measured", "modelled", "duplicate")
+
+_TEXT = {"type": "string", "maxLength": 4096}
+_SCALAR = {"type": ["string", "number", "boolean", "null"]}
+_COUNT = {"type": "integer", "minimum": 0}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+
+CONFIG = {"type": "object", "maxProperties": 512, "additionalProperties": _SCALAR}  # knob -> scalar value
+CENSUS = {"type": "object", "maxProperties": 4096, "additionalProperties": _SCALAR}  # feature -> scalar
+SHAPE = {
+    "type": "object",
+    "minProperties": 1,
+    "maxProperties": 64,
+    "additionalProperties": {"type": "integer", "minimum": 1},
+}
+_TIMING = {
+    "type": "object",
+    "required": ["regime", "median_us"],
+    "properties": {"regime": _TEXT, "median_us": {"type": "number", "exclusiveMinimum": 0}},
+}
+_MEASUREMENT = {
+    "type": "object",
+    "properties": {
+        "label": _TEXT,
+        "ok": {"type": "boolean"},
+        "error": {"type": "string"},
+        "rel_err": _NUMBER_OR_NULL,
+        "max_abs_err": _NUMBER_OR_NULL,
+        "timings": {"type": "array", "items": _TIMING},
+        "config": CONFIG,
+    },
+}
+
+TRIAL = {
+    "type": "object",
+    "required": ["number", "outcome"],
+    "properties": {
+        "number": _COUNT,
+        "outcome": _TEXT,
+        "value": _NUMBER_OR_NULL,
+        "config": CONFIG,
+        "census": CENSUS,
+        "label": _TEXT,
+        "source": _TEXT,
+        "measurement": _MEASUREMENT,
+    },
+    "if": {"properties": {"outcome": {"enum": list(SCORED)}}},
+    "then": {"required": ["value", "config"], "properties": {"value": {"type": "number"}}},
+}
+
+BASELINE = {
+    "type": "object",
+    "required": ["result", "session"],
+    "properties": {
+        "result": {
+            "type": "object",
+            "required": ["label", "ok", "timings"],
+            "properties": {"label": _TEXT, "ok": {"type": "boolean"}, "timings": {"type": "array", "items": _TIMING}},
+        },
+        "session": {
+            "type": "object",
+            "required": ["copy_gbs", "control_us"],
+            "properties": {"copy_gbs": {"type": "number"}, "control_us": {"type": "number"}},
+        },
+    },
+}
+
+RUN = {  # a run's context in the tuning database (a study's user attrs) and in every export line
+    "type": "object",
+    "required": ["name", "family", "shape"],
+    "properties": {
+        "name": {"type": "string", "pattern": "^run:", "maxLength": 1024},
+        "family": {**_TEXT, "minLength": 1},
+        "origin": _TEXT,
+        "shape": SHAPE,
+        "arch": _TEXT,
+        "objective": _TEXT,
+        "gpu": _TEXT,
+        "toolchain": {"type": "object", "additionalProperties": _TEXT},
+        "baselines": {"type": "object", "additionalProperties": {"type": "number"}},
+        "where": _TEXT,
+        "run_id": _TEXT,
+        "family_digest": _TEXT,
+        "defaults": CONFIG,
+    },
+}
+
+ENTRY = {  # one trial of a run in the tuning database
+    "type": "object",
+    "required": ["number", "config"],
+    "properties": {"number": _COUNT, "config": CONFIG, "outcome": _TEXT, "census": CENSUS, "source": _TEXT},
+}
+
+EXPORT_LINE = {
+    "type": "object",
+    "required": ["schema", "run", "number", "config"],
+    "properties": {
+        "schema": {"enum": ["mage-tune.tuning-db/1", "mage-tune.tuning-db/2"]},
+        "run": RUN,
+        "number": _COUNT,
+        "config": CONFIG,
+        "outcome": _TEXT,
+        "value": _NUMBER_OR_NULL,
+        "census": CENSUS,
+        "source": _TEXT,
+    },
+}
+
+SCHEMAS = {"trial": TRIAL, "baseline": BASELINE, "run": RUN, "entry": ENTRY, "export line": EXPORT_LINE}
+
+
+@cache
+def _validator(kind: str):
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(SCHEMAS[kind])
+
+
+def problem(kind: str, data: object) -> str:
+    """What makes `data` not a sound `kind` record ("" when nothing does), said in one line."""
+    from jsonschema.exceptions import best_match
+
+    try:
+        error = best_match(_validator(kind).iter_errors(data))
+    except RecursionError:
+        return "nested too deeply"
+    if error is None:
+        return _not_finite(data)
+    where = ".".join(str(p) for p in error.absolute_path)
+    message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+    return f"{where}: {message}" if where else message
+
+
+def _not_finite(data: object) -> str:
+    """JSON as Python reads it admits NaN and Infinity; no time or error of ours is either."""
+    if isinstance(data, dict) and data.get("outcome") in SCORED:
+        value = data.get("value")
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"value: {value!r} is not a finite number"
+    return ""
