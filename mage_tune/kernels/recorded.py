@@ -15,25 +15,29 @@ import contextlib
 import hashlib
 import inspect
 import sys
+from pathlib import Path
 
 from mage_tune.errors import MageError
 from mage_tune.kernels.base import Config, Family
-from mage_tune.kernels.registry import BUILTINS, load_family
+from mage_tune.kernels.registry import BUILTINS, load_family, looks_like_path
 
 
 def family_digest(family: Family) -> str:
-    """sha256 of the file that defines the family (for a Triton family, the file of its kernel too): what says
-    whether a record was made by the same code."""
-    files = [inspect.getsourcefile(type(family))]
-    source_file = getattr(family, "source_file", None)
-    if callable(source_file):
-        with contextlib.suppress(MageError):
-            files.append(source_file())
+    """What says whether a record was made by the same code: for a family file, the sha256 of that file (as
+    `sha256sum` gives it); for a built-in or an installed plug-in, of the file that defines its class (and, for a
+    Triton family, of its kernel's file)."""
+    origin = (family.origin or "").rsplit(":", 1)[0] if not (family.origin or "").endswith(".py") else family.origin
+    files = [origin] if origin and looks_like_path(origin) and Path(origin).is_file() else []
+    if not files:
+        files.append(inspect.getsourcefile(type(family)))
+        source_file = getattr(family, "source_file", None)
+        if callable(source_file):
+            with contextlib.suppress(MageError):
+                files.append(source_file())
     digest = hashlib.sha256()
     for name in dict.fromkeys(f for f in files if f):
         try:
-            with open(name, "rb") as f:
-                digest.update(f.read())
+            digest.update(Path(name).read_bytes())
         except OSError:
             digest.update(name.encode())
     return digest.hexdigest()

@@ -39,16 +39,9 @@ def sweep(fam: Family, shape: Shape, arch: str, settings, skipped: Callable[[str
 
 def listed(fam: Family, shape: Shape, arch: str, path: Path) -> list[Config]:
     """Configs from a JSON list; one that is incomplete, unknown or invalid here is an error naming its index."""
-    import json
+    from mage_tune.records.reader import read_json
 
-    try:
-        found = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read it: {exc.strerror or exc}", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from None
+    found = read_json(path)
     if not isinstance(found, list) or not all(isinstance(c, dict) for c in found):
         raise InputError("expected a JSON list of configs (objects of knob -> value)", file=str(path))
     configs = []
@@ -90,10 +83,12 @@ def from_source(fam: Family, shape: Shape, arch: str, config: Config, path: str)
 
     if not hasattr(fam, "kernel_name"):
         raise ConfigError(f"--source needs a CUDA template family; {fam.name} builds its own kernels")
+    from mage_tune.inputs import read_input
+
     try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read it: {exc}", file=str(path)) from None
+        text = read_input(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
     art = build_from_cu(text, arch, str(path))
     launch = fam.launch(config, shape, arch)
     return Variant(
