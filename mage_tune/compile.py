@@ -1,4 +1,8 @@
-"""Source -> Artifact: CUDA C++ through NVRTC to PTX, PTX through ptxas to a cubin, the cubin through cuobjdump.
+"""Source -> Artifact: CUDA C++ through NVRTC (or nvcc) to PTX, PTX through ptxas to a cubin, the cubin through
+cuobjdump.
+
+Every tool runs from an argument list, never a shell, on a temporary copy of fixed name. nvcc itself runs its steps
+through /bin/sh, so what reaches it is checked or renamed first (SourceOptions, nvcc_ptx).
 
 Every step keeps the tool's own text (ptxas -v report, SASS listing, -res-usage) so the census reads what NVIDIA's
 tools say. Results are cached on disk under a key built from the input bytes, the options and the versions of every
@@ -90,9 +94,13 @@ def _load_cached(key: str, label: str, arch: str, source: str | None) -> Artifac
                 data[name] = raw
         texts = {attr: data[name].decode() if name in data else None for attr, name in _FILES.items()}
         tools = dict(manifest["tools"])
+        # stored without the file's name, which is not part of the key; older entries have none
+        notes = tuple(f"{label}: {note}" for note in manifest.get("notes", ()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return Artifact(label=label, arch=arch, cubin=data.get("kernel.cubin"), source=source, tools=tools, **texts)
+    return Artifact(
+        label=label, arch=arch, cubin=data.get("kernel.cubin"), source=source, tools=tools, notes=notes, **texts
+    )
 
 
 def _store(key: str, art: Artifact) -> None:
@@ -114,7 +122,8 @@ def _store(key: str, art: Artifact) -> None:
         blobs[MANIFEST] = b""
         for name, raw in blobs.items():
             if name == MANIFEST:
-                raw = json.dumps({"key": key, "files": files, "tools": art.tools}).encode()
+                notes = [note.removeprefix(f"{art.label}: ") for note in art.notes]
+                raw = json.dumps({"key": key, "files": files, "tools": art.tools, "notes": notes}).encode()
             with open(tmp / name, "wb") as f:
                 f.write(raw)
                 f.flush()
@@ -144,27 +153,68 @@ _MISSING_HEADER = re.compile(
     r"|^(?P<file2>.*?):(?P<line3>\d+):\d+: fatal error: (?P<h2>[^:]+): No such file or directory",
     re.M,
 )
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# nvcc hands -D values to /bin/sh inside double quotes and splits them at commas: a value keeps to characters
+# that mean the same to the shell (quoted), to nvcc and to NVRTC
+DEFINE_VALUE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+-*/%:[]() ")
+_STD = re.compile(r"(?:c\+\+)?(\d\d)")
 
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """How to compile a CUDA source as its author wrote it: include folders, macros, C++ standard, compiler."""
+    """How to compile a CUDA source as its author wrote it: include folders, macros, C++ standard, compiler.
+
+    Checked on creation (InputError), the same for NVRTC and nvcc, because nvcc runs its steps through /bin/sh:
+    - a define is NAME or NAME=VALUE; NAME a C identifier (no function-like macros); VALUE only letters, digits,
+      space and `_ . + - * / % : [ ] ( )` (no quotes, backslash, `$`, backquote, `;`, `|`, `&`, `<`, `>`, `#`,
+      `,`, `=`, `{`, `}`, `!`, `~`, `^`, `?`, newline: nvcc's shell or nvcc itself would read them);
+    - an include folder is any path without NUL or line breaks (nvcc sees it only through a link of a fixed name);
+    - std is c++NN or NN; compiler one of COMPILERS.
+    """
 
     includes: tuple[str, ...] = ()  # -I DIR, searched before the CUDA headers found automatically
     defines: tuple[str, ...] = ()  # -D NAME or NAME=VALUE
     std: str | None = None  # "c++17", "c++20"; None: the compiler's default for mage-tune (c++17)
     compiler: str = "auto"  # nvrtc, nvcc, or auto: NVRTC, then nvcc for a source NVRTC cannot take
 
-    def flags(self, source_dir: str | None = None) -> tuple[str, ...]:
-        """Compiler flags, the same for NVRTC and nvcc: -std, -D, the user's -I, the source's folder, the CUDA
-        headers (toolkit or pip wheels)."""
+    def __post_init__(self) -> None:
+        for define in self.defines:
+            check_define(define)
+        for folder in self.includes:
+            if not isinstance(folder, str) or not folder or any(c in folder for c in "\0\n\r"):
+                raise InputError(f"-I {folder!r}: an include folder is a path without NUL or line breaks")
+        if self.std is not None and not (isinstance(self.std, str) and _STD.fullmatch(self.std)):
+            raise InputError(f"--std {self.std!r}: expected c++NN or NN, e.g. c++17 or 20")
+        if self.compiler not in COMPILERS:
+            raise InputError(f"unknown compiler {self.compiler!r}; choose one of {', '.join(COMPILERS)}")
+
+    def include_dirs(self, source_dir: str | None = None) -> tuple[str, ...]:
+        """Folders searched for headers, in order: the user's -I, the source's folder, the CUDA headers (toolkit or
+        pip wheels)."""
         dirs = [*self.includes, *([source_dir] if source_dir else []), *map(str, toolchain.cuda_include_dirs())]
-        std = self.std if self.std is None or self.std.startswith("c++") else f"c++{self.std}"
-        return (
-            f"-std={std or 'c++17'}",
-            *(f"-D{d}" for d in self.defines),
-            *(f"-I{d}" for d in dict.fromkeys(dirs)),
+        return tuple(dict.fromkeys(dirs))
+
+    def flags(self, source_dir: str | None = None) -> tuple[str, ...]:
+        """Compiler flags, the same for NVRTC and nvcc: -std, -D, then -I for each of `include_dirs`."""
+        std = f"c++{_STD.fullmatch(self.std).group(1)}" if self.std else "c++17"
+        return (f"-std={std}", *(f"-D{d}" for d in self.defines), *(f"-I{d}" for d in self.include_dirs(source_dir)))
+
+
+def check_define(define: str) -> str:
+    """`define` (NAME or NAME=VALUE) when SourceOptions allows it; else InputError naming it and the character."""
+    if not isinstance(define, str):
+        raise InputError(f"-D {define!r}: a define is a string, NAME or NAME=VALUE")
+    name, _, value = define.partition("=")
+    if not _IDENTIFIER.fullmatch(name):
+        kind = "function-like macros are not supported" if "(" in name else "NAME must be a C identifier"
+        raise InputError(f"-D {define!r}: {kind} (NAME or NAME=VALUE)")
+    bad = next((c for c in value if c not in DEFINE_VALUE_CHARS), None)
+    if bad is not None:
+        raise InputError(
+            f"-D {define!r}: character {bad!r} is not allowed in a macro value "
+            "(only letters, digits, space and _ . + - * / % : [ ] ( ))"
         )
+    return define
 
 
 def _header_error(log: str, label: str, searched: tuple[str, ...]) -> CompileError | None:
@@ -184,33 +234,82 @@ def _header_error(log: str, label: str, searched: tuple[str, ...]) -> CompileErr
     )
 
 
+NVCC_SOURCE = "kernel.cu"  # the fixed name nvcc sees for every user's file
+NVCC_TIMEOUT_S = 600
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_.+\-*/%:\[\]() =]*")  # means the same to /bin/sh inside "..."; no comma
+_FIXED_NAME = rf"(?P<name>{re.escape(NVCC_SOURCE)}(?!\w|\.\w)|inc\d+(?=/))"  # kernel.cu, or inc0/... of a header
+
+
 def nvcc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> str:
-    """Compile CUDA C++ to PTX for `arch` with nvcc (for sources NVRTC cannot take); errors name `label`."""
+    """Compile CUDA C++ to PTX for `arch` with nvcc (for sources NVRTC cannot take); errors name `label`.
+
+    nvcc runs its steps through /bin/sh, so nothing of the user's reaches it verbatim: the source is copied to
+    kernel.cu in a fresh folder, each -I folder becomes a link inc0, inc1, ... there, and any other option must be
+    shell-safe (InputError otherwise). The log names the user's file and folders again."""
     tool = toolchain.nvcc()
     if tool is None:
         raise ToolchainError(f"nvcc not found; {toolchain.FIXES['nvcc']}", file=label)
     with tempfile.TemporaryDirectory(prefix="mage-nvcc-") as tmp:
-        src = Path(tmp) / (Path(label).name if label.endswith((".cu", ".cuh")) else "kernel.cu")
-        src.write_text(source)
-        out = Path(tmp) / "out.ptx"
+        work = Path(tmp)
+        if not _SHELL_SAFE.fullmatch(tmp):  # nvcc passes its working folder to the shell too
+            raise ToolchainError(f"temporary folder {tmp!r} is not shell-safe for nvcc; set TMPDIR", file=label)
+        args, links = _nvcc_options(work, options, label)
+        _scratch_write(work / NVCC_SOURCE, source.encode(), label)
         compute = get_arch(arch).compute
-        run = subprocess.run(
-            [tool.path, "-ptx", f"-arch={compute}", *options, str(src), "-o", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        log = (run.stdout + run.stderr).replace(str(src), label)
+        cmd = [tool.path, "-ptx", f"-arch={compute}", *args, NVCC_SOURCE, "-o", "out.ptx"]
+        run = _run_tool(cmd, label, None, cwd=tmp, limit=NVCC_TIMEOUT_S)
+        log = _unmap_fixed_names(run.stdout + run.stderr, tmp, label, links)
         if run.returncode != 0:
-            missing = _header_error(log, label, options)
-            if missing:
-                raise missing
-            first = re.search(r"\((\d+)\): error: (.*)", log)
-            flat = " | ".join(part.strip() for part in log.splitlines() if part.strip())
-            if first:
-                raise CompileError(f"{first.group(2)} (nvcc log: {flat})", file=label, line=int(first.group(1)))
-            raise CompileError(f"nvcc failed: {flat}", file=label)
-        return out.read_text()
+            raise _compile_error(log, label, options, "nvcc")
+        return (work / "out.ptx").read_text()
+
+
+def _nvcc_options(work: Path, options: tuple[str, ...], label: str) -> tuple[list[str], dict[str, str]]:
+    """nvcc's options with each -I folder replaced by a link of a fixed name in `work`; {link name: folder}."""
+    args, links = [], {}
+    for option in options:
+        if option.startswith("-I"):
+            name = f"inc{len(links)}"
+            os.symlink(os.path.abspath(option[2:]), work / name)
+            links[name] = option[2:]
+            args.append(f"-I{name}")
+        elif _SHELL_SAFE.fullmatch(option):
+            args.append(option)
+        else:
+            raise InputError(f"option {option!r} is not safe to give nvcc (its steps run through /bin/sh)", file=label)
+    return args, links
+
+
+def _unmap_fixed_names(log: str, work: str, label: str, links: dict[str, str]) -> str:
+    """nvcc's log with the fixed names (kernel.cu, inc0, ...), bare or under the temporary folder, replaced by the
+    user's file and folders in one pass (a user's name is never read again)."""
+    names = {NVCC_SOURCE: label, **links}
+    fixed = re.compile(rf"(?:{re.escape(work)}/|(?<![\w./-])){_FIXED_NAME}|{re.escape(work)}")
+    return fixed.sub(lambda m: names[m.group("name")] if m.group("name") else ".", log)
+
+
+# CUDA's front end writes FILE(LINE): error: ..., nvcc's preprocessor (gcc -E) FILE:LINE:COLUMN: error: ...
+_FIRST_ERROR = re.compile(
+    r"^(?P<file>[^\n]*?)(?:\((?P<line>\d+)\):|:(?P<line2>\d+):\d+:) (?:catastrophic )?error: (?P<what>.*)", re.M
+)
+
+
+def _compile_error(log: str, label: str, searched: tuple[str, ...], compiler: str) -> CompileError:
+    """A failed compile as one error: a missing header with its fix, else the first error with the file (the
+    source or a header) and line it names, and the compiler's whole log on one line."""
+    missing = _header_error(log, label, searched)
+    if missing:
+        return missing
+    flat = " | ".join(part.strip() for part in log.splitlines() if part.strip())
+    first = _FIRST_ERROR.search(log)
+    if first:
+        where = first.group("file").strip() or label
+        return CompileError(
+            f"{first.group('what')} ({compiler} log: {flat})",
+            file=where,
+            line=int(first.group("line") or first.group("line2")),
+        )
+    return CompileError(f"{compiler} failed: {flat}", file=label)
 
 
 def nvrtc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> str:
@@ -231,14 +330,7 @@ def nvrtc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ())
             log = b" " * size
             nvrtc.nvrtcGetProgramLog(prog, log)
             text = log.decode(errors="replace").strip().rstrip("\x00")
-            missing = _header_error(text, label, options)
-            if missing:
-                raise missing
-            flat = " | ".join(part.strip() for part in text.splitlines() if part.strip())  # errors print as one line
-            first = re.search(r"\((\d+)\): error: (.*)", text)
-            if first:
-                raise CompileError(f"{first.group(2)} (NVRTC log: {flat})", file=label, line=int(first.group(1)))
-            raise CompileError(f"NVRTC failed: {flat}", file=label)
+            raise _compile_error(text, label, options, "NVRTC")
         _, size = nvrtc.nvrtcGetPTXSize(prog)
         buf = b" " * size
         nvrtc.nvrtcGetPTX(prog, buf)
@@ -317,19 +409,23 @@ def _scratch_write(path: Path, data: bytes, label: str) -> None:
         raise ToolchainError(f"cannot write a temporary copy for the CUDA tools: {exc.strerror}", file=label) from None
 
 
-def _run_tool(args: list[str], label: str, scratch: str) -> subprocess.CompletedProcess:
-    """Run ptxas or cuobjdump on `scratch`, the temporary copy of the user's `label`: a hang, a crash or a launch
-    failure is an error naming `label`, and the tool's own text names `label` too, never the temporary path."""
+def _run_tool(
+    args: list[str], label: str, scratch: str | None, cwd: str | None = None, limit: float | None = None
+) -> subprocess.CompletedProcess:
+    """Run a CUDA tool on `scratch`, the temporary copy of the user's `label`: a hang, a crash or a launch
+    failure is an error naming `label`, and the tool's own text names `label` too, never the temporary path.
+    `limit`: seconds (default tool_timeout_s()); `scratch` None: the caller puts the names back."""
     import signal
 
-    name, limit = Path(args[0]).name, tool_timeout_s()
+    name, limit = Path(args[0]).name, limit or tool_timeout_s()
     try:
-        run = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=limit)
+        run = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=limit, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise ToolchainError(f"{name} did not finish within {limit:g} s", file=label) from None
     except OSError as exc:
         raise ToolchainError(f"cannot run {args[0]}: {exc.strerror}", file=label) from None
-    run.stdout, run.stderr = run.stdout.replace(scratch, label), run.stderr.replace(scratch, label)
+    if scratch is not None:
+        run.stdout, run.stderr = run.stdout.replace(scratch, label), run.stderr.replace(scratch, label)
     if run.returncode < 0:
         try:
             why = signal.Signals(-run.returncode).name
@@ -365,30 +461,65 @@ def disassemble(cubin: bytes, label: str) -> tuple[str, str, str]:
 
 
 def cu_to_ptx(source: str, arch: str, label: str, opts: SourceOptions) -> tuple[str, dict[str, str]]:
+    """PTX of a CUDA source with the compiler `opts` asks for: compile_cu without its notes."""
+    ptx, tools, _ = compile_cu(source, arch, label, opts)
+    return ptx, tools
+
+
+def compile_cu(source: str, arch: str, label: str, opts: SourceOptions) -> tuple[str, dict[str, str], tuple[str, ...]]:
     """PTX of a CUDA source with the compiler `opts` asks for; auto is NVRTC, then nvcc (when present) for a source
-    NVRTC rejects. Returns (PTX, {compiler: version})."""
-    if opts.compiler not in COMPILERS:
-        raise InputError(f"unknown compiler {opts.compiler!r}; choose one of {', '.join(COMPILERS)}", file=label)
+    NVRTC rejects. Returns (PTX, {compiler: version}, notes): after such a fallback, one note saying why nvcc
+    compiled it (see compiler_notes). When both fail, the error holds both compilers' errors."""
     source_dir = str(Path(label).parent) if Path(label).is_file() else None
+    for folder in opts.includes:
+        if not Path(folder).is_dir():
+            raise InputError(f"-I {folder}: no such folder", file=label)
     flags = opts.flags(source_dir)
     if opts.compiler == "nvcc":
-        return nvcc_ptx(source, arch, label, flags), {"nvcc": toolchain.nvcc().version}
+        return nvcc_ptx(source, arch, label, flags), {"nvcc": toolchain.nvcc().version}, ()
     try:
-        return nvrtc_ptx(source, arch, label, flags), {"nvrtc": toolchain.nvrtc_version()}
+        return nvrtc_ptx(source, arch, label, flags), {"nvrtc": toolchain.nvrtc_version()}, ()
     except (CompileError, ToolchainError) as nvrtc_error:
-        if opts.compiler == "nvrtc" or toolchain.nvcc() is None or "not found (" in nvrtc_error.message:
+        nvcc = toolchain.nvcc()
+        if opts.compiler == "nvrtc" or nvcc is None:
             raise
         try:
-            return nvcc_ptx(source, arch, label, flags), {"nvcc": toolchain.nvcc().version}
-        except CompileError:
-            raise nvrtc_error from None
+            ptx = nvcc_ptx(source, arch, label, flags)
+        except (CompileError, ToolchainError) as nvcc_error:
+            raise _both_failed(nvrtc_error, nvcc_error, label) from None
+        return ptx, {"nvcc": nvcc.version}, (_fallback_note(nvrtc_error, nvcc.version, label),)
+
+
+_FALLBACK_TAIL = "; compiled with nvcc "
+
+
+def compiler_notes(notes: tuple[str, ...]) -> tuple[str, ...]:
+    """The notes that say nvcc compiled a file NVRTC rejected (for the CLI to say on stderr too)."""
+    return tuple(note for note in notes if _FALLBACK_TAIL in note and ": NVRTC " in note)
+
+
+def _fallback_note(nvrtc_error: MageError, nvcc_version: str, label: str) -> str:
+    """One line: NVRTC's first error, and that nvcc compiled the file instead."""
+    first = nvrtc_error.message.split(" (", 1)[0]  # the error, without NVRTC's whole log
+    where = f"line {nvrtc_error.line}: " if nvrtc_error.line else ""
+    how = "rejected it" if isinstance(nvrtc_error, CompileError) else "could not compile it"
+    return f"{label}: NVRTC {how} ({where}{first}){_FALLBACK_TAIL}{nvcc_version}"
+
+
+def _both_failed(nvrtc_error: MageError, nvcc_error: MageError, label: str) -> CompileError:
+    if str(nvrtc_error) == str(nvcc_error) and isinstance(nvrtc_error, CompileError):
+        return nvrtc_error  # the same missing header: said once
+    return CompileError(
+        f"NVRTC: {nvrtc_error.message}; nvcc: {nvcc_error}", file=nvrtc_error.file or label, line=nvrtc_error.line
+    )
 
 
 def build_from_cu(
     source: str, arch: str, label: str, options: tuple[str, ...] = (), source_options: SourceOptions | None = None
 ) -> Artifact:
     """Compile a CUDA source: with `source_options` (census of user files) as its author would, headers found;
-    without, through NVRTC with exactly `options` (mage-tune's own templates)."""
+    without, through NVRTC with exactly `options` (mage-tune's own templates). A fallback to nvcc is kept in the
+    artifact's notes (cached with it)."""
     check_arch(arch)
     extra = (f"compiler={source_options.compiler}", *source_options.flags()) if source_options else ()
     key = _key("cu+elf", source.encode(), arch, (*options, *extra))
@@ -396,10 +527,10 @@ def build_from_cu(
     if cached:
         return cached
     if source_options is None:
-        ptx, tools = nvrtc_ptx(source, arch, label, options), {"nvrtc": toolchain.nvrtc_version()}
+        ptx, tools, notes = nvrtc_ptx(source, arch, label, options), {"nvrtc": toolchain.nvrtc_version()}, ()
     else:
-        ptx, tools = cu_to_ptx(source, arch, label, source_options)
-    art = _from_ptx(ptx, arch, label, source=source, tools=tools)
+        ptx, tools, notes = compile_cu(source, arch, label, source_options)
+    art = _from_ptx(ptx, arch, label, source=source, tools=tools, notes=notes)
     _store(key, art)
     return art
 
@@ -461,12 +592,22 @@ def _from_ptx(
     source: str | None = None,
     tools: dict | None = None,
     ptxas_options: tuple[str, ...] = (),
+    notes: tuple[str, ...] = (),
 ) -> Artifact:
     cubin, report, ptxas_version = ptxas(ptx, arch, label, options=ptxas_options)
     sass, res, cuobjdump_version = disassemble(cubin, label)
     tools = {**(tools or {}), "ptxas": ptxas_version, "cuobjdump": cuobjdump_version}
     return Artifact(
-        label, arch, ptx=ptx, cubin=cubin, ptxas_log=report, sass=sass, res_usage=res, source=source, tools=tools
+        label,
+        arch,
+        ptx=ptx,
+        cubin=cubin,
+        ptxas_log=report,
+        sass=sass,
+        res_usage=res,
+        source=source,
+        tools=tools,
+        notes=notes,
     )
 
 

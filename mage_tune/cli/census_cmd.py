@@ -23,7 +23,13 @@ ARCHS = list(ARCH_NAMES)
 @click.option("--compare", "other", default=None, help="A second file: print both side by side, differences marked.")
 @click.option("--json", "as_json", is_flag=True, help="Print the versioned JSON records instead of a table.")
 @click.option("-I", "--include", "includes", multiple=True, help=".cu: an include folder (repeatable).")
-@click.option("-D", "--define", "defines", multiple=True, help=".cu: a macro, NAME or NAME=VALUE (repeatable).")
+@click.option(
+    "-D",
+    "--define",
+    "defines",
+    multiple=True,
+    help=".cu: a macro, NAME or NAME=VALUE (repeatable); VALUE of letters, digits, space and _.+-*/%:[]() only.",
+)
 @click.option("--std", default=None, help=".cu: the C++ standard (c++17, c++20; default c++17).")
 @click.option(
     "--compiler",
@@ -68,13 +74,13 @@ def census(
         Prints registers, shared memory, spills, loads and stores by space and width, cp.async and waits, barriers,
         shuffles, special functions, occupancy and loads in flight, from PTX and from SASS.
     """
-    import shlex
-
     from mage_tune.census import SourceOptions, census_artifact, census_path
     from mage_tune.census.table import render, rows
+    from mage_tune.cli.options import split_ptxas_options
 
+    # checked here (InputError: one line, exit 2): defines, -I, --std and --compiler reach nvcc, which uses a shell
     source = SourceOptions(includes=tuple(includes), defines=tuple(defines), std=std, compiler=compiler)
-    inputs = {"source_options": source, "ptxas_options": tuple(shlex.split(ptxas_options)) if ptxas_options else None}
+    inputs = {"source_options": source, "ptxas_options": split_ptxas_options(ptxas_options)}
 
     if _is_family(target):
         from mage_tune.cli.options import parse_shape
@@ -93,12 +99,21 @@ def census(
         found = census_path(target, arch=arch, kernel=kernel, block=block, **inputs)
     if other:
         found = found + census_path(other, arch=arch, block=block, **inputs)
-    if as_json:
+    if as_json:  # a record's "notes" say which compiler ran: stderr stays quiet for scripts
         records = [c.to_json() for c in found]
         click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2))
         return
+    _say_compiler_notes(found)
     columns = [(f"{c.demangled} ({c.source})" if other else c.demangled, rows(c)) for c in found]
     click.echo(render(columns, mark_differences=other is not None))
+
+
+def _say_compiler_notes(found: list) -> None:
+    """Which compiler ran, and why, when NVRTC rejected a .cu and nvcc compiled it: once a file, on stderr."""
+    from mage_tune.compile import compiler_notes
+
+    for note in dict.fromkeys(note for c in found for note in compiler_notes(c.notes)):
+        click.echo(f"mage-tune: note: {note}", err=True)
 
 
 def _is_family(target: str) -> bool:

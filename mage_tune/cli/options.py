@@ -26,6 +26,21 @@ def parse_shape(text: str | None) -> dict[str, int]:
     return dims
 
 
+def split_ptxas_options(text: str | None) -> tuple[str, ...] | None:
+    """`--ptxas-options '-O3 --maxrregcount=128'` -> ("-O3", "--maxrregcount=128"), split as a shell would (never
+    run by one); None when not given. An unmatched quote or a trailing backslash is an InputError naming the option."""
+    import shlex
+
+    from mage_tune.errors import InputError
+
+    if not text:
+        return None
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        raise InputError(f"--ptxas-options {text!r}: {str(exc).lower()} (quote each option whole)") from None
+
+
 def family_options(func=None, *, arch_default: str = "sm_90"):
     """Adds --shape, --m, --n, --k, --d and --arch; the command gets `dims` (what was given) and `arch`."""
 
