@@ -32,16 +32,23 @@ def import_file(path: Path, shown: str | None = None):
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:  # would end mage-tune with the file's exit code, a success where it is 0 or None
+        sys.modules.pop(module_name, None)
+        code = "" if exc.code is None else repr(exc.code)
+        raise InputError(
+            f"the file called sys.exit({code}) while being imported", file=where, line=line_in(exc, path)
+        ) from None
     except Exception as exc:  # the user's module raised while importing: say what and where
         sys.modules.pop(module_name, None)
         raise InputError(
-            f"importing it failed: {type(exc).__name__}: {exc}", file=where, line=_line_in(exc, path)
+            f"importing it failed: {type(exc).__name__}: {exc}", file=where, line=line_in(exc, path)
         ) from None
     return module
 
 
-def _line_in(exc: BaseException, path: Path) -> int | None:
+def line_in(exc: BaseException, path: Path) -> int | None:
     """The last line of `path` the exception passed through."""
+    path = Path(path).resolve()
     line, tb = None, exc.__traceback__
     while tb is not None:
         if Path(tb.tb_frame.f_code.co_filename).resolve() == path:

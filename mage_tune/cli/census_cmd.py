@@ -19,7 +19,12 @@ ARCHS = list(ARCH_NAMES)
     help=f"Target arch ({', '.join(ARCHS)}; '90a' works too). Default: a PTX's .target, a cubin's own, else sm_90.",
 )
 @click.option("--kernel", "kernel", default=None, help="Only this kernel (mangled or demangled name).")
-@click.option("--block", type=int, default=None, help="Threads per block for occupancy (default: .reqntid/.maxntid).")
+@click.option(
+    "--block",
+    type=click.IntRange(1, 1024),  # CUDA's most threads per block; 0 would be taken as not given
+    default=None,
+    help="Threads per block for occupancy (default: .reqntid/.maxntid).",
+)
 @click.option("--compare", "other", default=None, help="A second file: print both side by side, differences marked.")
 @click.option("--json", "as_json", is_flag=True, help="Print the versioned JSON records instead of a table.")
 @click.option("-I", "--include", "includes", multiple=True, help=".cu: an include folder (repeatable).")
@@ -89,6 +94,10 @@ def census(
 
         if kernel:
             raise InputError("--kernel picks a kernel of a file; a family variant has one kernel (use --set)")
+        if block:
+            raise InputError(
+                "--block sets a kernel file's block size; a family variant's comes from its config (--set)"
+            )
         fam = load_family(target)
         dims = {**parse_shape(shape_text), **{k: v for k, v in (("d", d), ("m", m), ("n", n), ("k", k_)) if v}}
         shape = fam.shape_from(dims)

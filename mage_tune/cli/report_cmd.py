@@ -79,4 +79,12 @@ def explain(run, counters_path):
         return
     from mage_tune.search import report as rep
 
-    click.echo(wrap(rep.explain_text(_run_dir(run))))
+    path = _run_dir(run)
+    if counters_path:  # a run directory's explanation has no place for it: refused, never silently dropped
+        from mage_tune.errors import InputError
+
+        raise InputError(
+            f"--counters {counters_path} applies to a `mage-tune bench --out` record; this is a search run directory",
+            file=run,
+        )
+    click.echo(wrap(rep.explain_text(path)))

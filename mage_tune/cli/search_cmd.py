@@ -41,7 +41,7 @@ WORKERS = click.IntRange(1, 256)  # 0 or fewer compile processes would run no tr
     type=click.IntRange(0, 1_000_000),
     default=None,
     help="The last N trials go to untried one-knob neighbours of the best configs so far, ranked by the tuning "
-    "database's model (default: a quarter of --trials; 0: none).",
+    "database's model (default: a quarter of --trials, none with --sampler grid; 0: none).",
 )
 @click.option("--gpus", default=None, help="all or 0,1,…: one measuring worker per GPU of this host on one study.")
 @click.option("--json", "as_json", is_flag=True, help="Print the best trial as JSON.")
@@ -87,6 +87,8 @@ def search(
     from mage_tune.search.storage import storage_errors
     from mage_tune.textwidth import wrap
 
+    if sampler == "grid" and polish:
+        raise click.UsageError("--polish does not apply to --sampler grid: the grid walks every config as it is")
     fam, shape = family_and_shape(family, dims)
     if gpus is not None:
         if static:
@@ -184,14 +186,28 @@ def search(
         bar.close()
     best = write_summary(spec, fam)
     outcomes = report.outcome_counts(run_path)
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
     if as_json:
         said = {"run_dir": str(run_path), "resumed_trials": resumed, "outcomes": outcomes}
         click.echo(json.dumps({**best, **said}, indent=1, default=str))
-        return
-    click.echo("\n" + report.top_table(run_path, fit=True))
-    click.echo("\n" + report.source_table(run_path, fit=True))
-    if report.baselines(run_path):
-        click.echo("\n" + report.baseline_table(run_path, best.get("value"), fit=True))
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-    click.echo(f"\ntrials by outcome: {counts}" + (f" ({resumed} recorded before this run)" if resumed else ""))
-    click.echo(wrap(f"run directory: {run_path} (report.md, best/, trials.jsonl)"))
+    else:
+        if best:
+            click.echo("\n" + report.top_table(run_path, fit=True))
+        click.echo("\n" + report.source_table(run_path, fit=True))
+        if report.baselines(run_path):
+            click.echo("\n" + report.baseline_table(run_path, best.get("value"), fit=True))
+        click.echo(f"\ntrials by outcome: {counts}" + (f" ({resumed} recorded before this run)" if resumed else ""))
+    if not best:  # nothing to report: a failure, never an exit 0 that names a report and a best/ never written
+        from mage_tune.errors import MageError
+
+        first = next(iter(record.trials(run_path)), {})
+        why = str(first.get("reason") or first.get("error") or "").strip().split("\n")[0][:200]
+        example = f"; trial {first.get('number', '?')}: {why}" if why else ""
+        raise MageError(
+            f"no trial scored ({counts or 'none ran here'}{example}), so no report.md nor best/ was written; "
+            "this file says how each trial ended",
+            file=str(run_path / "trials.jsonl"),
+        )
+    if not as_json:
+        kept = [name for name in ("report.md", "best/", "trials.jsonl") if (run_path / name).exists()]
+        click.echo(wrap(f"run directory: {run_path} ({', '.join(kept)})"))

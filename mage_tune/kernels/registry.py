@@ -16,8 +16,8 @@ from functools import cache
 from pathlib import Path
 
 from mage_tune.errors import ConfigError, InputError
-from mage_tune.kernels.base import Family
-from mage_tune.user_files import import_file
+from mage_tune.kernels.base import Family, Knob
+from mage_tune.user_files import import_file, line_in
 
 ENTRY_POINT_GROUP = "mage_tune.families"
 BUILTINS = {
@@ -57,11 +57,12 @@ def load_family(spec: str) -> Family:
     if spec in points:
         try:
             found = points[spec].load()
-        except Exception as exc:  # a broken installed plug-in: say which, no traceback
+        except (Exception, SystemExit) as exc:  # a broken installed plug-in: say which, no traceback
             raise ConfigError(
                 f"family {spec!r} (entry point {points[spec].value}) failed to load: {type(exc).__name__}: {exc}"
             ) from None
-        return _adopt(found() if isinstance(found, type) else found, spec, f"entry point {points[spec].value}")
+        where = f"entry point {points[spec].value}"
+        return _adopt(_instance(found, where), spec, where)
     names = known_names()
     close = difflib.get_close_matches(spec, names, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
@@ -79,7 +80,7 @@ def _from_file(spec: str) -> Family:
     path_text, name = spec, None
     if ":" in spec and not spec.endswith(".py"):
         path_text, _, name = spec.rpartition(":")
-    path = _moved(Path(path_text))
+    path = Path(path_text)
     if not path.is_file():
         raise InputError(_missing_file_message(path), file=path_text)
     module = import_file(path)
@@ -100,7 +101,7 @@ def _from_file(spec: str) -> Family:
             )
         found = getattr(module, candidates[0])
     origin = _portable(path) + (f":{name}" if name else "")
-    return _adopt(found() if isinstance(found, type) else found, origin, str(path))
+    return _adopt(_instance(found, str(path), path), origin, str(path))
 
 
 def _portable(path: Path) -> str:
@@ -111,19 +112,6 @@ def _portable(path: Path) -> str:
         return str(resolved.relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(resolved)
-
-
-def _moved(path: Path) -> Path:
-    """A record made on another machine names the family file by its path there: where that path is missing,
-    the same file at the same place under the current folder (a checkout of the same repository) is taken."""
-    if path.is_file() or not path.is_absolute():
-        return path
-    parts = path.parts[1:]
-    for start in range(len(parts)):
-        candidate = Path(*parts[start:])
-        if candidate.is_file():
-            return candidate
-    return path
 
 
 def _families_in(module) -> list[str]:
@@ -139,6 +127,31 @@ def _missing_file_message(path: Path) -> str:
     return f"no such family file{hint}"
 
 
+def _instance(found, where: str, path: Path | None = None):
+    """`found` itself, or an instance where it is a class: a constructor that raises is the family's error, said in
+    one line naming its file (and line), never a traceback."""
+    if not isinstance(found, type):
+        return found
+    try:
+        return found()
+    except (Exception, SystemExit) as exc:
+        line = line_in(exc, path) if path is not None else None
+        raise InputError(
+            f"constructing {found.__name__}() failed: {type(exc).__name__}: {exc}", file=where, line=line
+        ) from None
+
+
+def _knob_problems(knobs) -> list[str]:
+    """What makes a space ill-defined: a knob name given twice (a config, a dict, keeps one value for both, and the
+    space's count is wrong) or a knob with no value (no config at all)."""
+    if not isinstance(knobs, tuple | list) or not all(isinstance(k, Knob) for k in knobs):
+        return ["knobs must be a tuple of Knob(name, domain, help)"]
+    names = [k.name for k in knobs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    empty = [k.name for k in knobs if not len(k.domain)]
+    return [f"knob {n!r} is declared twice" for n in twice] + [f"knob {n!r} has an empty domain" for n in empty]
+
+
 def _adopt(found, origin: str, where: str) -> Family:
     """Check that what was found meets the contract and remember how it was found."""
     if not isinstance(found, Family):
@@ -152,5 +165,8 @@ def _adopt(found, origin: str, where: str) -> Family:
             f"{', '.join(missing)}",
             file=where,
         )
+    problems = _knob_problems(found.knobs)
+    if problems:
+        raise InputError(f"family {found.name!r} ({type(found).__name__}): {'; '.join(problems)}", file=where)
     found.origin = origin
     return found

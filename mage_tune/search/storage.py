@@ -80,11 +80,21 @@ def open_storage(url: str | None, run_dir: Path):
         url = sqlite_url(run_dir / "study.db")
     if url.startswith("journal:") or url.endswith((".journal", ".log")):
         path = url.removeprefix("journal://").removeprefix("journal:")
+        # Optuna replays the journal at open and raises anything (json, KeyError, AssertionError) on a damaged line;
+        # a damaged last line it even skips until the first write. Every line is read here first, to name it.
+        why = "a line that is not a JSON object"
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            return journal_storage(path, grace_s())
+            bad = _bad_journal_line(Path(path))
+            if bad is None:
+                return journal_storage(path, grace_s())
         except OSError as exc:
             raise InputError(f"cannot open the journal: {exc.strerror}", file=path) from None
+        except Exception as exc:
+            bad, why = None, f"{type(exc).__name__}: {exc}"
+        raise InputError(
+            f"not a readable Optuna journal (damaged, or another kind of file): {why}", file=path, line=bad
+        )
     if "://" not in url:
         raise InputError(
             f"storage {redact(url)!r} is neither a database URL (sqlite:///…, postgresql://…) nor journal:PATH"
@@ -97,6 +107,23 @@ def open_storage(url: str | None, run_dir: Path):
     except Exception as exc:  # sqlalchemy raises many types for a bad URL or an unreachable server
         first = (str(exc).strip().splitlines() or [""])[0]
         raise InputError(f"cannot open storage {redact(url)}: {type(exc).__name__}: {redact(first)}") from None
+
+
+def _bad_journal_line(path: Path) -> int | None:
+    """The first line of a journal that is not a JSON object (a last line without its newline is a write in progress,
+    which Optuna skips); None where every line reads (or there is no file yet)."""
+    import json
+
+    with contextlib.suppress(OSError), path.open("rb") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.endswith(b"\n"):
+                return None
+            try:
+                if not isinstance(json.loads(line), dict):
+                    return number
+            except ValueError:
+                return number
+    return None
 
 
 HEARTBEAT_ATTR = "mage_tune:heartbeat"  # journal storage: a running trial's last beat, seconds since the epoch
@@ -188,3 +215,25 @@ def storage_errors(spec):
             f"the study's storage {where} failed: {type(cause).__name__}: {redact(text)[:300]}. Finished trials are "
             f"kept (study and {spec.run_dir / 'trials.jsonl'}): fix the storage and re-run the same command to resume"
         ) from None
+    except Exception as exc:
+        if not _replaying_journal(exc):
+            raise
+        # A line damaged after the open (a partial last line, which Optuna skips at open, joined by the next write)
+        path = (spec.storage or "").removeprefix("journal://").removeprefix("journal:")
+        raise StorageError(
+            f"the study's journal became unreadable: {type(exc).__name__}: {exc}. Finished trials are kept in "
+            f"{spec.run_dir / 'trials.jsonl'}; remove the damaged line (or start another journal) to go on",
+            file=path,
+            line=_bad_journal_line(Path(path)),
+        ) from None
+
+
+def _replaying_journal(exc: BaseException) -> bool:
+    """Whether `exc` was raised while Optuna read or replayed a journal file's lines."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in ("read_logs", "apply_logs") and "journal" in code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
