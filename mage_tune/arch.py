@@ -22,6 +22,7 @@ from mage_tune.errors import InputError
 __all__ = ["ARCH_NAMES", "DEFAULT_ARCH", "Arch", "arch_of_ptx_target", "assemblable", "get_arch", "parse_arch_name"]
 
 KB = 1024
+SM_COUNT_UNKNOWN_PART = 132  # Arch.sms where parts of an arch differ widely (H200)
 
 # Carveout steps (bytes) the SM's unified L1/shared memory can be configured to, ascending (cuda_occupancy.h).
 _STEPS_100 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100))  # cc 8.6, 8.9, 12.x
@@ -73,6 +74,12 @@ class Arch:
     @property
     def compute_minor(self) -> int:
         return self.capability[1]
+
+    @property
+    def sms(self) -> int:
+        """SMs to plan a grid for: the usual part's, or for an arch whose parts differ widely the H200's (the part
+        this project times on); a grid planned for the wrong count is only a little off, never wrong."""
+        return self.sm_count or SM_COUNT_UNKNOWN_PART
 
     @property
     def max_threads_per_sm(self) -> int:

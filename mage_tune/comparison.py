@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mage_tune.arch import DEFAULT_ARCH
 from mage_tune.census.model import Census
 from mage_tune.errors import InputError
 from mage_tune.kernels.base import CompareFact, Family
@@ -66,7 +67,7 @@ def compare(
     family: str | Family,
     shape: dict | None = None,
     *,
-    arch: str = "sm_90",
+    arch: str = DEFAULT_ARCH,
     settings: list[str] | tuple[str, ...] = (),
     best: str | None = None,
     against: str = "triton",

@@ -64,3 +64,43 @@ def test_assemblable_matches_ptxas_help():
         if f"{name} " in listed or f"{name}," in listed or f"{name}\n" in listed:
             assert assemblable(name), name
     assert assemblable("sm_90a")
+
+
+# NVIDIA's published limits (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"):
+# shared memory per SM and per block (opt-in), KB; resident warps per SM; SMs of the reference part where one is.
+PUBLISHED = {
+    (8, 0): (164, 163, 64, 108),  # A100
+    (8, 6): (100, 99, 48, 84),  # A40 / full GA102
+    (8, 9): (100, 99, 48, 128),  # RTX 4090
+    (9, 0): (228, 227, 64, 132),  # H100 SXM / H200
+    (10, 0): (228, 227, 64, 148),  # B200
+    (12, 0): (100, 99, 48, None),  # parts differ widely
+}
+
+
+@pytest.mark.parametrize("name", ARCH_NAMES)
+def test_every_arch_holds_nvidias_published_limits(name):
+    a = get_arch(name)
+    smem_sm, smem_block, warps, sms = PUBLISHED[a.capability]
+    assert (a.smem_per_sm, a.smem_per_block_optin, a.max_warps_per_sm, a.sm_count) == (
+        smem_sm * KB,
+        smem_block * KB,
+        warps,
+        sms,
+    )
+    assert a.max_threads_per_block == 1024 and a.regs_per_sm == 64 * KB
+
+
+def test_the_families_take_their_arch_facts_from_arch_py():
+    """The families once kept copies of these facts that contradicted arch.py (sm_100 with 132 SMs, sm_120 with
+    227 KB of shared memory a block)."""
+    from mage_tune.kernels import get_family
+
+    layernorm = get_family("layernorm")
+    config = layernorm.complete({"persist": 2}, {"m": 1 << 20, "d": 768}, "sm_100")
+    assert layernorm.launch(config, {"m": 1 << 20, "d": 768}, "sm_100").grid[0] == 2 * 148
+    matmul = get_family("matmul")
+    shape = {"m": 1024, "n": 1024, "k": 1024}
+    big = next(c for c in matmul.configs(shape, "sm_90") if 99 * KB < matmul.shared_bytes(c) <= 227 * KB)
+    assert any("exceeds" in v for v in matmul.copy_violations(big, shape, "sm_120"))
+    assert not any("exceeds" in v for v in matmul.copy_violations(big, shape, "sm_90"))

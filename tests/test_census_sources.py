@@ -83,7 +83,7 @@ def test_std():
               "-D", "UNROLL=2", "--std", "c++20", "--json", "--kernel", "negate"]
     )  # fmt: skip
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["demangled"] == "negate<float>"
+    assert json.loads(out.stdout)["demangled"] == "negate<float>"
 
 
 # --- Triton --------------------------------------------------------------------------------------------------------

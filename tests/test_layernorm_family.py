@@ -26,7 +26,7 @@ from mage_tune.compile import nvrtc_ptx, ptxas
 from mage_tune.errors import ConfigError, MageError
 from mage_tune.kernels import get_family
 from mage_tune.kernels.base import config_label
-from mage_tune.kernels.layernorm import EPS, FAMILY, SMS, X_MEAN
+from mage_tune.kernels.layernorm import EPS, FAMILY, X_MEAN
 
 ARCH = "sm_90"
 D768 = {"m": 4096, "d": 768}
@@ -491,7 +491,7 @@ def test_persist_sets_a_persistent_grid(censuses):
     for m, rows, arch, grid in ((100, 1, "sm_90", 100), (4093, 4, "sm_90", 528), (4093, 1, "sm_80", 432)):
         config = {**SEED, "rows": rows, "persist": 4}
         assert FAMILY.launch(config, {"m": m, "d": 768}, arch).grid == (grid, 1, 1)
-    assert SMS == {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132}
+    assert FAMILY.launch({**SEED, "persist": 2}, {"m": 1 << 20, "d": 768}, "sm_100").grid == (2 * 148, 1, 1)
     assert FAMILY.build({**SEED, "persist": 2}, D768, "sm_80").launch.grid == (216, 1, 1)
 
 

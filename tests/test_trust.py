@@ -391,3 +391,25 @@ def _deep(depth: int) -> dict:
     for _ in range(depth):
         node = {"x": node}
     return {"number": 0, "config": node}
+
+
+def test_explain_uses_the_family_the_user_names_and_says_a_changed_one(tmp_path):
+    """A record of a family file: explain loads it only when named with --family, and says when the file is not
+    the code that made the record."""
+    family = tmp_path / "fam.py"
+    family.write_text("from mage_tune.kernels.layernorm import LayerNorm\n\nFAMILY = LayerNorm()\n")
+    run = make_run(tmp_path / "run", family="layernorm", origin=str(family), family_digest="0" * 64)
+    skipped = cli("explain", str(run))
+    assert skipped.returncode == 0 and "records never load code" in skipped.stdout
+    named = cli("explain", str(run), "--family", str(family))
+    assert named.returncode == 0, named.stderr
+    assert "records never load code" not in named.stdout and "Triton" in named.stdout
+    assert "not the code that made this record" in named.stderr
+
+
+def test_explain_of_nothing_scored_is_an_error(tmp_path):
+    run = make_run(tmp_path / "run")
+    lines = [json.loads(x) for x in (run / "trials.jsonl").read_text().splitlines()]
+    (run / "trials.jsonl").write_text("".join(json.dumps({**t, "outcome": "pruned"}) + "\n" for t in lines))
+    out = cli("explain", str(run))
+    assert out.returncode == 2 and "nothing to explain" in out.stderr and "trials.jsonl" in out.stderr

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from mage_tune.arch import get_arch
 from mage_tune.kernels.base import Config, Knob, Launch, Shape, config_label
-from mage_tune.kernels.layernorm import DEFAULT_SMS, FLOAT, LayerNorm
+from mage_tune.kernels.layernorm import FLOAT, LayerNorm
 
 VEC_FLOATS = 4  # 16-byte shared reads and global stores
 WARP = 32
@@ -116,7 +116,7 @@ class LayerNormBulk(LayerNorm):
 
     def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
         groups = -(-shape["m"] // config["rows"])
-        sms = get_arch(arch).sm_count or DEFAULT_SMS
+        sms = get_arch(arch).sms
         grid = min(-(-groups // config["warps"]), config["blocks"] * sms)
         return Launch((grid, 1, 1), WARP * config["warps"], self.ring_bytes(config, shape))
 

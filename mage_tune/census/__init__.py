@@ -31,7 +31,7 @@ from mage_tune.compile import (
     build_from_cubin,
     build_from_ptx,
     check_arch,
-    cu_to_ptx,
+    compile_cu,
 )
 from mage_tune.errors import InputError
 from mage_tune.inputs import read_input
@@ -260,7 +260,7 @@ def load(
     if suffix in (".cu", ".cuh"):
         return _load_cu(text, arch or DEFAULT_ARCH, label, source_options or SourceOptions())
     if sass_view.looks_like_sass(text):
-        return Artifact(label, arch or sass_view.arch_of(text) or "sm_90", sass=text)
+        return Artifact(label, arch or sass_view.arch_of(text) or DEFAULT_ARCH, sass=text)
     raise InputError("not PTX, CUDA source (.cu), SASS text or a cubin", file=label)
 
 
@@ -293,8 +293,9 @@ def _load_cu(text: str, arch: str, label: str, opts: SourceOptions) -> Artifact:
             return build_from_cu(text, arch, label, source_options=opts)
         except UnsupportedTarget as exc:
             note = exc.message + "; install a newer CUDA toolkit and set CUDA_HOME"
-    ptx, tools = cu_to_ptx(text, arch, label, opts)
-    return dataclasses.replace(_ptx_only(ptx, arch, label, note, source=text), tools=tools)
+    ptx, tools, notes = compile_cu(text, arch, label, opts)
+    art = _ptx_only(ptx, arch, label, note, source=text)
+    return dataclasses.replace(art, tools=tools, notes=(*notes, *art.notes))
 
 
 def _load_ptx_file(

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from mage_tune.arch import ARCH_NAMES
+from mage_tune.arch import ARCH_NAMES, DEFAULT_ARCH
 
 ARCHS = list(ARCH_NAMES)
 
@@ -101,18 +101,18 @@ def census(
         fam = load_family(target)
         dims = {**parse_shape(shape_text), **{k: v for k, v in (("d", d), ("m", m), ("n", n), ("k", k_)) if v}}
         shape = fam.shape_from(dims)
-        config = fam.parse_settings(settings, shape, arch or "sm_90")
-        variant = fam.build(config, shape, arch or "sm_90")
+        config = fam.parse_settings(settings, shape, arch or DEFAULT_ARCH)
+        variant = fam.build(config, shape, arch or DEFAULT_ARCH)
         found = census_artifact(variant.artifact, block=variant.block, param_names=list(variant.param_names))
     else:
         found = census_path(target, arch=arch, kernel=kernel, block=block, **inputs)
     if other:
         found = found + census_path(other, arch=arch, block=block, **inputs)
-    if as_json:  # a record's "notes" say which compiler ran: stderr stays quiet for scripts
+    _say_compiler_notes(found)  # on stderr, so a script reading --json's stdout sees only the records
+    if as_json:
         records = [c.to_json() for c in found]
         click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2))
         return
-    _say_compiler_notes(found)
     columns = [(f"{c.demangled} ({c.source})" if other else c.demangled, rows(c)) for c in found]
     click.echo(render(columns, mark_differences=other is not None))
 

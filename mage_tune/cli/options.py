@@ -7,6 +7,8 @@ import functools
 
 import click
 
+from mage_tune.arch import DEFAULT_ARCH
+
 SHORT_DIMS = ("m", "n", "k", "d")
 
 
@@ -41,7 +43,7 @@ def split_ptxas_options(text: str | None) -> tuple[str, ...] | None:
         raise InputError(f"--ptxas-options {text!r}: {str(exc).lower()} (quote each option whole)") from None
 
 
-def family_options(func=None, *, arch_default: str = "sm_90"):
+def family_options(func=None, *, arch_default: str = DEFAULT_ARCH):
     """Adds --shape, --m, --n, --k, --d and --arch; the command gets `dims` (what was given) and `arch`."""
 
     def decorate(f):

@@ -62,7 +62,14 @@ def report(run, no_plots):
     default=None,
     help="A `mage-tune counters --out` record of the winner: Nsight Compute's reading beside the census.",
 )
-def explain(run, counters_path):
+@click.option(
+    "--family",
+    "family",
+    default=None,
+    help="The family (name or FILE.py) whose code may serve RUN: its Triton comparison and grid. Records never "
+    "load the family file they name; a built-in family is used without asking.",
+)
+def explain(run, counters_path, family):
     """Say what distinguishes RUN's winner: census against runner-ups and Triton, features that track time.
 
     RUN is a search run directory or a `mage-tune bench --out` record; for a record, also what the winner is
@@ -71,11 +78,15 @@ def explain(run, counters_path):
     from mage_tune.textwidth import wrap
 
     if Path(run).is_file():
+        from mage_tune.errors import InputError
         from mage_tune.measure.explain import explain_bench
-        from mage_tune.measure.saved import read_record
+        from mage_tune.measure.saved import read_record, timed_results
 
         counters = read_record(counters_path, "mage-tune.counters/") if counters_path else None
-        click.echo(wrap(explain_bench(_bench_record(run), counters)))
+        record = _bench_record(run)
+        if not timed_results(record, "variant"):
+            raise InputError("no passing, timed variant in this record: nothing to explain", file=run)
+        click.echo(wrap(explain_bench(record, counters, family=family)))
         return
     from mage_tune.search import report as rep
 
@@ -87,4 +98,8 @@ def explain(run, counters_path):
             f"--counters {counters_path} applies to a `mage-tune bench --out` record; this is a search run directory",
             file=run,
         )
-    click.echo(wrap(rep.explain_text(path)))
+    if not rep.scored(path):
+        from mage_tune.errors import InputError
+
+        raise InputError("no scored trial in this run: nothing to explain", file=str(path / "trials.jsonl"))
+    click.echo(wrap(rep.explain_text(path, family=family)))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mage_tune.arch import DEFAULT_ARCH
 from mage_tune.cli.options import family_and_shape, family_options
 
 TRIALS = click.IntRange(1, 1_000_000)  # 0 or fewer would end at once with an empty table
@@ -117,7 +118,7 @@ def search(
                 arch = arch_of_device()
     else:
         said = "static census model (--static), no GPU used; "
-    arch = check_arch("sm_90" if arch in (None, "auto") else arch)
+    arch = check_arch(DEFAULT_ARCH if arch in (None, "auto") else arch)
     mode = "static" if static else "measured"
     shape_text = "-".join(f"{k}{v}" for k, v in shape.items())
     study_name = study_name or f"{fam.name}-{shape_text}-{arch}-{mode}"

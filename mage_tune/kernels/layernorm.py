@@ -81,12 +81,9 @@ MAX_PERSIST_CHUNKS = MAX_REG_CHUNKS // 2  # persist: the current row group and t
 MAX_STATIC_SHARED = 48 * 1024
 HINTS = {"none": "", "nc": ".nc", "cs": ".cs", "nc_na": ".nc.L1::no_allocate"}
 PREFETCH = {0: "", 128: ".L2::128B", 256: ".L2::256B"}  # x_prefetch -> the load's prefetch-size qualifier
-# SMs of the usual part of each arch: A100 108, a full GA102 (A40, RTX 3090 Ti) 84, RTX 4090 128, H100 SXM / H200
-# 132. persist is a launch-shape knob, not a correctness one: a persistent block walks row groups by gridDim.x, so any
-# grid of one block or more computes the same y; on a part with another SM count the grid is merely a little off
-# persist × its SMs.
-SMS = {"sm_80": 108, "sm_86": 84, "sm_89": 128, "sm_90": 132}
-DEFAULT_SMS = 132  # an arch without a fixed SM count: the H200 this project times on
+# persist is a launch-shape knob, not a correctness one: a persistent block walks row groups by gridDim.x, so any
+# grid of one block or more computes the same y; on a part with another SM count than the arch's usual one (arch.py)
+# the grid is merely a little off persist × its SMs.
 PASSES_NOTE = (
     "passes over x: floats of x loaded per thread (static PTX count, each load at its full width) ÷ floats one read "
     "of the row puts on a thread (d for ours, Triton's BLOCK for Triton's, over the threads of one row, rounded up "
@@ -315,7 +312,7 @@ class LayerNorm(CudaFamily):
 
     def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
         groups = _cdiv(shape["m"], config["rows"])
-        grid = min(groups, config["persist"] * SMS.get(arch, DEFAULT_SMS)) if config["persist"] else groups
+        grid = min(groups, config["persist"] * get_arch(arch).sms) if config["persist"] else groups
         return Launch((grid, 1, 1), config["threads"] * config["rows"], self.affine_bytes(config, shape))
 
     def walk_steps(self, config: Config, shape: Shape, blocks: int) -> int:

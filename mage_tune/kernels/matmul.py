@@ -16,11 +16,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels.base import Baseline, Config, CudaFamily, Knob, Launch, Shape
 
 FLOAT = 4  # bytes
-# Largest dynamic shared memory a block may opt into, by arch (bytes).
-SMEM_OPTIN = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024}
 MAX_ACCUMULATORS = 128  # per thread: with the fragments, about what fits in 255 registers without spilling
 
 
@@ -140,7 +139,7 @@ class Matmul(CudaFamily):
             out.append(f"a_vec={c['a_vec']} needs K*4 divisible by {c['a_vec']} (row starts of A), K={shape['k']}")
         if (shape["n"] * FLOAT) % c["b_vec"]:
             out.append(f"b_vec={c['b_vec']} needs N*4 divisible by {c['b_vec']} (row starts of B), N={shape['n']}")
-        limit = SMEM_OPTIN.get(arch, SMEM_OPTIN["sm_90"])
+        limit = get_arch(arch).smem_per_block_optin
         if self.shared_bytes(c) > limit:
             out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")
         return out

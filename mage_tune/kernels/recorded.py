@@ -63,11 +63,9 @@ def defaults(recorded: dict) -> Config:
     given = recorded.get("defaults")
     if isinstance(given, dict):
         return given
-    for key in ("origin", "family_origin", "family"):
-        family = builtin(str(recorded.get(key) or ""))
-        if family is not None:
-            return family.with_defaults({})
-    return {}
+    origin = recorded.get("origin") or recorded.get("family_origin") or recorded.get("family")
+    family = builtin(str(origin or ""))
+    return family.with_defaults({}) if family is not None else {}
 
 
 _said: set[tuple[str, str]] = set()
@@ -81,7 +79,7 @@ def family_for(recorded: dict, named: str | None = None) -> tuple[Family | None,
     if named:
         family = load_family(named)
     else:
-        family = builtin(origin) or builtin(str(recorded.get("family") or ""))
+        family = builtin(origin)  # a family file's record names the file: never a built-in of the same name
         if family is None:
             return None, (
                 f"the record's family {origin or '?'} is not a built-in one and records never load code: name its "
