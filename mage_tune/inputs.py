@@ -12,18 +12,17 @@ from mage_tune.errors import InputError
 MAX_INPUT_BYTES = 32 * 1024 * 1024  # far above any real kernel's PTX, cubin or SASS listing (a few MB at most)
 
 
-def did_you_mean(path: Path) -> str:
+def did_you_mean(path: Path, names: tuple[str, ...] = (), kind: str = "") -> str:
     """For a path that does not exist: "; did you mean ..." with the nearest names in its folder and, for a bare
-    name, the nearest kernel families ("" where nothing is near)."""
+    name, the nearest of `names` (a caller's other meaning of a bare word, e.g. the families), each shown after
+    `kind` ("" where nothing is near)."""
     import difflib
 
     folder = path.parent
-    names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
-    near = [str(folder / n) if str(folder) != "." else n for n in difflib.get_close_matches(path.name, names, 3, 0.6)]
+    files = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+    near = [str(folder / n) if str(folder) != "." else n for n in difflib.get_close_matches(path.name, files, 3, 0.6)]
     if str(folder) == "." and not path.suffix:
-        from mage_tune.kernels import known_names
-
-        near += [f"the family {n}" for n in difflib.get_close_matches(path.name, known_names(), 2, 0.6)]
+        near += [f"{kind}{n}" for n in difflib.get_close_matches(path.name, names, 2, 0.6)]
     return f"; did you mean {' or '.join(near)}?" if near else ""
 
 

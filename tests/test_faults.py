@@ -85,7 +85,7 @@ def clean_error(run: subprocess.CompletedProcess, *names: str) -> str:
 
 
 def study_of(run_dir: Path, storage: str | None = None) -> optuna.Study:
-    from mage_tune.search.storage import sqlite_url
+    from mage_tune.storage import sqlite_url
 
     name = json.loads((run_dir / "search.json").read_text())["study"]
     return optuna.load_study(study_name=name, storage=storage or sqlite_url(run_dir / "study.db"))
@@ -165,7 +165,7 @@ def test_storage_password_is_never_echoed(tmp_path, env):
 
 def test_journal_storage_fails_a_killed_workers_trial(tmp_path, monkeypatch):
     """A journal file gets heartbeats too: a RUNNING trial whose beats stopped is failed after the grace period."""
-    from mage_tune.search import storage
+    from mage_tune import storage
 
     monkeypatch.setenv("MAGE_TUNE_HEARTBEAT_GRACE", "3")
     journal = storage.open_storage(f"journal:{tmp_path / 'j.log'}", tmp_path)
@@ -256,7 +256,7 @@ def journal_storage(path: Path):
 
 INTERRUPTED_QUERY = """
 import logging, pathlib, sys
-from mage_tune.search.storage import open_storage
+from mage_tune.storage import open_storage
 
 open_storage("sqlite:///" + sys.argv[1], pathlib.Path(sys.argv[1]).parent)
 try:

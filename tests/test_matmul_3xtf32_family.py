@@ -13,7 +13,7 @@ import pytest
 from mage_tune.census import census_artifact
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family
-from mage_tune.tuning.sources import bench_record
+from mage_tune.search.sources import bench_record
 
 ARCH = "sm_90"
 SHAPE = {"m": 1024, "n": 4096, "k": 1024}
@@ -137,7 +137,7 @@ def test_a_search_run_is_read_by_todays_tolerance_too():
     """The 1024³ search was checked against u·(√K + 16); trial 12 (one chain over a split_k slice of 342 k, 2.4e-6)
     passed that and is over today's u·√K, so the database takes it as failed; every other trial stands."""
     from mage_tune.search import record
-    from mage_tune.tuning.sources import run_directory
+    from mage_tune.search.sources import run_directory
 
     path = RUN.parent / "searches" / "matmul-3xtf32-m1024n1024k1024"
     _, rows = run_directory(path)

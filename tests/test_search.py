@@ -39,9 +39,11 @@ from mage_tune.errors import InputError
 from mage_tune.kernels import get_family
 from mage_tune.kernels.base import Config, Shape
 from mage_tune.kernels.layernorm import LayerNorm
+from mage_tune.kernels.neighbours import neighbours
+from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
-from mage_tune.search.runner import COUNTED, MEASURED_OBJECTIVE, STATIC_OBJECTIVE, Search, SearchSpec
-from mage_tune.search.storage import GRACE_S, open_storage
+from mage_tune.search.runner import COUNTED, Search, SearchSpec
+from mage_tune.storage import GRACE_S, open_storage
 
 LAYERNORM = ("layernorm", "--d", "64", "--m", "256")
 MATMUL = ("matmul", "--m", "64", "--n", "64", "--k", "64")
@@ -655,7 +657,7 @@ def test_the_polish_tries_a_value_the_search_has_only_seen_slow_last():
     search has measured goes back by how much slower its best time with that value was than the search's best."""
     family, shape = get_family("layernorm"), {"m": 4096, "d": 768}
     base = family.with_defaults({})
-    found = list(polish.neighbours(family, [("#0", base)], shape, "sm_90", set()))
+    found = list(neighbours(family, [("#0", base)], shape, "sm_90", set()))
     assert len({n.knob for n in found}) == len(family.knobs)
     slow = {**base, "passes": "twopass"}
     fast = {**base, "threads": 64}

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from mage_tune.kernels import get_family
-from mage_tune.tuning import learned, sources
+from mage_tune.search import sources
+from mage_tune.tuning import learned
 from mage_tune.tuning.db import Entry, TuningDB, shape_distance
 
 ROOT = Path(__file__).resolve().parents[1]

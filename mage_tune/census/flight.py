@@ -20,13 +20,11 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import networkx as nx
 
-if TYPE_CHECKING:
-    from mage_tune.census.model import ParamAccess
-    from mage_tune.census.ptx import Kernel
+from mage_tune.census.model import ParamAccess
+from mage_tune.census.ptx_ir import Kernel, access_bits, copy_bits, opcode_parts, space_of, wait_depth
 
 _PTX_REG = re.compile(r"%[\w$]+")
 _NO_DEST = {"st", "cp", "bar", "barrier", "bra", "ret", "exit", "membar", "fence", "prefetch", "red", "trap", "call"}
@@ -102,7 +100,6 @@ def _split_operands(operands: str) -> list[str]:
 
 
 def ptx_in_flight(kernel: Kernel) -> InFlight:
-    from mage_tune.census.ptx import access_bits, opcode_parts, space_of, wait_depth
 
     walk = _Walk()
     live = walk.bits  # the walk's own dict of loads in flight (never rebound)
@@ -139,7 +136,6 @@ def ptx_in_flight(kernel: Kernel) -> InFlight:
 
 def _def_use_graph(kernel: Kernel) -> nx.DiGraph:
     """Edges register (or `param:NAME`) -> the registers an instruction derives from it, as pointers flow."""
-    from mage_tune.census.ptx import opcode_parts
 
     graph: dict[str, set[str]] = defaultdict(set)
     regs_in, nesting = _PTX_REG.findall, _NESTING.search
@@ -198,9 +194,6 @@ def _address_regs(operand: str) -> list[str]:
 
 def param_access(kernel: Kernel) -> dict[str, ParamAccess]:
     """Global loads (cp.async copies included) and stores per 64-bit kernel parameter; "?" for the rest."""
-    from mage_tune.census.model import ParamAccess
-    from mage_tune.census.ptx import access_bits, copy_bits, opcode_parts, space_of
-
     graph = _def_use_graph(kernel)
     reach: dict[str, set[str]] = {}
     for name, ptype in kernel.params:

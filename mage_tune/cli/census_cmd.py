@@ -105,6 +105,7 @@ def census(
         variant = fam.build(config, shape, arch or DEFAULT_ARCH)
         found = census_artifact(variant.artifact, block=variant.block, param_names=list(variant.param_names))
     else:
+        _exists_or_near_family(target)
         found = census_path(target, arch=arch, kernel=kernel, block=block, **inputs)
     if other:
         found = found + census_path(other, arch=arch, block=block, **inputs)
@@ -123,6 +124,20 @@ def _say_compiler_notes(found: list) -> None:
 
     for note in dict.fromkeys(note for c in found for note in compiler_notes(c.notes)):
         click.echo(f"mage-tune: note: {note}", err=True)
+
+
+def _exists_or_near_family(target: str) -> None:
+    """A missing bare word may be a misspelt family: say which, beside the files near it."""
+    from pathlib import Path
+
+    from mage_tune.errors import InputError
+    from mage_tune.inputs import did_you_mean
+    from mage_tune.kernels import known_names
+
+    path = Path(target)
+    if not path.exists() and not path.is_symlink():
+        hint = did_you_mean(path, tuple(known_names()), "the family ")
+        raise InputError(f"cannot read: No such file or directory{hint}", file=target)
 
 
 def _is_family(target: str) -> bool:

@@ -44,7 +44,7 @@ def db():
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
 def list_runs(db_url, family, as_json):
     """One row per run: family, shape, arch, GPU, toolchain, objective, trials, best time."""
-    from mage_tune.search.storage import redact
+    from mage_tune.storage import redact
     from mage_tune.textwidth import table
 
     store = _open(db_url)
@@ -201,7 +201,7 @@ def import_(paths, db_url):
     """Add runs from PATHS: search run directories, bench records (.json) or exports (.jsonl, .jsonl.gz). Every path
     is read and checked before anything is written, so a bad one adds nothing; a run already in the database gets
     only the trials it lacks, so importing twice (or a copy, or at once from two shells) adds nothing."""
-    from mage_tune.tuning.db import load_path
+    from mage_tune.search.sources import load_path
 
     loaded = [run for path in paths for run in load_path(path)]
     added, present = _open(db_url, create=True).add_runs(loaded)

@@ -85,7 +85,7 @@ def search(
     from mage_tune.compile import check_arch
     from mage_tune.search import record, report
     from mage_tune.search.runner import Search, SearchSpec, spec_json, write_summary
-    from mage_tune.search.storage import storage_errors
+    from mage_tune.storage import storage_errors
     from mage_tune.textwidth import wrap
 
     if sampler == "grid" and polish:

@@ -273,15 +273,6 @@ class Family(ABC):
         return {}
 
     # --- shared machinery -------------------------------------------------------------------------------------
-    def __reduce__(self):
-        """Pickled (to a compile process or a GPU worker) as how to find it again, so a family from a user's file
-        is imported there the same way, in isolation."""
-        if not self.origin:
-            return object.__reduce__(self)
-        from mage_tune.kernels.registry import load_family
-
-        return (load_family, (self.origin,))
-
     def missing_members(self) -> list[str]:
         """Contract attributes this family left out (a class missing abstract methods cannot be instantiated:
         Python names those)."""

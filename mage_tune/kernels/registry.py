@@ -9,6 +9,7 @@ worker imports it again, and what run records keep.
 
 from __future__ import annotations
 
+import copyreg
 import difflib
 import importlib
 import importlib.util
@@ -169,4 +170,13 @@ def _adopt(found, origin: str, where: str) -> Family:
     if problems:
         raise InputError(f"family {found.name!r} ({type(found).__name__}): {'; '.join(problems)}", file=where)
     found.origin = origin
+    copyreg.pickle(type(found), _pickled_as_origin)
     return found
+
+
+def _pickled_as_origin(family: Family):
+    """A family found here is pickled (to a compile process or a GPU worker) as how to find it again, so one from a
+    user's file is imported there the same way, in isolation; one made by hand is pickled as it is."""
+    if not family.origin:
+        return family.__reduce_ex__(2)
+    return (load_family, (family.origin,))

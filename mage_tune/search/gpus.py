@@ -44,7 +44,7 @@ def _worker(spec, gpu: str, polish_model) -> None:
     from mage_tune.measure.device import environment
     from mage_tune.search import record
     from mage_tune.search.runner import Search
-    from mage_tune.search.storage import storage_errors
+    from mage_tune.storage import storage_errors
 
     try:
         family = load_family(spec.origin or spec.family)

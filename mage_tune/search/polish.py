@@ -13,52 +13,14 @@ the neighbourhood, and once every neighbour has run the sampler draws again.
 
 from __future__ import annotations
 
-import json
 import math
 import random
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 from mage_tune.kernels.base import Config, Family, Shape
+from mage_tune.kernels.neighbours import Neighbour, config_key
+from mage_tune.tuning import learned
 
 BASES = 3  # the best distinct configs whose neighbours are tried
-
-
-@dataclass(frozen=True)
-class Neighbour:
-    config: Config
-    knob: str
-    value: object  # the knob's value that makes it a neighbour
-    source: str  # "PREFIX knob=value on BASE": that value, on which base config
-
-
-def config_key(config: Config) -> str:
-    return json.dumps(config, sort_keys=True, default=str)
-
-
-def neighbours(
-    family: Family,
-    bases: list[tuple[object, Config]],
-    shape: Shape,
-    arch: str,
-    tried: set[str],
-    prefix: str = "polish",
-    values: dict[str, list] | None = None,
-) -> Iterator[Neighbour]:
-    """Every other value of every knob (or only `values[knob]`, where given) on each (label, config) of `bases`, as
-    its nearest valid config (that knob kept), in base, knob and domain order, each named "PREFIX knob=value on
-    LABEL"; none twice, none whose key is in `tried`. Lazily: a caller that needs a few stops early."""
-    seen = set(tried)
-    for label, base in bases:
-        for knob in family.knobs:
-            for value in knob.domain if values is None else values.get(knob.name, ()):
-                if value == base[knob.name]:
-                    continue
-                config = family.nearest_valid({**base, knob.name: value}, shape, arch, keep=(knob.name,))
-                if config is None or config_key(config) in seen:
-                    continue
-                seen.add(config_key(config))
-                yield Neighbour(config, knob.name, value, f"{prefix} {knob.name}={value} on {label}")
 
 
 def tried_keys(trials) -> set[str]:
@@ -84,8 +46,6 @@ def ranked(
     random.Random(seed).shuffle(order)
     scores = [0.0] * len(order)
     if model is not None:
-        from mage_tune.tuning import learned
-
         scores = model.predict([learned.features(family, n.config, shape, arch, None) for n in order])
     best = min((value for _, value in measured), default=None)
     if best:

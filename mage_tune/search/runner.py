@@ -25,14 +25,14 @@ from pathlib import Path
 
 from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family, Variant, config_label
+from mage_tune.kernels.neighbours import config_key, neighbours
 from mage_tune.kernels.recorded import family_digest, family_record
+from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
-from mage_tune.search.storage import open_storage, redact, sqlite_url, storage_errors
+from mage_tune.storage import open_storage, redact, sqlite_url, storage_errors
 from mage_tune.tuning.db import Recorder
 
 COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
-STATIC_OBJECTIVE = "static-model-us/5"
-MEASURED_OBJECTIVE = "measured-cold-median-us/1"
 
 
 @dataclass(frozen=True)
@@ -278,11 +278,9 @@ class Search:
         (search/polish.py); the record keeps the values it replaced as `redrawn_from`. A sampler such as TPE redraws
         its best configs: 7-23 % of the trials of each earlier 100-trial layer-norm search under runs/ repeated one."""
         tried = polish.tried_keys([t for t in self.study.get_trials(deepcopy=False) if t.number != trial.number])
-        if polish.config_key(config) not in tried:
+        if config_key(config) not in tried:
             return config
-        found = list(
-            polish.neighbours(self.family, [(f"#{trial.number}", config)], self.spec.shape, self.spec.arch, tried)
-        )
+        found = list(neighbours(self.family, [(f"#{trial.number}", config)], self.spec.shape, self.spec.arch, tried))
         if not found:
             return config
         pick = polish.ranked(self.family, found, self.spec.shape, self.spec.arch, self.polish_model, trial.number)[0]
@@ -474,7 +472,7 @@ class Search:
                 bases.append((f"#{t.number}", t.user_attrs["config"]))
             if len(bases) == polish.BASES:
                 break
-        found = list(polish.neighbours(self.family, bases, self.spec.shape, self.spec.arch, tried))
+        found = list(neighbours(self.family, bases, self.spec.shape, self.spec.arch, tried))
         measured = [(t.user_attrs["config"], t.value) for t in scored]
         order = polish.ranked(
             self.family, found, self.spec.shape, self.spec.arch, self.polish_model, self.spec.seed, measured
@@ -491,7 +489,7 @@ class Search:
         (plus a margin); a live worker tells its trial, and writes its line, within milliseconds."""
         import optuna
 
-        from mage_tune.search.storage import grace_s
+        from mage_tune.storage import grace_s
 
         deadline = time.monotonic() + grace_s() + 5
         while True:
@@ -515,7 +513,7 @@ class Search:
     def _say_waiting(self, running) -> None:
         """Say, once for each new set, which trials the search waits for: a live worker ends its own within seconds,
         a stopped process's are given up once their heartbeat has been silent for the grace period."""
-        from mage_tune.search.storage import grace_s
+        from mage_tune.storage import grace_s
 
         numbers = frozenset(t.number for t in running if t._trial_id not in self.heartbeat.live)
         if numbers and numbers != self.waiting_for:

@@ -42,7 +42,7 @@ def _default_path() -> Path:
 
 
 def default_url() -> str:
-    from mage_tune.search.storage import sqlite_url
+    from mage_tune.storage import sqlite_url
 
     return os.environ.get(DB_ENV) or sqlite_url(_default_path())
 
@@ -132,7 +132,7 @@ class TuningDB:
         the default one reads as empty, any other is an error naming it."""
         import optuna
 
-        from mage_tune.search.storage import open_storage
+        from mage_tune.storage import open_storage
 
         self.url = url or default_url()
         self.storage = None
@@ -241,7 +241,7 @@ class TuningDB:
         optuna.delete_study(study_name=name, storage=self.storage)
 
     def _shown(self) -> str:
-        from mage_tune.search.storage import redact
+        from mage_tune.storage import redact
 
         return redact(self.url)
 
@@ -361,17 +361,6 @@ def import_lines(path: Path) -> list[tuple[RunInfo, list[dict]]]:
     return list(by_run.values())
 
 
-def load_path(path: Path) -> list[tuple[RunInfo, list[dict]]]:
-    """A run directory, a bench record (.json) or an export (.jsonl, .jsonl.gz), read and checked whole."""
-    from mage_tune.tuning import sources
-
-    if path.is_dir():
-        return [sources.run_directory(path)]
-    if path.name.endswith((".jsonl", ".jsonl.gz")):
-        return import_lines(path)
-    return [sources.bench_record(path)]
-
-
 class Recorder:
     """A search's writer into the database: one study per run, each finished trial added as it lands. A failure
     (database locked, server gone) is said once and the search goes on: its run directory keeps every trial, and
@@ -398,7 +387,7 @@ class Recorder:
             action()
             self.failures = 0
         except Exception as exc:  # the database is a convenience: the run directory is the record
-            from mage_tune.search.storage import redact
+            from mage_tune.storage import redact
 
             self.failures += 1
             self.failed = self.db is None or self.failures >= self.GIVE_UP

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from mage_tune.errors import MageError
 from mage_tune.kernels.base import Config, Family, Shape
+from mage_tune.kernels.neighbours import config_key, neighbours
 from mage_tune.tuning import learned
 from mage_tune.tuning.db import Entry, measured_by_shape, shape_distance
 
@@ -95,8 +96,6 @@ def new_value_seeds(
     naming those values ("" when there are none)."""
     if not near:
         return [], ""
-    from mage_tune.search import polish
-
     names = {k.name for k in family.knobs}
     taken: dict[str, set] = {name: set() for name in names}
     for e in entries:
@@ -104,8 +103,8 @@ def new_value_seeds(
             taken[name].add(value)
     base = near[0]
     fresh = {k.name: [v for v in k.domain if v not in taken[k.name]] for k in family.knobs}
-    near_keys = {polish.config_key(s.config) for s in near}
-    found = polish.neighbours(family, [(base.source, base.config)], shape, arch, near_keys, "new value", fresh)
+    near_keys = {config_key(s.config) for s in near}
+    found = neighbours(family, [(base.source, base.config)], shape, arch, near_keys, "new value", fresh)
     picks = list(itertools.islice(found, NEW_VALUE_PICKS))
     values = ", ".join(f"{n.knob}={n.value}" for n in picks)
     note = f"{len(picks)} with knob values the database has not measured: {values}" if picks else ""

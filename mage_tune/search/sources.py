@@ -1,5 +1,6 @@
-"""What the tuning database imports: a search's run directory, or a bench record. Each becomes one run (its context)
-and its trials, read with the same defensive readers `report` uses (a bad line is named and skipped)."""
+"""What the tuning database imports: a search's run directory, a bench record, or an export. Each becomes one run
+(its context) and its trials, read with the same defensive readers `report` uses (a bad line is named and skipped).
+It lives with search, which stands above the tuning database: it reads search's records and writes tuning's."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from mage_tune.errors import InputError, MageError
 from mage_tune.inputs import read_input
 from mage_tune.kernels import recorded
 from mage_tune.measure.saved import read_json, result_time, shape_problem
+from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE  # a bench record's: measured
 from mage_tune.search import record
-from mage_tune.search.runner import MEASURED_OBJECTIVE, STATIC_OBJECTIVE  # a bench record's cold median: measured
-from mage_tune.tuning.db import RunInfo, run_name, versions
+from mage_tune.tuning.db import RunInfo, import_lines, run_name, versions
 
 
 def _gpu_and_toolchain(envs: list[dict]) -> tuple[str, dict]:
@@ -140,3 +141,12 @@ def _read_json(path: Path) -> dict | None:
     """A JSON object read with the project's bounded reader (None where the file is no object)."""
     data = read_json(path)
     return data if isinstance(data, dict) else None
+
+
+def load_path(path: Path) -> list[tuple[RunInfo, list[dict]]]:
+    """A run directory, a bench record (.json) or an export (.jsonl, .jsonl.gz), read and checked whole."""
+    if path.is_dir():
+        return [run_directory(path)]
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        return import_lines(path)
+    return [bench_record(path)]
