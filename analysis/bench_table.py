@@ -1,17 +1,23 @@
 """Headline table from committed `mage-tune bench --out` records: per record, the best passing variant, Triton's
 best config, torch, the floor and % of floor, all from the same session of the same run.
 
-    python analysis/bench_table.py runs/h200/*.json [--regime cold] [--markdown]
+    python analysis/bench_table.py records/h200-2026-11-29.tar.xz:ln_d768_all.json ... [--regime cold] [--markdown]
+
+A RECORD is a file on disk or a member of a campaign archive, ARCHIVE:MEMBER (a glob too: analysis/archives.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tabulate import tabulate
 
 from mage_tune.measure.saved import best_result, floor_us, read_record, result_time
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
+from archives import RecordsError, local_all
 
 
 def summarize(path: Path, regime: str) -> list | None:
@@ -45,11 +51,15 @@ def summarize(path: Path, regime: str) -> list | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("records", nargs="+", type=Path)
+    parser.add_argument("records", nargs="+", help="bench records: files, or ARCHIVE:MEMBER")
     parser.add_argument("--regime", default="cold")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
-    rows = [row for path in args.records if (row := summarize(path, args.regime))]
+    try:
+        paths = local_all(args.records)
+    except RecordsError as error:
+        raise SystemExit(f"bench_table.py: {error}") from None
+    rows = [row for path in paths if (row := summarize(path, args.regime))]
     headers = [
         "shape",
         "best variant µs",

@@ -3,7 +3,11 @@ tensor_core.sh): one table per shape, a row per variant named by the knobs that 
 time (cold regime), and its ratio to the baseline of the same run — cuBLAS FP32 for the matmul families; Triton's
 best num_warps for layer norm, with the variant's share of Triton's distance to the same-bytes copy.
 
-    python analysis/crossed_bench.py runs/h200-2026-12-01-template-ceiling/ceiling [--markdown OUT.md] [--errors]
+    python analysis/crossed_bench.py records/h200-2026-12-01-template-ceiling.tar.xz:ceiling [--markdown OUT.md]
+        [--errors]
+
+FOLDER is a folder of bench records: a member of a campaign archive (ARCHIVE:FOLDER) or a folder on disk
+(analysis/archives.py).
 
 --errors adds each row's relative error against the float64 reference (the baseline's in the heading).
 """
@@ -12,11 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from tabulate import tabulate
 
 from mage_tune.measure.saved import best_result, result_time
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
+from archives import RecordsError, local_one
 
 
 def fastest(results: list[dict], kind: str) -> float | None:
@@ -70,12 +78,16 @@ def table(record: dict, errors: bool = False) -> tuple[str, list[str], list[list
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folder", help="a folder of bench records: ARCHIVE:FOLDER or a folder on disk")
     parser.add_argument("--markdown", type=Path, default=None, help="Also write the tables here.")
     parser.add_argument("--errors", action="store_true", help="Add each row's relative error.")
     args = parser.parse_args()
+    try:
+        folder = local_one(args.folder)
+    except RecordsError as error:
+        raise SystemExit(f"crossed_bench.py: {error}") from None
     out = []
-    for path in sorted(args.folder.glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         if path.name.endswith((".configs.json", ".winner.json", ".bases.json")) or path.name.startswith("ncu-"):
             continue
         record = json.loads(path.read_text())

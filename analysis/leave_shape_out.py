@@ -7,6 +7,9 @@ its best config, and the same-bytes copy (layer norm). Also where the trials tha
 
     python analysis/leave_shape_out.py RUN_FOLDER... [--db URL] [--latest] [--json out.json] [--figure out.png]
 
+A RUN_FOLDER holds one run directory per shape: a folder on disk, or a member of a campaign archive, ARCHIVE:FOLDER
+(records/h200-2026-12-01-tensor-core.tar.xz:searches; analysis/archives.py).
+
 With --latest, a shape searched in several folders is reported once, by the search in the folder named last (name
 the folders oldest first): where the protocol stands today, one search per shape.
 """
@@ -17,12 +20,16 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 
 from tabulate import tabulate
 
 from mage_tune.measure.saved import result_time
 from mage_tune.search import record
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
+from archives import RecordsError, local_all
 
 WITHIN = 1.03
 
@@ -89,14 +96,18 @@ def summarise(run_dir: Path, db_url: str | None) -> dict | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+", type=Path, help="folders holding one run directory per shape")
+    parser.add_argument("folders", nargs="+", help="folders holding one run directory per shape (or ARCHIVE:FOLDER)")
     parser.add_argument("--db", default=None, help="tuning database whose records of each shape count as known")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--figure", type=Path, default=None)
     parser.add_argument("--latest", action="store_true", help="one search per shape: the one in the last folder")
     args = parser.parse_args()
+    try:
+        folders = local_all(args.folders)
+    except RecordsError as error:
+        raise SystemExit(f"leave_shape_out.py: {error}") from None
     rows = []
-    for folder in args.folders:
+    for folder in folders:
         for run_dir in sorted(p.parent for p in folder.glob("*/run.json")):
             summary = summarise(run_dir, args.db)
             if summary:

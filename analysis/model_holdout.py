@@ -6,7 +6,10 @@ rank the configs measured at the held-out one. Reported per shape: Spearman's rh
 time, and the regret of the model's top 5 (the fastest measured among them over the fastest measured at all),
 beside the expected regret of 5 configs drawn at random from the same measured set.
 
-    python analysis/model_holdout.py [--family layernorm] [--runs runs] [--json out.json]
+    python analysis/model_holdout.py [--family layernorm] [--runs RECORDS...] [--json out.json]
+
+--runs names where the records are: campaign archives (ARCHIVE or ARCHIVE:FOLDER) or folders on disk; by default
+every archive under records/ (analysis/archives.py).
 """
 
 from __future__ import annotations
@@ -23,21 +26,25 @@ from tabulate import tabulate
 from mage_tune.census.features import spearman
 from mage_tune.errors import MageError
 from mage_tune.kernels.registry import load_family
-from mage_tune.tuning import learned, sources
+from mage_tune.search import sources
+from mage_tune.tuning import learned
 from mage_tune.tuning.db import Entry
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
+from archives import RecordsError, campaigns, local_all
 
 TOP = 5
 
 
-def entries_from(runs: Path, family: str) -> list[Entry]:
-    """Measured entries of `family` in every bench record and search run directory under `runs`."""
+def entries_from(folders: list[Path], family: str) -> list[Entry]:
+    """Measured entries of `family` in every bench record and search run directory under `folders`."""
     out: list[Entry] = []
     loaded = []
-    for path in sorted(runs.rglob("*.json")):
+    for path in sorted(p for runs in folders for p in runs.rglob("*.json")):
         text = path.read_text(errors="replace")
         if '"schema": "mage-tune.bench/' in text[:200]:
             loaded.append(sources.bench_record(path))
-    for trials in sorted(runs.rglob("trials.jsonl")):
+    for trials in sorted(p for runs in folders for p in runs.rglob("trials.jsonl")):
         try:
             loaded.append(sources.run_directory(trials.parent))
         except MageError as error:  # an unfinished run directory: said, then left out
@@ -98,7 +105,7 @@ def holdout(family_name: str, entries: list[Entry], min_trials: int, seed: int =
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", action="append", default=None, help="layernorm and matmul by default")
-    parser.add_argument("--runs", type=Path, default=Path("runs"))
+    parser.add_argument("--runs", nargs="+", default=None, help="archives or folders (default: every records/ archive)")
     parser.add_argument("--min-trials", type=int, default=20)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -106,9 +113,10 @@ def main() -> None:
         parser.error(f"--min-trials must be at least {TOP}: the regrets compare {TOP} picks")
     rows = []
     try:
+        folders = local_all(args.runs or campaigns())
         for family in args.family or ["layernorm", "matmul"]:
-            rows += holdout(family, entries_from(args.runs, family), args.min_trials)
-    except MageError as error:
+            rows += holdout(family, entries_from(folders, family), args.min_trials)
+    except (MageError, RecordsError) as error:
         raise SystemExit(f"model_holdout.py: {error}") from None
     table = [
         [

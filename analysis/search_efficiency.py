@@ -6,7 +6,10 @@ compared on exactly the same numbers, with no GPU: a config outside the space's 
 (it costs a trial, as in a real search). For each sampler and seed we report after how many trials the best found
 is within 3% of the exhaustive best.
 
-    python analysis/search_efficiency.py runs/<exhaustive>.json --seeds 10 --budget 200 [--out runs/<name>.json]
+    python analysis/search_efficiency.py RECORD --seeds 10 --budget 200 [--out OUT.json]
+
+RECORD is a file or a member of a campaign archive (analysis/archives.py), e.g. the exhaustive layer-norm table
+records/h200-2026-11-29.tar.xz:ln_d768_all.json.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ import optuna
 from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
+from archives import RecordsError, local_one
+
 from mage_tune.kernels import get_family
-from mage_tune.search.runner import make_sampler
+from mage_tune.search.samplers import make_sampler
 
 
 def load_table(path: Path) -> tuple[dict, dict[tuple, float]]:
@@ -58,13 +64,16 @@ def replay(family, table: dict[tuple, float], sampler: str, seed: int, budget: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("record", type=Path)
+    parser.add_argument("record", help="an exhaustive bench record: a file, or ARCHIVE:MEMBER")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--within", type=float, default=0.03)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    record, table = load_table(args.record)
+    try:
+        record, table = load_table(local_one(args.record))
+    except RecordsError as error:
+        raise SystemExit(f"search_efficiency.py: {error}") from None
     family = get_family(record["family"])
     best = min(table.values())
     target = best * (1 + args.within)

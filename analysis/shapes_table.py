@@ -1,19 +1,24 @@
 """Layer norm over seven widths and two heights, matmul over four sizes: the tables, rebuilt from the records alone.
 
-The records are runs/h200-2026-11-29-shapes/.
+The records are records/h200-2026-11-29-shapes.tar.xz (analysis/archives.py: an archive, or an extracted folder).
 
 Per shape, from the second, separate run (rerun/): the best variant, its knobs and census, Triton at its best
 config, torch (cuBLAS FP32 for matmul), the same-bytes copy, the floor and % of it, each target met or not; beside it
 the first run's time for the same config (ln/, matmul/, matmul_k_unroll/) and the agreement of the two runs. Then
 the seed-style table: Triton's kernel against ours, property by property, from the offline compare records.
 
-    python analysis/shapes_table.py [--runs runs/h200-2026-11-29-shapes] [--markdown] [--figure out.png]
+    python analysis/shapes_table.py [--runs records/h200-2026-11-29-shapes.tar.xz] [--markdown] [--figure out.png]
+
+The shapes are those of the second run's records (rerun/ln_mM_dD.json, rerun/mm_S.json); a first-run record that
+is missing reads as no first-run winner ("-").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import sys
 from pathlib import Path
 
 from tabulate import tabulate
@@ -21,8 +26,9 @@ from tabulate import tabulate
 from mage_tune.kernels import get_family
 from mage_tune.measure.saved import best_result, floor_us, result_time
 
-LN_SHAPES = [(m, d) for m in (4096, 16384) for d in (700, 768, 1000, 1024, 2048, 4096, 8192)]
-MM_SIZES = (1000, 1024, 2048, 4096)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
+from archives import RecordsError, local_one
+
 CUBLAS_BOUND = {1024: 1.00, 2048: 1.10, 4096: 1.10}  # target for ours/cuBLAS (none set at 1000)
 TRITON_BOUND = 0.85  # ours/Triton at its best config, every matmul size
 
@@ -66,9 +72,21 @@ def _census_text(record: dict, label: str) -> str:
     return f"{c['registers']} regs, {occ['fraction']:.0%} occ ({occ['limiter']}), {flight} B in flight"
 
 
+def ln_shapes(runs: Path) -> list[tuple[int, int]]:
+    """(M, d) of every layer-norm record of the second run, by M then d."""
+    found = (re.fullmatch(r"ln_m(\d+)_d(\d+)\.json", p.name) for p in (runs / "rerun").glob("ln_m*_d*.json"))
+    return sorted((int(f[1]), int(f[2])) for f in found if f)
+
+
+def mm_sizes(runs: Path) -> list[int]:
+    """M = N = K of every matmul record of the second run, smallest first."""
+    found = (re.fullmatch(r"mm_(\d+)\.json", p.name) for p in (runs / "rerun").glob("mm_*.json"))
+    return sorted(int(f[1]) for f in found if f)
+
+
 def ln_rows(runs: Path) -> tuple[list[list[str]], list[tuple[str, float]]]:
     rows, ratios = [], []
-    for m, d in LN_SHAPES:
+    for m, d in ln_shapes(runs):
         path = runs / "rerun" / f"ln_m{m}_d{d}.json"
         record = json.loads(path.read_text())
         ours, tri, torch, copy = (best_result(record, k) for k in ("variant", "triton", "torch", "copy"))
@@ -117,7 +135,7 @@ LN_HEADERS = [
 def mm_rows(runs: Path) -> tuple[list[list[str]], list[tuple[str, float]]]:
     rows, ratios = [], []
     keys = ("bm", "bn", "bk", "tm", "tn", "stages", "a_trans", "pipe", "k_unroll")
-    for s in MM_SIZES:
+    for s in mm_sizes(runs):
         record = json.loads((runs / "rerun" / f"mm_{s}.json").read_text())
         ours, tri, cublas = (best_result(record, k) for k in ("variant", "triton", "torch"))
         t, tt, tc, floor = result_time(ours), result_time(tri), result_time(cublas), floor_us(record)
@@ -210,20 +228,26 @@ def figure(ln: list[tuple[str, float]], mm: list[tuple[str, float]], out: Path) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--runs", type=Path, default=Path(__file__).resolve().parent.parent / "runs" / "h200-2026-11-29-shapes"
+        "--runs",
+        default=str(Path(__file__).resolve().parent.parent / "records" / "h200-2026-11-29-shapes.tar.xz"),
+        help="the campaign: its archive (or ARCHIVE:FOLDER), or a folder on disk",
     )
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--figure", type=Path, default=None, help="Also draw ours/Triton per shape to this PNG.")
     args = parser.parse_args()
     fmt = "github" if args.markdown else "simple"
-    ln, ln_ratios = ln_rows(args.runs)
-    mm, mm_ratios = mm_rows(args.runs)
+    try:
+        runs = local_one(args.runs)
+    except RecordsError as error:
+        raise SystemExit(f"shapes_table.py: {error}") from None
+    ln, ln_ratios = ln_rows(runs)
+    mm, mm_ratios = mm_rows(runs)
     print("Layer norm (FP32, cold; second run; floor = bytes / best 256 MB copy bandwidth of the same session)\n")
     print(tabulate(ln, headers=LN_HEADERS, tablefmt=fmt, disable_numparse=True))
     print("\nMatmul (FP32, cold; second run; floor = FLOPs / FMA rate measured in the same session)\n")
     print(tabulate(mm, headers=MM_HEADERS, tablefmt=fmt, disable_numparse=True))
     for name in ("compare_ln_4096x768.json", "compare_mm_2048.json"):
-        headers, rows = property_table(args.runs / name)
+        headers, rows = property_table(runs / name)
         print(f"\nTriton's kernel against ours, property by property (offline census, {name})\n")
         print(tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True))
     if args.figure:

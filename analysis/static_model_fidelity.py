@@ -6,6 +6,9 @@ model's favourite ranks among the measured (1 = the measured best). No GPU neede
 measurements, this machine compiles.
 
 usage: python analysis/static_model_fidelity.py RECORD.json|RUN_DIR... [--markdown OUT.md] [--json OUT.json]
+
+Each is a file or folder on disk, or a member of a campaign archive, ARCHIVE:MEMBER, globs allowed
+('records/h200-2026-12-01-tensor-core.tar.xz:searches/matmul-3xtf32-m*[0-9]'; analysis/archives.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from mage_tune.errors import MageError
 from mage_tune.kernels.registry import load_family
 from mage_tune.search import record
 from mage_tune.search.model import estimate_variant
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
+from archives import RecordsError, local_all, shown
 
 
 def _bench_record(path: Path) -> tuple[str, dict, str, list[tuple[dict, float, float]]]:
@@ -78,7 +84,7 @@ def fidelity(path: Path) -> dict:
     favourite = min(range(len(pairs)), key=modelled.__getitem__)
     rank_of_favourite = 1 + sum(t < measured[favourite] for t in measured)
     return {
-        "record": str(path),
+        "record": shown(path),
         "family": family_name,
         "shape": shape,
         "variants": len(pairs),
@@ -91,11 +97,14 @@ def fidelity(path: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("records", nargs="+", type=Path)
+    parser.add_argument("records", nargs="+", help="bench records or run directories (or ARCHIVE:MEMBER)")
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    rows = [fidelity(p) for p in args.records]
+    try:
+        rows = [fidelity(p) for p in local_all(args.records)]
+    except RecordsError as error:
+        raise SystemExit(f"static_model_fidelity.py: {error}") from None
     table = tabulate(
         [
             [

@@ -4,17 +4,23 @@ re-measured at 4096³, or in a second run). With --ignore, the knobs named are l
 picks are distinct in the others (bases for a crossing that sets those knobs again).
 
     python analysis/top_configs.py RECORD.json|RUN_DIR [...] [--top 10] [--regime cold] [--ignore KNOB,...]
+
+Each is a file or folder on disk, or a member of a campaign archive, ARCHIVE:MEMBER (analysis/archives.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from mage_tune.errors import MageError
 from mage_tune.measure.saved import read_record, timed_results
-from mage_tune.search.runner import ranked_configs as search_ranked_configs
+from mage_tune.search.summary import ranked_configs as search_ranked_configs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
+from archives import RecordsError, local_all
 
 
 def ranked_configs(path: Path, regime: str) -> list[dict]:
@@ -42,15 +48,15 @@ def top_configs(paths: list[Path], top: int, regime: str, ignore: frozenset[str]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("records", nargs="+", type=Path)
+    parser.add_argument("records", nargs="+", help="bench records or run directories (or ARCHIVE:MEMBER)")
     parser.add_argument("--top", type=int, default=10)
     parser.add_argument("--regime", default="cold")
     parser.add_argument("--ignore", default="", help="knobs left out of each config, comma-separated")
     args = parser.parse_args()
     ignore = frozenset(filter(None, args.ignore.split(",")))
     try:
-        print(json.dumps(top_configs(args.records, args.top, args.regime, ignore), indent=0))
-    except MageError as error:
+        print(json.dumps(top_configs(local_all(args.records), args.top, args.regime, ignore), indent=0))
+    except (MageError, RecordsError) as error:
         raise SystemExit(f"top_configs.py: {error}") from None
 
 

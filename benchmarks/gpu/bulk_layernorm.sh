@@ -5,7 +5,7 @@
 #
 #   OUT=/tmp/w bash benchmarks/gpu/bulk_layernorm.sh [m=16384,d=2560 ...]
 set -u
-out=${OUT:-./out}/bulk
+out=${OUT:-runs}/bulk
 mkdir -p "$out"
 shapes=("$@")
 [ ${#shapes[@]} -gt 0 ] || shapes=(m=16384,d=2560 m=32768,d=1024 m=32768,d=512 m=8192,d=1600 m=8192,d=6144 m=1024,d=8192)

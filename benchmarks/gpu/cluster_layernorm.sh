@@ -8,7 +8,7 @@
 #   OUT=/tmp/w [SWEEP="--set cluster=1,2 --set threads=128"] bash benchmarks/gpu/cluster_layernorm.sh [m=8192,d=6144 ...]
 # then: python analysis/crossed_bench.py $OUT/cluster
 set -u
-out=${OUT:-./out}/cluster
+out=${OUT:-runs}/cluster
 mkdir -p "$out"
 source benchmarks/gpu/crossed_bench.sh
 shapes=("$@")

@@ -40,10 +40,13 @@ bench_run() {
   tar czf "$out.tgz" -C "$out" .
 }
 
-winner_of() {  # FAMILY SHAPE -> the JSON list [winner config] of that shape in $winners (a leave-shape-out summary)
+winner_of() {  # FAMILY SHAPE -> the JSON list [winner config] of that shape in $winners (a leave-shape-out summary,
+  # a file or ARCHIVE:MEMBER of a published campaign: analysis/archives.py)
   python - "$winners" "$1" "$2" <<'PY'
 import json, sys
-rows, family, shape = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+sys.path.insert(0, "analysis")
+from archives import local_one
+rows, family, shape = json.loads(local_one(sys.argv[1]).read_text()), sys.argv[2], sys.argv[3]
 want = {k: int(v) for k, v in (item.split("=") for item in shape.split(","))}
 print(json.dumps([r["winner_config"] for r in rows if r["family"] == family and r["shape"] == want]))
 PY

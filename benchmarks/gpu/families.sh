@@ -4,7 +4,7 @@
 # the Triton RMSNorm at every num_warps and the same-bytes copies in the same run.
 # Run from the repository root with OUT set; everything lands in $OUT/families.tar.gz plus logs.
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-runs}; mkdir -p "$OUT"
 W=$(mktemp -d)
 mt() { python -m mage_tune "$@"; }
 python -m pytest -m gpu -q -p no:cacheprovider tests/ > "$W/pytest_gpu.txt" 2>&1

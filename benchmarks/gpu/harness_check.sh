@@ -2,7 +2,7 @@
 # Odd shapes and the matmul space checked; planted defects caught; one variant timed in three
 # separate processes minutes apart; the large layer-norm shape against the copy ceiling.
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-runs}; mkdir -p "$OUT"
 mt() { python -m mage_tune "$@"; }
 for d in 700 1000 4100; do
   mt bench layernorm --d $d --m 1024 --all --sample 150 --check-only --baselines none --out "$OUT/ln_d${d}_check.json" > "$OUT/ln_d${d}_check.txt" 2>&1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The k loop's code size and y's stores, probed at the winners of the leave-shape-out searches
-# (runs/h200-2026-11-30-warm-start/summary.json), one `mage-tune bench --configs` run per shape, baselines beside:
+# (records/h200-2026-11-30-warm-start.tar.xz member summary.json), one `mage-tune bench --configs` run per shape, baselines beside:
 #  - matmul, at the shapes with M, N, K >= 1024 where the winner is over 1.10× cuBLAS: the winner and cuBLAS's own
 #    tiling (256×128×8, 16×8 micro-tiles, four stages, register double buffering), each crossed with pipe, k_unroll
 #    and stages. At commit d55a6ef k_unroll also applied with pipe=1 (a rolled loop of k_unroll k steps and the last
@@ -11,9 +11,9 @@
 #
 # usage: OUT=/tmp/w bash benchmarks/gpu/inner_loop.sh [matmul] [layernorm]
 set -u
-out=${OUT:-out}/inner_loop
+out=${OUT:-runs}/inner_loop
 mkdir -p "$out"
-winners=runs/h200-2026-11-30-warm-start/summary.json
+winners=records/h200-2026-11-30-warm-start.tar.xz:summary.json
 start=$SECONDS
 source benchmarks/gpu/crossed_bench.sh
 

@@ -6,10 +6,11 @@
 # Records: OUT/l2_ahead/layernorm-SHAPE.{bases.json,configs.json,json,txt,log}, packed into OUT/l2_ahead.tgz.
 #
 # usage: OUT=/tmp/w bash benchmarks/gpu/l2_ahead.sh [SHAPE ...]
-#   (default: m=8192,d=6144 m=16384,d=2560 m=32768,d=1024, whose searches are in SEARCHES)
+#   (default: m=8192,d=6144 m=16384,d=2560 m=32768,d=1024, whose searches are in SEARCHES: a folder or an archive's
+#   member, by default records/h200-2026-12-01-cluster-split.tar.xz:searches)
 set -u
-out=${OUT:-out}/l2_ahead
-searches=${SEARCHES:-runs/h200-2026-12-01-cluster-split/searches}
+out=${OUT:-runs}/l2_ahead
+searches=${SEARCHES:-records/h200-2026-12-01-cluster-split.tar.xz:searches}
 mkdir -p "$out"
 start=$SECONDS
 source benchmarks/gpu/crossed_bench.sh

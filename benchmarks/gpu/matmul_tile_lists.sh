@@ -3,7 +3,7 @@
 # the small-tile list plus those 12 at 1024³; the fastest of both at 1000³; cuBLAS and Triton's configs in every
 # run; then Nsight Compute on the 2048³ winner beside cuBLAS.
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-runs}; mkdir -p "$OUT"
 mt() { python -m mage_tune "$@"; }
 C=benchmarks/gpu/configs
 mt bench matmul --m 2048 --n 2048 --k 2048 --configs $C/mm_large_tiles.json --rounds 5 --out "$OUT/mm_2048.json" > "$OUT/mm_2048.txt" 2>&1

@@ -6,7 +6,7 @@
 # usage: OUT=/tmp/w bash benchmarks/gpu/rebench_winners.sh RUN_DIR...
 # then:  python analysis/crossed_bench.py OUT/rebench
 set -u
-out=${OUT:-out}/rebench
+out=${OUT:-runs}/rebench
 mkdir -p "$out"
 source benchmarks/gpu/crossed_bench.sh
 for run in "$@"; do

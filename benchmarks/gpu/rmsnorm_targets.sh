@@ -4,7 +4,7 @@
 # with every baseline in one separate run (the record the target is read from).
 # Run from the repository root with OUT set; everything lands in $OUT/rmsnorm_targets.tar.gz.
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-runs}; mkdir -p "$OUT"
 W=$(mktemp -d)
 mt() { python -m mage_tune "$@"; }
 for fam in family.py family.py:BF16; do

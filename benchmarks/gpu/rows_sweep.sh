@@ -10,7 +10,7 @@
 set -u
 family=$1 configs=$2
 shift 2
-out=${OUT:-out}/rows_sweep
+out=${OUT:-runs}/rows_sweep
 mkdir -p "$out"
 source benchmarks/gpu/crossed_bench.sh
 for shape in "$@"; do

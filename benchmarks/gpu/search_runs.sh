@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Searches on the GPU, baselines measured in the same run; the planted-defect run.
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-runs}; mkdir -p "$OUT"
 mt() { python -m mage_tune "$@"; }
 P=benchmarks/planted
 mt bench matmul --m 1024 --n 1024 --k 1024 --set bm=64 --set bn=64 --set tm=4 --set tn=4 --set stages=2 \

@@ -2,7 +2,7 @@
 # First pass over the shapes: can ncu read counters here (the d = 768 and 1024³ winners), the existing matmul space sampled at
 # 2048³/4096³/1000³, layer norm at M = 16384 over seven widths, and the same-bytes copy at 4096 × 768.
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-runs}; mkdir -p "$OUT"
 mt() { python -m mage_tune "$@"; }
 LN="--set threads=64 --set rows=2 --set vec=8 --set passes=regs --set reduce=shfl --set rsqrt=approx --set hint=cs --set persist=0"
 MM="--set bm=64 --set bn=64 --set bk=32 --set tm=8 --set tn=4 --set stages=3 --set a_vec=8 --set b_vec=16 --set a_trans=0 --set pad=4 --set smem_vec=1"

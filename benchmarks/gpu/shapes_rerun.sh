@@ -3,9 +3,9 @@
 # Triton, torch and the copies measured again beside it. Where layer norm trailed Triton (register-limited
 # occupancy in the census), the same run also measures full_occupancy=1 variants (32 registers, 64 warps an SM).
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-runs}; mkdir -p "$OUT"
 mt() { python -m mage_tune "$@"; }
-R=runs/h200-2026-11-29-shapes
+R=records/h200-2026-11-29-shapes.tar.xz:  # the earlier passes, as published (ARCHIVE:MEMBER)
 FULL="--set threads=256,512,1024 --set rows=1 --set vec=8,16 --set full_occupancy=1"
 for m in 4096 16384; do
   for d in 700 768 1000 1024 2048 4096 8192; do

@@ -4,9 +4,9 @@
 # torch and the same-bytes copies in each run; matmul at 2048³: the 12 fastest of the first pass crossed with
 # k_unroll and stages, the fastest 6 of those at 4096³; Nsight Compute on the layer-norm winner at 16384 × 4096.
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+OUT=${OUT:-runs}; mkdir -p "$OUT"
 mt() { python -m mage_tune "$@"; }
-P=runs/h200-2026-11-29-shapes/matmul
+P=records/h200-2026-11-29-shapes.tar.xz:matmul  # the first pass, as published
 python analysis/top_configs.py $P/mm_2048.json --top 12 > "$OUT/top12.json"
 python benchmarks/gpu/expand_configs.py matmul "$OUT/top12.json" --m 2048 --n 2048 --k 2048 --set k_unroll=0,4,8 --set stages=2,3,4 > "$OUT/list_2048.json"
 mt bench matmul --m 2048 --n 2048 --k 2048 --configs "$OUT/list_2048.json" --rounds 5 --out "$OUT/mm_2048.json" > "$OUT/mm_2048.txt" 2>&1

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The templates' newer paths against the winners of the leave-shape-out searches (runs/h200-2026-11-30-warm-start):
+# The templates' newer paths against the winners of the leave-shape-out searches
+# (records/h200-2026-11-30-warm-start.tar.xz member summary.json):
 #  - matmul, at each shape where the search missed its cuBLAS target: the winner crossed with split_k (serial
 #    split-K) and with a_trans=2 (A through registers; it needs a_vec=16 and pipe=0), benched in one run per shape
 #    with cuBLAS FP32 (torch.matmul, TF32 off) beside them;
@@ -10,9 +11,9 @@
 #
 # usage: OUT=/tmp/w bash benchmarks/gpu/template_ceiling.sh
 set -u
-out=${OUT:-out}/ceiling
+out=${OUT:-runs}/ceiling
 mkdir -p "$out"
-winners=runs/h200-2026-11-30-warm-start/summary.json
+winners=records/h200-2026-11-30-warm-start.tar.xz:summary.json
 start=$SECONDS
 
 source benchmarks/gpu/crossed_bench.sh

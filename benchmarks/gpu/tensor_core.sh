@@ -10,7 +10,7 @@
 #
 # usage: OUT=/tmp/w bash benchmarks/gpu/tensor_core.sh [SHAPE ...]
 set -u
-out=${OUT:-out}/tensor_core
+out=${OUT:-runs}/tensor_core
 mkdir -p "$out"
 start=$SECONDS
 source benchmarks/gpu/crossed_bench.sh

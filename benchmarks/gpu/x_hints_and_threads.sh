@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Layer norm's loads of x without an L1 line (hint=nc_na) and with an L2 prefetch size (x_prefetch=128, 256), and
 # thread counts of 3 · 2^k or 5 · 2^k, at DRAM-bound shapes. Bases per shape: the fastest distinct configs of its
-# latest leave-shape-out search (runs/h200-2026-12-01-affine-shared/searches), crossed
+# latest leave-shape-out search (SEARCHES: records/h200-2026-12-01-affine-shared.tar.xz:searches), crossed
 #   cache:   the top 4 (hint aside) × hint=none,nc,nc_na × x_prefetch=0,128,256
 #   threads: the top 3 (threads and vec aside) × the shape's thread counts × vec=4,8,16
 # one `mage-tune bench --configs` run per crossing and shape, baselines beside; invalid combinations dropped.
@@ -11,8 +11,8 @@
 # usage: OUT=/tmp/w bash benchmarks/gpu/x_hints_and_threads.sh [SHAPE=THREADS ...]
 #   e.g. m=8192,d=6144=96,128,192,384,768 (default: that and m=16384,d=2560=128,160,256,320,640)
 set -u
-out=${OUT:-out}/x_hints_and_threads
-searches=${SEARCHES:-runs/h200-2026-12-01-affine-shared/searches}
+out=${OUT:-runs}/x_hints_and_threads
+searches=${SEARCHES:-records/h200-2026-12-01-affine-shared.tar.xz:searches}
 mkdir -p "$out"
 start=$SECONDS
 source benchmarks/gpu/crossed_bench.sh
