@@ -401,7 +401,7 @@ def test_census_veto_catches_fragments_demoted_to_local_memory():
     at run time and live in local memory (no spill: a stack frame). Timed on the H200 it ran 4.4x slower than with
     stages=3 (runs/h200-2026-11-29-shapes/matmul/mm_2048.json); the search's census veto prunes it before any GPU
     time."""
-    from mage_tune.search.runner import census_veto
+    from mage_tune.search.veto import census_veto
 
     slow = {**SEED, "bm": 128, "bn": 256, "bk": 16, "tm": 8, "tn": 16, "smem_vec": 1, "pipe": 1}
     _, rolled = _census({**slow, "stages": 2})

@@ -42,7 +42,8 @@ from mage_tune.kernels.layernorm import LayerNorm
 from mage_tune.kernels.neighbours import neighbours
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
-from mage_tune.search.runner import COUNTED, Search, SearchSpec
+from mage_tune.search.runner import COUNTED, Search
+from mage_tune.search.spec import SearchSpec
 from mage_tune.storage import GRACE_S, open_storage
 
 LAYERNORM = ("layernorm", "--d", "64", "--m", "256")

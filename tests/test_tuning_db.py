@@ -298,7 +298,8 @@ def test_one_worker_per_device_counts_exactly(storage, tmp_path):
 
     from mage_tune.kernels import get_family
     from mage_tune.search.gpus import run_on_gpus
-    from mage_tune.search.runner import COUNTED, Search, SearchSpec, _counted
+    from mage_tune.search.runner import COUNTED, Search, _counted
+    from mage_tune.search.spec import SearchSpec
 
     url = None
     if storage == "postgresql":

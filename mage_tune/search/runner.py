@@ -13,15 +13,11 @@ a worker whose freshly asked trial would exceed it marks that trial `surplus` an
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import threading
 import time
 import warnings
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family, Variant, config_label
@@ -29,55 +25,14 @@ from mage_tune.kernels.neighbours import config_key, neighbours
 from mage_tune.kernels.recorded import family_digest, family_record
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
-from mage_tune.storage import open_storage, redact, sqlite_url, storage_errors
+from mage_tune.search.heartbeat import Heartbeat
+from mage_tune.search.samplers import make_sampler
+from mage_tune.search.spec import SearchSpec, run_identity
+from mage_tune.search.veto import census_veto
+from mage_tune.storage import open_storage, redact, storage_errors
 from mage_tune.tuning.db import Recorder
 
 COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
-
-
-@dataclass(frozen=True)
-class SearchSpec:
-    family: str
-    shape: dict
-    arch: str
-    trials: int
-    sampler: str
-    storage: str | None
-    study: str
-    run_dir: Path
-    workers: int
-    static: bool
-    seed: int | None
-    origin: str = ""  # how the registry finds the family again (a built-in name, a file, an entry point)
-    warm_start: str = "auto"  # auto: from the tuning database; off; other-shapes: this shape's own records left out
-    db: str | None = None  # tuning database URL (None: the default; "off": not written nor read)
-    polish: int | None = None  # the last trials, given to neighbours of the best (search/polish.py); None: default
-
-
-def make_sampler(name: str, family: Family, seed: int | None):
-    import optuna
-
-    if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, constant_liar=True, n_startup_trials=10)
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "grid":
-        return _grid_sampler({k.name: list(k.domain) for k in family.knobs}, seed)
-    if name == "cmaes":
-        # CMA-ES needs numbers; categorical knobs fall back to the independent sampler (Optuna warns once).
-        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
-    raise InputError(f"unknown sampler {name!r}; choose tpe, random, grid or cmaes")
-
-
-def _grid_sampler(space: dict, seed: int | None):
-    import optuna
-
-    class GridSampler(optuna.samplers.GridSampler):
-        def after_trial(self, study, trial, state, values) -> None:
-            """Optuna's GridSampler calls Study.stop() once the grid is covered, which raises outside
-            Study.optimize (this loop asks and tells); --trials ends the search, and past the grid points repeat."""
-
-    return GridSampler(space, seed=seed)
 
 
 def _counted(study) -> tuple[int, int]:
@@ -104,53 +59,6 @@ def _earlier_live(study, number: int) -> int:
         if t.user_attrs.get("outcome") in COUNTED or t.state == optuna.trial.TrialState.RUNNING:
             n += 1
     return n
-
-
-class Heartbeat:
-    """Ask/tell trials get no heartbeat from Optuna (only Study.optimize starts one), so beat for them here:
-    a trial whose process is killed stops beating and `fail_stale_trials` fails it after the grace period."""
-
-    def __init__(self, storage):
-        self.storage = storage
-        self.live: set[int] = set()
-        self.adopted: set[int] = set()  # other processes' RUNNING trials this one has beaten for once (adopt)
-        self._stop = threading.Event()
-        self._thread = None
-        # RDB storages opened with a heartbeat interval (storage.py); journal files have none.
-        self.interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
-        if hasattr(storage, "record_heartbeat") and self.interval:
-            self._thread = threading.Thread(target=self._beat, daemon=True)
-            self._thread.start()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.interval):
-            for trial_id in list(self.live):
-                with contextlib.suppress(Exception):
-                    self.storage.record_heartbeat(trial_id)
-
-    def add(self, trial) -> None:
-        self.live.add(trial._trial_id)
-        if self._thread is not None:
-            with contextlib.suppress(Exception):
-                self.storage.record_heartbeat(trial._trial_id)
-
-    def discard(self, trial) -> None:
-        self.live.discard(trial._trial_id)
-
-    def adopt(self, running) -> None:
-        """Beat once for each RUNNING trial of another process. Optuna fails only trials that have beaten at least
-        once, so a process killed between ask() and its first beat would leave a trial RUNNING for ever, holding a
-        place; with this one beat it goes stale after the grace period unless its owner is alive and beating."""
-        if self._thread is None:
-            return
-        for trial in running:
-            if trial._trial_id not in self.live and trial._trial_id not in self.adopted:
-                self.adopted.add(trial._trial_id)
-                with contextlib.suppress(Exception):
-                    self.storage.record_heartbeat(trial._trial_id)
-
-    def close(self) -> None:
-        self._stop.set()
 
 
 class Search:
@@ -589,36 +497,6 @@ def _other_code_note(family: Family, entries: list) -> tuple[str, ...]:
     )
 
 
-def run_identity(spec: SearchSpec) -> dict:
-    """What makes a run directory's trials one study's: trial numbers, values and the best kernel mean nothing mixed."""
-    return {
-        "study": spec.study,
-        "storage": _storage_identity(spec),
-        "family": spec.family,
-        "shape": dict(spec.shape),
-        "arch": spec.arch,
-        "mode": "static" if spec.static else "measured",
-        "objective": STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE,
-    }
-
-
-def _storage_identity(spec: SearchSpec) -> str | None:
-    """Which database holds the study, as backend and database name: the same database reached through another host
-    name, port or password is the same storage. None: the default SQLite file in the run directory."""
-    url = spec.storage
-    if not url or url in (sqlite_url(spec.run_dir / "study.db"), f"sqlite:///{(spec.run_dir / 'study.db').resolve()}"):
-        return None
-    if url.startswith("journal:") or url.endswith((".journal", ".log")):
-        return "journal:" + str(Path(url.removeprefix("journal://").removeprefix("journal:")).resolve())
-    try:
-        from sqlalchemy.engine import make_url
-
-        parsed = make_url(url)
-        return f"{parsed.get_backend_name()}:{parsed.database}"
-    except Exception:  # not a URL SQLAlchemy reads: open_storage says so, in its own words
-        return redact(url)
-
-
 def _compile_worker_init() -> None:
     """Compile processes leave Ctrl-C to the search (which shuts them down), so none prints a traceback."""
     import signal
@@ -634,53 +512,3 @@ def _result(future: Future):
         return future.result()
     except Exception as exc:  # a crashed compile process: a failed trial, not a crashed search
         return MageError(f"compile worker failed: {type(exc).__name__}: {exc}")
-
-
-def write_summary(spec: SearchSpec, family: Family) -> dict:
-    """Best kernel's files and report.md in the run directory, from the study."""
-    from mage_tune.census import census_variant
-    from mage_tune.search import report
-
-    best = record.best_trial(spec.run_dir)
-    if best is None:
-        return {}
-    variant = family.build(best["config"], spec.shape, spec.arch)
-    census = census_variant(variant)
-    record.write_best(spec.run_dir, variant, census, best)
-    for name, text in family.best_files(ranked_configs(spec.run_dir)).items():  # e.g. a triton.Config list
-        record.write_atomic(spec.run_dir / "best" / name, text)
-    (spec.run_dir / "report.md").write_text(report.markdown(spec.run_dir))
-    return best
-
-
-def ranked_configs(run_dir: Path, count: int | None = 5) -> list[Config]:
-    """The fastest distinct configs of the run, best first (every one with count=None)."""
-    scored = sorted(
-        (t for t in record.trials(run_dir) if t["outcome"] in ("measured", "modelled")), key=lambda t: t["value"]
-    )
-    out: list[Config] = []
-    for t in scored:
-        if t["config"] not in out:
-            out.append(t["config"])
-    return out[:count]
-
-
-def spec_json(spec: SearchSpec) -> str:
-    data = {**spec.__dict__, "run_dir": str(spec.run_dir)}
-    return json.dumps(data, indent=1)
-
-
-def census_veto(census) -> str:
-    """Decided before any GPU time: what the binary shows cannot be fast or cannot run."""
-    r = census.resources
-    spills = (r.spill_store_bytes or 0) + (r.spill_load_bytes or 0)
-    if spills:
-        return f"spills {spills} bytes to local memory"
-    local = census.sass and sum(census.sass.local_loads.values()) + sum(census.sass.local_stores.values())
-    if local:  # an array the compiler could not keep in registers (e.g. indexed by a loop it did not unroll)
-        return f"{local} local-memory loads/stores in the SASS (stack frame {r.stack_bytes} bytes)"
-    if census.occupancy is None:
-        return "no launch shape to compute occupancy"
-    if census.occupancy.blocks_per_sm == 0:
-        return f"cannot launch: {census.occupancy.limiter} (registers {r.registers}, shared {r.shared_bytes})"
-    return ""
