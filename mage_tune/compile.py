@@ -521,9 +521,16 @@ def build_from_cu(
     without, through NVRTC with exactly `options` (mage-tune's own templates). A fallback to nvcc is kept in the
     artifact's notes (cached with it)."""
     check_arch(arch)
-    extra = (f"compiler={source_options.compiler}", *source_options.flags()) if source_options else ()
-    key = _key("cu+elf", source.encode(), arch, (*options, *extra))
-    cached = _load_cached(key, label, arch, source)
+    key = None
+    if source_options is None:
+        key = _key("cu+elf", source.encode(), arch, options)
+    else:
+        source_dir = str(Path(label).parent) if Path(label).is_file() else None
+        headers = headers_digest(source, [*source_options.includes, *([source_dir] if source_dir else [])])
+        if headers is not None:  # else an #include through a macro: what it reads is unknown, so no cache entry
+            extra = (f"compiler={source_options.compiler}", *source_options.flags(source_dir), f"headers={headers}")
+            key = _key("cu+elf", source.encode(), arch, (*options, *extra))
+    cached = _load_cached(key, label, arch, source) if key else None
     if cached:
         return cached
     if source_options is None:
@@ -531,8 +538,47 @@ def build_from_cu(
     else:
         ptx, tools, notes = compile_cu(source, arch, label, source_options)
     art = _from_ptx(ptx, arch, label, source=source, tools=tools, notes=notes)
-    _store(key, art)
+    if key:
+        _store(key, art)
     return art
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+_ANY_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b", re.M)
+MAX_HEADERS = 4096
+
+
+def headers_digest(source: str, dirs: list[str]) -> str | None:
+    """sha256 over every header `source` reaches in `dirs` (the user's -I folders and the source's own), followed
+    through the headers' own #includes, so an edited header is compiled again rather than read from the cache. A
+    header found in none of them is a CUDA or system one, which the toolchain's fingerprint covers. Every #include
+    counts, even one inside `#if 0` (a header too many only costs a compile). None where an #include names its file
+    through a macro, or more than MAX_HEADERS are reached: what the compile reads is then not known here."""
+    digest, seen = hashlib.sha256(), set()
+    todo: list[tuple[str, str | None]] = [(source, None)]
+    while todo:
+        text, here = todo.pop()
+        found = _INCLUDE.findall(text)
+        if len(found) != len(_ANY_INCLUDE.findall(text)):
+            return None
+        for quote, name in found:
+            for folder in ([here] if quote == '"' and here else []) + dirs:
+                path = Path(folder) / name.strip()
+                if not path.is_file():
+                    continue
+                where = str(path.resolve())
+                if where not in seen:
+                    seen.add(where)
+                    if len(seen) > MAX_HEADERS:
+                        return None
+                    try:
+                        data = path.read_bytes()
+                    except OSError:
+                        return None
+                    digest.update(f"{where}\0{len(data)}\0".encode() + data)
+                    todo.append((data.decode("utf-8", errors="replace"), str(path.parent)))
+                break
+    return digest.hexdigest()
 
 
 def build_from_ptx(ptx: str, arch: str, label: str, ptxas_options: tuple[str, ...] = ()) -> Artifact:

@@ -86,6 +86,31 @@ def test_std():
     assert json.loads(out.stdout)["demangled"] == "negate<float>"
 
 
+def test_an_edited_header_is_compiled_again(tmp_path, monkeypatch):
+    """The compile cache's key holds every header the source reaches in the user's folders: editing one (or the
+    same source beside another header) never returns the old binary."""
+    import shutil
+
+    from mage_tune.compile import headers_digest
+
+    monkeypatch.setenv("MAGE_TUNE_CACHE", str(tmp_path / "cache"))
+    shutil.copytree(HEADERS, tmp_path / "src")
+    source, header = tmp_path / "src" / "scaled_copy.cu", tmp_path / "src" / "include" / "scale_helpers.h"
+    opts = SourceOptions(includes=(str(header.parent),))
+
+    def loads() -> int:
+        (c,) = census_path(source, arch="sm_89", kernel="scaled_copy", source_options=opts)
+        return sum(c.sass.global_loads.values())
+
+    assert loads() == 1
+    header.write_text(header.read_text().replace("#define UNROLL 1", "#define UNROLL 4"))
+    assert loads() == 4
+    assert len(list((tmp_path / "cache" / "compile").iterdir())) == 2
+    dirs = [str(header.parent)]
+    assert headers_digest('#include "scale_helpers.h"\n', dirs) != headers_digest("", dirs)
+    assert headers_digest("#define H <x.h>\n#include H\n", dirs) is None  # a macro names it: not cached
+
+
 # --- Triton --------------------------------------------------------------------------------------------------------
 
 
