@@ -38,10 +38,16 @@ def _ok(run: subprocess.CompletedProcess) -> str:
     return run.stdout
 
 
+def _space(out: str) -> dict:
+    """`space --json`'s lines (a header, {"config": ...} per config, {"valid": ...} last) as one dict."""
+    header, *configs, last = (json.loads(line) for line in out.splitlines())
+    return {**header, **last, "configs": [line["config"] for line in configs]}
+
+
 def test_cuda_family_by_path_space_render_census_search_report(outside, tmp_path):
     fam = str(outside / "family.py") + ":BF16"
-    out = _ok(mage("space", fam, "--shape", "m=1024,d=4096", "--json", cwd=tmp_path))
-    space = json.loads(out)
+    out = _ok(mage("space", fam, "--shape", "m=1024,d=4096", "--json", "--limit", "0", cwd=tmp_path))
+    space = _space(out)
     assert space["family"] == "rmsnorm_bf16" and space["shape"] == {"m": 1024, "d": 4096} and space["valid"] > 0
     source = _ok(mage("render", fam, "--d", "4096", "--set", "vec=16", cwd=tmp_path))
     assert "rmsnorm(" in source and "unsigned short" in source  # bf16 in and out
@@ -67,7 +73,7 @@ def test_triton_family_by_path_ends_with_a_triton_config_list(outside, tmp_path)
 
 def test_autotuned_kernel_brings_its_configs(tmp_path):
     out = _ok(mage("space", str(ROOT / "examples/softmax_autotuned/family.py"), "--n", "2048", "--json"))
-    space = json.loads(out)
+    space = _space(out)
     assert space["valid"] == 3  # of the 5 configs of @triton.autotune, those whose BLOCK covers n = 2048
     assert {c["BLOCK"] for c in space["configs"]} == {2048, 4096}
 
@@ -142,5 +148,5 @@ def test_installed_plugin_found_by_entry_point(tmp_path):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-norms\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[mage_tune.families]\nrms = my_norms:FAMILY\n")
     env = {"PYTHONPATH": f"{ROOT}:{package}"}
-    space = json.loads(_ok(mage("space", "rms", "--d", "1024", "--json", env=env)))
+    space = _space(_ok(mage("space", "rms", "--d", "1024", "--json", "--limit", "0", env=env)))
     assert space["family"] == "rmsnorm" and space["origin"] == "rms"

@@ -2,50 +2,56 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import sys
+import time
 
 import click
 
 from mage_tune.cli.options import family_and_shape, family_options
 
+JSON_HELP = (
+    "JSON Lines, streamed as the space is walked (never held whole): first the family, origin, dims, shape, arch, "
+    'knobs, constraints and size of the product of the domains; then {"config": {...}} per valid config (every '
+    'one, or the first --limit N); last {"valid": COUNT, "listed": N}. Read it line by line (head, jq -c, a '
+    "loop); --limit 0 gives the first and last lines alone."
+)
+
 
 @click.command()
 @click.argument("family")
 @family_options
-@click.option("--list", "as_list", is_flag=True, help="List every valid config.")
-@click.option("--json", "as_json", is_flag=True, help="Knobs, constraints and every valid config as JSON.")
-def space(family, dims, arch, as_list, as_json):
+@click.option("--list", "as_list", is_flag=True, help="A table of the valid configs (every one, or --limit N).")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="List at most the first N valid configs (--list, --json); the count is still of all of them.",
+)
+def space(family, dims, arch, as_list, as_json, limit):
     """Show FAMILY's knobs, their domains, the constraints, and how many configs are valid for this shape.
 
     FAMILY is a built-in name, a family file (path/to/family.py or path/to/family.py:NAME) or an installed
-    plug-in's name (entry point group mage_tune.families)."""
+    plug-in's name (entry point group mage_tune.families). Counting never builds the configs; a space of millions
+    (matmul's) takes seconds to count."""
     from mage_tune.compile import check_arch
     from mage_tune.textwidth import table as fit_table
     from mage_tune.textwidth import wrap
 
     check_arch(arch)
     fam, shape = family_and_shape(family, dims)
-    configs = list(fam.configs(shape, arch)) if (as_list or as_json) else None
-    count = len(configs) if configs is not None else fam.count_configs(shape, arch)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "family": fam.name,
-                    "origin": fam.origin,
-                    "dims": {dim: fam.dim_help.get(dim, "") for dim in fam.dims},
-                    "shape": shape,
-                    "arch": arch,
-                    "knobs": [{"name": k.name, "domain": list(k.domain), "help": k.help} for k in fam.knobs],
-                    "constraints": fam.constraint_text(),
-                    "size": fam.space_size(),
-                    "valid": count,
-                    "configs": configs,
-                },
-                indent=2,
-            )
-        )
+        _stream_json(fam, shape, arch, limit)
         return
+    configs = list(itertools.islice(fam.configs(shape, arch), limit)) if as_list else None
+    if configs is not None and (limit is None or len(configs) < limit):
+        count = len(configs)  # the whole space was listed
+    else:
+        count = fam.count_configs(shape, arch)
     shape_text = ", ".join(f"{k}={v}" for k, v in shape.items())
     click.echo(f"{fam.name} ({shape_text}, {arch})")
     dims_text = ", ".join(f"{dim}: {fam.dim_help[dim]}" if fam.dim_help.get(dim) else dim for dim in fam.dims)
@@ -58,7 +64,44 @@ def space(family, dims, arch, as_list, as_json):
     click.echo(f"\n{count} valid configs of {fam.space_size()} in the product of the domains")
     if as_list:
         names = [k.name for k in fam.knobs]
+        if len(configs) < count:
+            click.echo(f"the first {len(configs)} (--limit {limit}):")
         click.echo(fit_table([[c[n] for n in names] for c in configs], names))
+
+
+def _stream_json(fam, shape: dict, arch: str, limit: int | None) -> None:
+    """`space --json`: JSON Lines (see JSON_HELP), each config written as it is found; stdout flushed after the
+    first line and then at least every half second, so a reader sees the first lines at once. A reader that stops
+    early (head) ends the walk quietly."""
+    out = sys.stdout
+    header = {
+        "schema": "mage-tune.space/2",
+        "family": fam.name,
+        "origin": fam.origin,
+        "dims": {dim: fam.dim_help.get(dim, "") for dim in fam.dims},
+        "shape": shape,
+        "arch": arch,
+        "knobs": [{"name": k.name, "domain": list(k.domain), "help": k.help} for k in fam.knobs],
+        "constraints": fam.constraint_text(),
+        "size": fam.space_size(),
+    }
+    try:
+        out.write(json.dumps(header) + "\n")
+        out.flush()
+        listed, flushed = 0, time.monotonic()
+        for config in itertools.islice(fam.configs(shape, arch), limit):
+            out.write(json.dumps({"config": config}) + "\n")
+            listed += 1
+            if time.monotonic() - flushed > 0.5:
+                out.flush()
+                flushed = time.monotonic()
+        out.flush()
+        count = listed if limit is None or listed < limit else fam.count_configs(shape, arch)
+        out.write(json.dumps({"valid": count, "listed": listed}) + "\n")
+        out.flush()
+    except BrokenPipeError:  # the reader has what it wanted; nothing more to say, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        sys.exit(0)
 
 
 @click.command()
