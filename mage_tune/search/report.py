@@ -68,7 +68,8 @@ def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
     unit = "µs (model)" if (scored(run_dir)[:1] or [{}])[0].get("outcome") == "modelled" else "µs (cold)"
     if fit:  # short names, columns equal in every row said once: the table fits the terminal
         rows, headers, note = constant_columns(rows, ["trial", unit, "from", "config (≠ defaults)", *CENSUS_SHORT])
-        return table(rows, headers, "simple") + (f"\n{note}" if note else "")
+        # Rather than split a knob=value item or stack a config on many lines, census columns go, rightmost first.
+        return table(rows, headers, "simple", optional=CENSUS_SHORT[::-1]) + (f"\n{note}" if note else "")
     return table(rows, ["trial", unit, "from", "config (≠ defaults)", *CENSUS_COLUMNS], "github", fit=False)
 
 
