@@ -4,14 +4,20 @@ the trials by outcome and the run directory (also in --json)."""
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from conftest import has_gpu
 
+from mage_tune import textwidth
 from mage_tune.cli import cli, main_error_text
 from mage_tune.errors import MageError
 
@@ -146,3 +152,132 @@ def test_compare_is_faithful_by_default_and_says_which_kernel():
     launched = run("compare", "layernorm", "--d", "768", "--wide").output
     generic = run("compare", "layernorm", "--d", "768", "--no-specialize", "--wide").output
     assert "(as launched)" in launched and "(unspecialized)" in generic
+
+
+# --- space --json streams; progress in a log; tables never split a knob=value item -----------------------------
+
+
+def mage(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`mage-tune` as a user runs it, output captured (pipes, not a terminal)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mage_tune", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+def test_space_json_lists_up_to_limit_with_the_count_without_building_the_space():
+    """matmul at 1024³ has 7.5 M valid configs: --json --limit 5 is a header, 5 configs and the count (seconds, not
+    the minutes and gigabytes of building every config)."""
+    ran = mage("space", "matmul", *MM, "--json", "--limit", "5", timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    header, *configs, last = (json.loads(line) for line in ran.stdout.splitlines())
+    assert header["family"] == "matmul" and header["shape"] == {"m": 1024, "n": 1024, "k": 1024}
+    assert header["arch"] == "sm_90" and [k["name"] for k in header["knobs"]][:2] == ["bm", "bn"]
+    assert header["constraints"] and header["size"] == 39813120
+    assert len(configs) == 5 and all(set(c["config"]) == {k["name"] for k in header["knobs"]} for c in configs)
+    assert last == {"valid": 7531680, "listed": 5}
+
+
+def test_space_json_streams_its_first_lines_at_once_and_a_reader_may_stop():
+    """Without --limit every config is written as it is found: the first lines come at once, and a reader that
+    stops (head) ends the command quietly (exit 0, no traceback)."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "mage_tune", "space", "matmul", *MM, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as proc:
+        first = [json.loads(proc.stdout.readline()) for _ in range(4)]
+        proc.stdout.close()
+        assert proc.wait(timeout=120) == 0
+        assert "Traceback" not in proc.stderr.read()
+    assert first[0]["family"] == "matmul" and all("config" in line for line in first[1:])
+
+
+def test_space_list_limit_and_whole_small_space():
+    listed = run("space", "layernorm", "--d", "768", "--list", "--limit", "3")
+    assert listed.exit_code == 0 and "the first 3 (--limit 3):" in listed.output and not too_wide(listed.output)
+    assert "857664 valid configs" in listed.output
+    whole = run("space", "layernorm", "--d", "768", "--json", "--limit", "0")
+    assert whole.exit_code == 0 and json.loads(whole.stdout.splitlines()[-1]) == {"valid": 857664, "listed": 0}
+
+
+def test_progress_in_a_log_is_plain_lines(tmp_path):
+    """With stderr a pipe (a log file, CI), search's progress is a line every tenth of the trials: no carriage
+    returns, no bar redrawn thousands of times."""
+    ran = mage("search", "layernorm", "--d", "768", "--static", "--trials", "12", "--run-dir", str(tmp_path / "r"))
+    assert ran.returncode == 0, ran.stderr
+    assert "\r" not in ran.stderr and "\r" not in ran.stdout
+    lines = [line for line in ran.stderr.splitlines() if re.match(r"search layernorm\S*: \d+/12 trials", line)]
+    assert 2 <= len(lines) <= 12, ran.stderr
+    assert lines[-1].startswith("search layernorm-m4096-d768-sm_90-static: 12/12 trials (100%), best ")
+
+
+def test_progress_helper_draws_only_on_a_terminal():
+    from mage_tune.progress import Progress
+
+    log = io.StringIO()
+    with Progress(40, "work", unit="trial", file=log) as bar:
+        assert not bar.live
+        for n in range(40):
+            bar.update(note=f"best {n}")
+    said = log.getvalue().splitlines()
+    assert len(said) == 10 and said[0].startswith("work: 4/40 trials (10%), best 3,")
+    assert said[-1].startswith("work: 40/40 trials (100%), best 39,") and "\r" not in log.getvalue()
+    log = io.StringIO()
+    with Progress(3, "few", file=log) as bar:
+        for _ in bar.iterate(range(2)):
+            pass
+    assert [line.split(",")[0] for line in log.getvalue().splitlines()] == [
+        "few: 1/3 items (33%)",
+        "few: 2/3 items (66%)",
+    ]
+
+
+KNOBS = (
+    "threads=96,rows=8,vec=8,passes=twopass,reduce=smem,rsqrt=precise,hint=nc_na,y_hint=cs,full_occupancy=1,"
+    "x_prefetch=256,l2_ahead=2"
+)
+CENSUS = ["regs", "smem B", "occ", "limiter", "load bits", "loads in flight", "cp.async groups", "barriers"]
+
+
+def census_rows(n: int = 6) -> list[list]:
+    return [
+        [k, f"8.{k}1", "polish x_prefetch=256 on #6", KNOBS, 40, 6144, "0.75", "warps", 64, 8, 0, 6] for k in range(n)
+    ]
+
+
+def items_whole(text: str, config: str = KNOBS) -> list[str]:
+    """The knob=value items of `config` that no line of `text` holds whole."""
+    return [item for item in config.split(",") if not any(item in line for line in text.splitlines())]
+
+
+@pytest.mark.parametrize("width", range(60, 141, 5))
+def test_a_table_never_splits_a_knob_value_item(monkeypatch, width):
+    monkeypatch.setattr(textwidth, "columns", lambda: width)
+    headers = ["trial", "µs (model)", "from", "config (≠ defaults)", *CENSUS]
+    text = textwidth.table(census_rows(), headers, optional=CENSUS[::-1])
+    assert not too_wide(text, width), text
+    assert not items_whole(text), (width, items_whole(text), text)
+
+
+def test_a_table_fitting_100_columns_drops_columns_rather_than_split_items(monkeypatch):
+    monkeypatch.setattr(textwidth, "columns", lambda: 100)
+    headers = ["trial", "µs (model)", "from", "config (≠ defaults)", *CENSUS]
+    text = textwidth.table(census_rows(), headers, optional=CENSUS[::-1])
+    assert not too_wide(text) and not items_whole(text)
+    body, note = text.split("\nnot shown, to fit 100 columns: ")
+    body = body.splitlines()
+    assert note.startswith("barriers, cp.async groups,") and "(--wide shows every column)" in " ".join(note.split())
+    assert "barriers" not in body[0] and body[0].startswith("trial")
+    starts = [n for n, line in enumerate(body) if re.match(r"\d+ ", line)] + [len(body)]
+    assert len(starts) == 7 and all(b - a <= 4 for a, b in itertools.pairwise(starts)), text  # rows of 4 lines at most
+    monkeypatch.setattr(textwidth, "columns", lambda: None)  # --wide: every column
+    assert "barriers" in textwidth.table(census_rows(), headers, optional=CENSUS[::-1])
+
+
+def test_wrapped_lines_break_a_config_between_its_items():
+    line = f"winner: trial 1 layernorm[{KNOBS},persist=0,affine=early] at 8.31 µs"
+    for width in range(60, 101, 7):
+        text = textwidth.wrap(line, width)
+        assert not too_wide(text, width) and not items_whole(text), text

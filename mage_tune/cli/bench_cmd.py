@@ -101,7 +101,9 @@ def bench(
             with open(partial, "a") as f:
                 f.write(json.dumps(result.to_json()) + "\n")
 
-    with click.progressbar(length=len(variants) + 1, label="measuring", file=click.get_text_stream("stderr")) as bar:
+    from mage_tune.progress import Progress
+
+    with Progress(len(variants) + 1, "measuring", unit="result") as bar:  # a bar on a terminal, lines in a log
         run = run_bench(
             fam,
             shape,

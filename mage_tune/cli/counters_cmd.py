@@ -62,8 +62,10 @@ def counters(family, dims, arch, settings, baseline_labels, as_json, out_path):
         variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
     )[0]
     profiled = {}
-    with click.progressbar(jobs, label="profiling", file=click.get_text_stream("stderr")) as bar:
-        for job in bar:
+    from mage_tune.progress import Progress
+
+    with Progress(len(jobs), "profiling", unit="kernel") as bar:  # a bar on a terminal, plain lines in a log
+        for job in bar.iterate(jobs):
             profiled[job.label] = profile(job, fam.origin or fam.name, shape)
     record = {
         "schema": "mage-tune.counters/1",
