@@ -9,6 +9,7 @@ import click
 
 from mage_tune.arch import DEFAULT_ARCH
 from mage_tune.cli.options import family_and_shape, family_options
+from mage_tune.search.samplers import SAMPLERS
 
 TRIALS = click.IntRange(1, 1_000_000)  # 0 or fewer would end at once with an empty table
 WORKERS = click.IntRange(1, 256)  # 0 or fewer compile processes would run no trial, for ever
@@ -18,7 +19,13 @@ WORKERS = click.IntRange(1, 256)  # 0 or fewer compile processes would run no tr
 @click.argument("family")
 @family_options(arch_default="auto")
 @click.option("--trials", type=TRIALS, default=100, show_default=True, help="Trials that count (see --help text).")
-@click.option("--sampler", type=click.Choice(["tpe", "random", "grid", "cmaes"]), default="tpe", show_default=True)
+@click.option(
+    "--sampler",
+    type=click.Choice(list(SAMPLERS)),
+    default="tpe",
+    show_default=True,
+    help="; ".join(f"{name}: {entry.help}" for name, entry in SAMPLERS.items()) + ".",
+)
 @click.option("--storage", default=None, help="Optuna storage URL (sqlite:///…, postgresql://…) or journal:PATH.")
 @click.option("--study", "study_name", default=None, help="Study name (default: from family, shape, arch, mode).")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None, help="Default: runs/search-<study>.")
@@ -80,11 +87,11 @@ def search(
     """
     import json
 
-    from tqdm import tqdm
-
     from mage_tune.compile import check_arch
     from mage_tune.search import record, report
-    from mage_tune.search.runner import Search, SearchSpec, spec_json, write_summary
+    from mage_tune.search.runner import Search
+    from mage_tune.search.spec import SearchSpec, spec_json
+    from mage_tune.search.summary import write_summary
     from mage_tune.storage import storage_errors
     from mage_tune.textwidth import wrap
 
@@ -160,14 +167,12 @@ def search(
     from mage_tune.measure.device import environment
 
     record.add_environment(run_path, environment())
-    from mage_tune.textwidth import columns
+    from mage_tune.progress import Progress
 
-    bar = tqdm(total=trials, desc=f"search {study_name}", unit="trial", file=sys.stderr, ncols=columns())
+    bar = Progress(trials, f"search {study_name}", unit="trial")  # a bar on a terminal, plain lines in a log
 
     def progress(done: int, best: float) -> None:
-        bar.n = done
-        bar.set_postfix_str(f"best {best:.2f} µs" if best < float("inf") else "best -")
-        bar.refresh()
+        bar.set(done, f"best {best:.2f} µs" if best < float("inf") else "best -")
 
     try:
         with storage_errors(spec):
