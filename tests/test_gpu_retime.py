@@ -1,4 +1,4 @@
-"""The independent re-timer (benchmarks/gpu/retime_independent.py) on committed H200 search winners: it rebuilds
+"""The independent re-timer (benchmarks/gpu/retime_independent.py) on H200 search winners (tests/fixtures/): it rebuilds
 the very cubin the search timed (or flags one that differs), launches it outside mage-tune's harness, finds it
 correct, and times it beside torch. Skipped where no CUDA device is present."""
 
@@ -12,8 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = [
-    ROOT / "runs/h200-2026-12-01-tensor-core/searches/matmul-3xtf32-m512n512k512",
-    ROOT / "runs/h200-2026-12-01-inner-loop/searches/layernorm-m2048d1536",
+    ROOT / "tests/fixtures/h200-2026-12-01-tensor-core/searches/matmul-3xtf32-m512n512k512",
+    ROOT / "tests/fixtures/h200-2026-12-01-inner-loop/searches/layernorm-m2048d1536",
 ]
 
 pytestmark = pytest.mark.gpu

@@ -1,5 +1,5 @@
-"""The tuning database and `--gpus` on real GPUs: a measured search warm-started from H200 records committed under
-runs/, run with one measuring worker per GPU of the host, counts exactly, times its baselines on every GPU that
+"""The tuning database and `--gpus` on real GPUs: a measured search warm-started from H200 records (tests/fixtures/),
+run with one measuring worker per GPU of the host, counts exactly, times its baselines on every GPU that
 timed trials, and lands in the database with its GPU and baselines. Skipped where no CUDA device is present."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = [ROOT / f"runs/h200-2026-11-29-shapes/rerun/mm_{n}.json" for n in (1000, 1024, 2048, 4096)]
-BENCH.append(ROOT / "runs/h200-2026-11-29-shapes/explore/mm_1000_sample.json")
+BENCH = [ROOT / f"tests/fixtures/h200-2026-11-29-shapes/rerun/mm_{n}.json" for n in (1000, 1024, 2048)]
+BENCH.append(ROOT / "tests/fixtures/h200-2026-11-29-shapes/explore/mm_1000_sample.json")
 
 pytestmark = pytest.mark.gpu
 

@@ -22,7 +22,7 @@ from mage_tune.cli import cli, main_error_text
 from mage_tune.errors import MageError
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = ROOT / "runs"
+RUNS = ROOT / "tests" / "fixtures"  # real records, cut down (tests/fixtures/make_fixtures.py)
 LN_ALL = RUNS / "h200-2026-11-29" / "ln_d768_all.json"
 SHAPES = RUNS / "h200-2026-11-29-shapes"
 MM = ("--m", "1024", "--n", "1024", "--k", "1024")

@@ -1,8 +1,8 @@
 """The tuning database and the warm start, on a machine without a GPU.
 
-The database is filled from records of real H200 runs committed under runs/ (bench records and a search's run
-directory); every number a test asserts is recomputed here from those files directly. Searches are static (the
-census model scores), so what is checked is where the first trials come from:
+The database is filled from records of real H200 runs (bench records and a search's run directory, cut down from
+records/*.tar.xz into tests/fixtures/); every number a test asserts is recomputed here from those files directly.
+Searches are static (the census model scores), so what is checked is where the first trials come from:
   * import / list / query / export / import again / prune round-trip, with counts and best times equal to the files;
   * a static search at an unseen matmul shape starts with the best configs of the nearest measured shape, then the
     model's picks, then the sampler's; the report says which is which; --no-warm-start and other-shapes behave;
@@ -30,15 +30,14 @@ from mage_tune.tuning import learned
 from mage_tune.tuning.db import Entry, TuningDB, shape_distance
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "runs"
+RUNS = ROOT / "tests" / "fixtures"
 BENCH = [
     RUNS / "h200-2026-11-29-shapes/rerun/mm_1000.json",
     RUNS / "h200-2026-11-29-shapes/rerun/mm_1024.json",
     RUNS / "h200-2026-11-29-shapes/rerun/mm_2048.json",
-    RUNS / "h200-2026-11-29-shapes/rerun/mm_4096.json",
-    RUNS / "h200-2026-11-29-shapes/explore/mm_1000_sample.json",
+    RUNS / "h200-2026-11-29-shapes/explore/mm_1000_sample.json",  # a second record of one shape
 ]
-SEARCH_DIR = RUNS / "h200-2026-11-29/search_mm"
+SEARCH_DIR = RUNS / "h200-2026-11-29/search_mm"  # the oldest run directory: search.json, no run.json
 TIMEOUT = 600
 
 
