@@ -2,11 +2,11 @@
 are `layernorm`'s; the kernel is another shape of work, so a family of its own, opted into by path.
 
 Why: on an H200 every one-block-per-row layer norm tried, ours and Triton's, stays 2-3 % over a same-bytes copy at
-d = 6144 whatever the row count (runs/h200-2026-12-01-wide-rows), while ours at rows of 512-2560 floats comes within
-0.5-1 % of it. A cluster of C CTAs gives each CTA a slice of d / C floats in registers, so a wide row is moved as
-narrower ones are; the price is a cluster barrier per reduction (the CTAs' partial sums meet through distributed
-shared memory: mapa + ld.shared::cluster) and one more before a CTA leaves, split in an arrive after its last
-shared read and a wait after its stores.
+d = 6144 whatever the row count (records/h200-2026-12-01-wide-rows.tar.xz), while ours at rows of 512-2560 floats comes
+within 0.5-1 % of it. A cluster of C CTAs gives each CTA a slice of d / C floats in registers, so a wide row is moved as
+narrower ones are; the price is a cluster barrier per reduction (the CTAs' partial sums meet through distributed shared
+memory: mapa + ld.shared::cluster) and one more before a CTA leaves, split in an arrive after its last shared read and a
+wait after its stores.
 
 Knobs (defaults first):
   cluster  CTAs per row: 2, 4, 1, 8 (1: one CTA per row, the same code; 8: the portable cluster limit)
@@ -18,9 +18,9 @@ Knobs (defaults first):
 
 Clusters need sm_90; each CTA's slice is a whole number of float4 (d a multiple of 4 · cluster), at most 16 of them
 per thread (x stays in registers), and no thread without one. Measured on an H200
-(`benchmarks/gpu/cluster_layernorm.sh`, runs/h200-2026-12-01-cluster-split): every split is slower than cluster=1, the
-control (the best of 2, 4 and 8 CTAs 14, 43 and 131 % over the best control at 8192 × 6144): the cluster barriers cost
-more than the narrower slices give back.
+(`benchmarks/gpu/cluster_layernorm.sh`, records/h200-2026-12-01-cluster-split.tar.xz): every split is slower than
+cluster=1, the control (the best of 2, 4 and 8 CTAs 14, 43 and 131 % over the best control at 8192 × 6144): the cluster
+barriers cost more than the narrower slices give back.
 """
 
 from __future__ import annotations

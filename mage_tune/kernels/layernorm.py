@@ -27,7 +27,7 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            scale and bias); scale and bias always take the read-only path
   y_hint   cache hint on y's stores: none (st.global), cs (streaming, st.global.cs, evict-first lines). On an H200
            cs with hint=cs reached the copy's time where x and y fit in L2 and cost up to 18 % where they do not
-           (runs/h200-2026-12-01-inner-loop), so it is the search's to choose per shape
+           (records/h200-2026-12-01-inner-loop.tar.xz), so it is the search's to choose per shape
   persist  0: one block per row group (a group is `rows` consecutive rows). p > 0: a persistent grid of
            min(groups, p × SMs) blocks, each walking groups blockIdx.x, + gridDim.x, ...; two register sets take
            turns (passes=regs only, chunks ≤ 8 so both fit): the next group's loads are in flight in one while the
@@ -51,7 +51,7 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            the resident blocks' registers hold. On an H200 4 MiB took 8192 × 6144 from 2.3-3.3 % over the copy to
            0.6-1.4 %; 8 and 16 MiB were slower than none for every config at three DRAM-bound shapes (+0.5 to +37 %),
            likely as the rows fetched early are evicted before their blocks read them (not measured:
-           runs/h200-2026-12-02-l2-ahead took no DRAM counters)
+           records/h200-2026-12-02-l2-ahead.tar.xz took no DRAM counters)
 
 regs and twopass reduce twice (the sum, then the squared deviations around the mean: never E[x²] - mean², which
 cancels); welford reduces once, a triple. Rows past M in the last block leave at once when no block barrier is shared

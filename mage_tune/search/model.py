@@ -80,7 +80,7 @@ LATENCY_S = 0.8e-6
 LAUNCH_US = 2.0
 TURN_US = 6.0  # per serial turn; each extra split-K slice added 6-8 µs in the 512³ searches on an H200
 # per step of a block's walk: the fastest persistent layer norm of ten H200 searches took 3.6 µs per row group it
-# walked, launch included (runs/h200-2026-11-30-warm-start/layernorm)
+# walked, launch included (records/h200-2026-11-30-warm-start.tar.xz member layernorm/)
 STEP_US = 3.5
 TENSOR_WARPS = 4  # one warp per SM sub-partition keeps its tensor core busy; independent mma chains do the rest
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)|(\d+)x(\d+)x(\d+)")  # PTX m16n8k8; SASS HGMMA 64x16x16

@@ -1,14 +1,14 @@
 """The end of a search: one-knob neighbours of the best few configs, tried before the sampler draws again.
 
-A sampler such as TPE draws each knob on its own, so a search can end with a config one knob away from one of its
-best left untried (at 16384 × 2560 on an H200 a 100-trial layer-norm search never ran vec=8 on its second and third
-best, 256 threads at vec=4, which a later crossing timed 1.5 % faster than its winner in the same run:
-runs/h200-2026-12-01-x-hints-threads). In its last `polish` trials a search enqueues such neighbours: each other
-value of each knob on each of the BASES best distinct configs so far, repaired to its nearest valid config where
+A sampler such as TPE draws each knob on its own, so a search can end with a config one knob away from one of its best
+left untried (at 16384 × 2560 on an H200 a 100-trial layer-norm search never ran vec=8 on its second and third best, 256
+threads at vec=4, which a later crossing timed 1.5 % faster than its winner in the same run:
+records/h200-2026-12-01-x-hints-threads.tar.xz). In its last `polish` trials a search enqueues such neighbours: each
+other value of each knob on each of the BASES best distinct configs so far, repaired to its nearest valid config where
 that value breaks a constraint (the changed knob kept), and not tried yet. They are ranked by the tuning database's
-model where there is one (tuning/learned.py: knobs and launch, no compile) and by what the search has measured of
-each changed value (a value only ever seen slow is tried last), ties in a seeded random order; a new best re-centres
-the neighbourhood, and once every neighbour has run the sampler draws again.
+model where there is one (tuning/learned.py: knobs and launch, no compile) and by what the search has measured of each
+changed value (a value only ever seen slow is tried last), ties in a seeded random order; a new best re-centres the
+neighbourhood, and once every neighbour has run the sampler draws again.
 """
 
 from __future__ import annotations

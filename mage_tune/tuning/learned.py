@@ -4,9 +4,9 @@ The target is a trial's log time over the fastest baseline measured in its run (
 norm, cuBLAS for matmul), so runs at different shapes and sizes, and on different days, teach one ranking: what is
 fast *for its shape*. A run without baselines falls back to its trials' mean log time. The run's mean alone depends on
 which configs the run happened to try (a bench of a few winners against a search's spread), which cost the model much
-of its ranking: `python analysis/model_holdout.py` over the committed H200 records, median Spearman's rho and top-5
+of its ranking: `python analysis/model_holdout.py` over the published H200 records, median Spearman's rho and top-5
 regret, matmul 0.60 / 1.061 with the mean against 0.71 / 1.013 with the baseline, layer norm 0.74 / 1.005 against
-0.77 / 1.005 (runs/h200-2026-12-01-wide-rows/model_holdout.md). Gradient-boosted trees
+0.77 / 1.005 (records/h200-2026-12-01-wide-rows.tar.xz member model_holdout.md). Gradient-boosted trees
 (scikit-learn's HistGradientBoostingRegressor) take mixed, partly missing features as they come: a config a bench
 record imported without census simply has those columns missing.
 
