@@ -3,8 +3,9 @@
 Input: a `mage-tune bench FAMILY --all --out FILE` record in which every valid config of the space was checked
 and timed (cold) in one run. Each replayed trial looks its config's time up in that table, so the samplers are
 compared on exactly the same numbers, with no GPU: a config outside the space's constraints is a pruned trial
-(it costs a trial, as in a real search). For each sampler and seed we report after how many trials the best found
-is within 3% of the exhaustive best.
+(it costs a trial, as in a real search). The replay draws the knobs the record's configs set, over the values they
+took: the space as it was when the record was made (a knob added since stays at its default, as the record reads it).
+For each sampler and seed we report after how many trials the best found is within 3% of the exhaustive best.
 
     python analysis/search_efficiency.py RECORD --seeds 10 --budget 200 [--out OUT.json]
 
@@ -43,14 +44,30 @@ def load_table(path: Path) -> tuple[dict, dict[tuple, float]]:
     return record, table
 
 
+def recorded_space(family, table: dict[tuple, float]) -> list[tuple[str, list]]:
+    """The knobs the record's configs set, each over the values they took (in the family's order): the space as it was
+    when the record was made. A knob added to the family since is left at its default, as the record read it."""
+    taken: dict[str, set] = {}
+    for key in table:
+        for name, value in key:
+            taken.setdefault(name, set()).add(value)
+    space = []
+    for knob in family.knobs:
+        if knob.name in taken:
+            values = [v for v in knob.domain if v in taken[knob.name]]
+            space.append((knob.name, values + sorted(taken[knob.name] - set(values), key=str)))  # then removed ones
+    return space
+
+
 def replay(family, table: dict[tuple, float], sampler: str, seed: int, budget: int, target: float) -> int | None:
     """Trials until the best found is within `target` (absolute µs); None if the budget runs out first."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(direction="minimize", sampler=make_sampler(sampler, family, seed))
+    space = recorded_space(family, table)
     best = float("inf")
     for n in range(1, budget + 1):
         trial = study.ask()
-        config = {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in family.knobs}
+        config = {name: trial.suggest_categorical(name, domain) for name, domain in space}
         value = table.get(tuple(sorted(config.items())))
         if value is None:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)

@@ -7,6 +7,7 @@ real runs (records/*.tar.xz) with fewer results and trials (tests/fixtures/make_
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 import re
@@ -348,3 +349,31 @@ def test_the_fixtures_hold_records_of_every_age():
         not (FIXTURES / p / "run.json").exists() and (FIXTURES / p / "search.json").exists() for p in SEARCH_RUNS
     )
     assert any((FIXTURES / p / "run.json").exists() for p in SEARCH_RUNS)
+
+
+def test_search_efficiency_replays_the_space_the_record_measured(tmp_path):
+    """analysis/search_efficiency.py replays samplers over the knobs and values of the record's configs (knobs added
+    since stay at their defaults, as the record reads them), each draw looked up in the record's table of times."""
+    out, record = tmp_path / "replay.json", FIXTURES / "h200-2026-11-29/ln_d768_all.json"
+    script = ROOT / "analysis" / "search_efficiency.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(record), "--seeds", "2", "--budget", "50", "--out", str(out)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    replay = json.loads(out.read_text())
+    variants = [r for r in _load(record)["results"] if r["kind"] == "variant" and r["ok"]]
+    assert replay["configs"] == len(variants) and f"{len(variants)} configs measured" in done.stdout
+    assert replay["best_us"] == min(result_time(r) for r in variants)
+    assert all(n is None or 1 <= n <= 50 for hits in replay["trials_to_within"].values() for n in hits)
+
+    spec = importlib.util.spec_from_file_location("search_efficiency", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    family = get_family("layernorm")
+    _, table = module.load_table(record)
+    space = dict(module.recorded_space(family, table))
+    assert space == {k: [v for v in knob.domain if v in {r["config"][k] for r in variants}]
+                     for knob in family.knobs if (k := knob.name) in variants[0]["config"]}  # fmt: skip
+    assert set(space) < {k.name for k in family.knobs}  # knobs added since the record are not drawn
+    # any measured config is a hit when the target is the slowest time: the replay draws from the recorded space
+    assert module.replay(family, table, "random", 0, 3000, max(table.values())) is not None
