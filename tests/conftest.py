@@ -1,5 +1,6 @@
-"""Shared fixtures: a private compile cache, the `gpu` marker, real compiles of tests/kernels/*.cu, and NVIDIA's own
-tools run independently of the census so every count a test asserts is checked against ptxas, cuobjdump or a grep.
+"""Shared fixtures: a private compile cache, the `gpu` marker, real compiles of tests/fixtures/kernels/*.cu, and
+NVIDIA's own tools run independently of the census so every count a test asserts is checked against ptxas,
+cuobjdump or a grep.
 
 The parsing here is deliberately simple and separate from mage_tune.census: a line grep over `cuobjdump -sass`
 and over PTX, and a clause-by-clause read of `ptxas -v` and `cuobjdump -res-usage`.
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).parent
-KERNELS = TESTS / "kernels"
+KERNELS = TESTS / "fixtures" / "kernels"
 ARCHS = ("sm_80", "sm_89", "sm_90")
 # cuobjdump -res-usage counts the driver's 1 KB per-block shared-memory reservation in SHARED on sm_90 only, and
 # only for a kernel with static shared memory (one without shows SHARED:0).
@@ -226,7 +227,8 @@ def nvidia_view(ptx: str, arch: str, label: str, ptxas_path: str | None = None) 
 
 @pytest.fixture(scope="session")
 def build():
-    """build(file, arch) -> Built: tests/kernels/<file> through the census's compile, checked with our own runs.
+    """build(file, arch) -> Built: tests/fixtures/kernels/<file> through the census's compile, checked with our own
+    runs.
 
     `cuobjdump -sass` costs about a second a call (nvdisasm's start-up), so the listing grepped is the one the
     compile already made; test_every_input_form checks it against a listing of our own cubin.

@@ -14,7 +14,7 @@ SEED = ["--set", "threads=128", "--set", "rows=1", "--set", "vec=16", "--set", "
 SEED += ["--set", "reduce=shfl", "--set", "rsqrt=approx"]
 LN = ["compare", "layernorm", "--d", "768", "--arch", "sm_89", "--against", "triton", "--num-warps", "4"]
 GENERIC = ["--no-specialize"]  # Triton's plain offline compile: the assertions below read its scalar loads
-OK = "tests/data/user_triton_ok.py"
+OK = "tests/fixtures/data/user_triton_ok.py"
 TRITON_39 = tuple(int(p) for p in triton.__version__.split(".")[:2]) >= (3, 9)  # 3.6 has more bar.sync
 
 

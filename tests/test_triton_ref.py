@@ -22,7 +22,7 @@ ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
 LN_SHAPE = {"m": 4096, "d": 768}
 MM_SHAPE = {"m": 1024, "n": 1024, "k": 1024}
 SMALL_MM = len(MATMUL_CONFIGS) - 1  # (32, 64, 16, 8, 2, 5): the quickest to compile
-DATA = "tests/data"
+DATA = "tests/fixtures/data"
 
 
 def compile_reference(family, shape, arch, num_warps, config, specialize=False):

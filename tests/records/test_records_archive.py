@@ -23,7 +23,7 @@ from mage_tune.cli import cli
 from mage_tune.errors import InputError
 from mage_tune.measure.saved import timed_results
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "records"
 ARCHIVES = sorted(RECORDS.glob("*.tar.xz"))
 REPORTED = 4

@@ -1,6 +1,7 @@
 """The census of real compiled kernels, every asserted count checked against NVIDIA's own tools on the same binary.
 
-Each kernel in tests/kernels/ is compiled by the census (NVRTC -> ptxas -> cuobjdump) for sm_80, sm_89 and sm_90.
+Each kernel in tests/fixtures/kernels/ is compiled by the census (NVRTC -> ptxas -> cuobjdump) for sm_80, sm_89
+and sm_90.
 The reference numbers never come from the census: conftest runs `ptxas -v` on the census's PTX, `cuobjdump
 -res-usage` and `cuobjdump -sass` on the resulting cubin, and greps PTX and SASS lines with its own patterns.
 """

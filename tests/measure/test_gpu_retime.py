@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNS = [
     ROOT / "tests/fixtures/h200-2026-12-01-tensor-core/searches/matmul-3xtf32-m512n512k512",
     ROOT / "tests/fixtures/h200-2026-12-01-inner-loop/searches/layernorm-m2048d1536",

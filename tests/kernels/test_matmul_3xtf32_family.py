@@ -17,7 +17,7 @@ from mage_tune.search.sources import bench_record
 
 ARCH = "sm_90"
 SHAPE = {"m": 1024, "n": 4096, "k": 1024}
-RUN = Path(__file__).parent / "fixtures/h200-2026-12-01-tensor-core/tensor_core"
+RUN = Path(__file__).resolve().parents[1] / "fixtures/h200-2026-12-01-tensor-core/tensor_core"
 RECORDS = sorted(RUN.glob("matmul-3xtf32-*[0-9].json"))
 FAMILY = load_family("matmul-3xtf32")
 

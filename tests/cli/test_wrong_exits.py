@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 PLANTED = DATA / "planted_crash_family.py"
 
 

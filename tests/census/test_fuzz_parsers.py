@@ -3,7 +3,8 @@ and the cubin path (cuobjdump, then the SASS parser). Every input, however damag
 MageError (one line, the file named) — never another exception — within a time bound per input, and the whole run
 within a memory bound.
 
-The inputs are compiled here through the library (NVRTC, ptxas, cuobjdump) from tests/kernels/; Hypothesis mutates
+The inputs are compiled here through the library (NVRTC, ptxas, cuobjdump) from tests/fixtures/kernels/;
+Hypothesis mutates
 them (cut, delete, duplicate or overwrite spans, replace a line or a number, flip bytes). The parsers run in-process
 (hundreds of inputs a second); the cubin path runs cuobjdump, so it gets fewer examples. Seeds are derandomized so a
 CI failure replays exactly.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RMSNORM = ROOT / "examples" / "rmsnorm"
 
 pytestmark = pytest.mark.gpu
@@ -97,7 +97,7 @@ def test_cluster_family_is_correct_for_every_cluster_size():
 
 
 def test_a_crashing_config_is_a_failed_trial_and_the_search_goes_on(tmp_path):
-    family = ROOT / "tests" / "data" / "planted_crash_family.py"
+    family = ROOT / "tests" / "fixtures" / "data" / "planted_crash_family.py"
     run_dir = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "mage_tune", "search", str(family), "--trials", "4", "--sampler", "grid",

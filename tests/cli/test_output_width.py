@@ -21,7 +21,7 @@ from mage_tune import textwidth
 from mage_tune.cli import cli, main_error_text
 from mage_tune.errors import MageError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "fixtures"  # real records, cut down (tests/fixtures/make_fixtures.py)
 LN_ALL = RUNS / "h200-2026-11-29" / "ln_d768_all.json"
 SHAPES = RUNS / "h200-2026-11-29-shapes"
@@ -55,7 +55,7 @@ COMMANDS = [
     ("doctor",),
     ("space", "layernorm", "--d", "768"),
     ("space", "matmul", *MM),
-    ("census", str(ROOT / "tests" / "kernels" / "flight.cu")),
+    ("census", str(ROOT / "tests" / "fixtures" / "kernels" / "flight.cu")),
     ("census", "layernorm", "--d", "768"),
     ("census", "matmul", *MM),
     ("compare", "layernorm", "--d", "768"),
@@ -142,7 +142,7 @@ def test_did_you_mean_for_a_family_and_a_file():
 
     assert "did you mean the family layernorm?" in said("census", "layernrom")
     assert f"did you mean {ROOT / 'tests' / 'kernels' / 'flight.cu'}?" in said(
-        "census", str(ROOT / "tests" / "kernels" / "flight.c")
+        "census", str(ROOT / "tests" / "fixtures" / "kernels" / "flight.c")
     )
     assert "did you mean layernorm?" in said("space", "layernrom")
 

@@ -11,7 +11,7 @@ import pytest
 
 from mage_tune.measure.device import has_gpu
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "benchmarks" / "planted"
 
 

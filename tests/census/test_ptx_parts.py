@@ -15,7 +15,7 @@ from mage_tune.census import census_artifact
 from mage_tune.compile import _from_ptx, _from_ptx_in_parts
 from mage_tune.errors import InputError
 
-KERNELS = Path(__file__).parent / "kernels"
+KERNELS = Path(__file__).resolve().parents[1] / "fixtures" / "kernels"
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from mage_tune.search import sources
 from mage_tune.tuning import learned
 from mage_tune.tuning.db import Entry, TuningDB, shape_distance
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "fixtures"
 BENCH = [
     RUNS / "h200-2026-11-29-shapes/rerun/mm_1000.json",

@@ -16,7 +16,7 @@ from mage_tune.census import census_artifact
 from mage_tune.kernels.registry import load_family
 from mage_tune.search import model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "tests/fixtures/h200-2026-12-01-tensor-core/searches/matmul-3xtf32-m2048n2048k6144"
 SHAPE = {"m": 2048, "n": 2048, "k": 1024}
 ONE_CHAIN = {"bm": 128, "bn": 128, "chain": 0, "split_k": 8}  # 64×64 warp tiles need chain=0: chains of 128 products

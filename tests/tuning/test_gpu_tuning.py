@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = [ROOT / f"tests/fixtures/h200-2026-11-29-shapes/rerun/mm_{n}.json" for n in (1000, 1024, 2048)]
 BENCH.append(ROOT / "tests/fixtures/h200-2026-11-29-shapes/explore/mm_1000_sample.json")
 

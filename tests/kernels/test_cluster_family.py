@@ -12,7 +12,7 @@ from mage_tune.census import census_artifact
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = str(ROOT / "examples/layernorm_cluster/family.py")
 WIDE = {"m": 8192, "d": 6144}
 

@@ -1,4 +1,5 @@
-"""Hopper-era census fields on kernels written for these tests (tests/kernels/hopper/, tests/kernels/ldmatrix_mma.cu),
+"""Hopper-era census fields on kernels written for these tests (tests/fixtures/kernels/hopper/,
+tests/fixtures/kernels/ldmatrix_mma.cu),
 every count checked against NVIDIA's own output on the same binary: a grep of the PTX, of `cuobjdump -sass`, of
 `cuobjdump -elf`, and `ptxas -v`. The reference patterns here are independent of mage_tune.census.
 """

@@ -30,7 +30,7 @@ from mage_tune.measure.explain import explain_bench
 from mage_tune.measure.saved import best_result, result_time, timed_results
 from mage_tune.search import record as run_record
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 RUNS = FIXTURES / "h200-2026-11-29-shapes"
 LN_COUNTERS = RUNS / "ln" / "counters_ln_16384x4096.json"
