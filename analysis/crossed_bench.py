@@ -1,7 +1,8 @@
-"""Tables of crossed bench records (benchmarks/gpu/crossed_bench.sh: template_ceiling.sh, inner_loop.sh,
-tensor_core.sh): one table per shape, a row per variant named by the knobs that vary within that record, its median
-time (cold regime), and its ratio to the baseline of the same run — cuBLAS FP32 for the matmul families; Triton's
-best num_warps for layer norm, with the variant's share of Triton's distance to the same-bytes copy.
+"""Tables of crossed bench records (benchmarks/gpu/crossed_bench.sh, sourced by rebench_winners.sh, rows_sweep.sh and
+the campaigns' crossing scripts, scripts/ in their archives): one table per shape, a row per variant named by the
+knobs that vary within that record, its median time (cold regime), and its ratio to the baseline of the same run —
+cuBLAS FP32 for the matmul families; Triton's best num_warps for layer norm, with the variant's share of Triton's
+distance to the same-bytes copy.
 
     python analysis/crossed_bench.py records/h200-2026-12-01-template-ceiling.tar.xz:ceiling [--markdown OUT.md]
         [--errors]

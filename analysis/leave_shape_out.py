@@ -1,4 +1,4 @@
-"""The leave-shape-out evaluation, rebuilt from its run directories alone (made by benchmarks/gpu/leave_shape_out.sh).
+"""The leave-shape-out evaluation, rebuilt from its run directories alone (made by benchmarks/run_suite.py).
 
 Per held-out shape: the trials the search took until one came within 3 % of the best known config of the template
 at that shape (the best of this search and of every other record of that shape in the tuning database, when given),

@@ -1,5 +1,6 @@
-# Sourced by the probe scripts: bench a family's configs crossed with other knob values, one `mage-tune bench
-# --configs` run per shape (its baselines beside them), records under $out, all packed into $out.tgz after each.
+# Sourced by rebench_winners.sh, rows_sweep.sh and the campaigns' crossing scripts (scripts/ in their archives under
+# records/): bench a family's configs crossed with other knob values, one `mage-tune bench --configs` run per shape
+# (its baselines beside them), records under $out, all packed into $out.tgz after each.
 #
 #   bench_crossed FAMILY SHAPE TAG.bases.json [--set KNOB=V1,V2 ...]
 # TAG.configs.json (the crossing, invalid combinations dropped), TAG.json (bench record), TAG.txt (its table),

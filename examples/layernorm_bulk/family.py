@@ -24,8 +24,9 @@ addresses, so 4·d must be a multiple of 16.
 
 Measured on an H200 (records/h200-2026-12-01-bulk-copy.tar.xz): correct everywhere, and slower than the built-in
 `layernorm` at every DRAM-bound shape tried (1.085-1.37× the same-bytes copy, against its 1.02-1.03×). Bulk copies in
-and 16-byte stores out move a tensor at best 1.04× a plain copy's time there (benchmarks/gpu/bulk_copy_probe.py). An
-example of a Hopper-only family with dynamic shared memory, kept for that and as the record of a lever measured.
+and 16-byte stores out move a tensor at best 1.04× a plain copy's time there (the probe, scripts/bulk_copy_probe.py
+in that archive). An example of a Hopper-only family with dynamic shared memory, kept for that and as the record of
+a lever measured.
 """
 
 from __future__ import annotations

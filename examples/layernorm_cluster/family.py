@@ -18,7 +18,7 @@ Knobs (defaults first):
 
 Clusters need sm_90; each CTA's slice is a whole number of float4 (d a multiple of 4 · cluster), at most 16 of them
 per thread (x stays in registers), and no thread without one. Measured on an H200
-(`benchmarks/gpu/cluster_layernorm.sh`, records/h200-2026-12-01-cluster-split.tar.xz): every split is slower than
+(records/h200-2026-12-01-cluster-split.tar.xz, its scripts/cluster_layernorm.sh): every split is slower than
 cluster=1, the control (the best of 2, 4 and 8 CTAs 14, 43 and 131 % over the best control at 8192 × 6144): the cluster
 barriers cost more than the narrower slices give back.
 """
