@@ -22,9 +22,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
+from importlib.resources import files
 from pathlib import Path
 from typing import ClassVar
 
+import jinja2
 import numpy as np
 
 from mage_tune.compile import Artifact, build_from_cu, check_arch
@@ -108,8 +110,6 @@ def config_label(family: str, config: Config) -> str:
 def builtin_template_dir() -> Path:
     """kernels/templates/: installed as the package mage_tune.templates (pyproject's package-dir), or, when the
     checkout is merely on PYTHONPATH, found beside the package."""
-    from importlib.resources import files
-
     try:
         return Path(str(files("mage_tune.templates")))
     except ModuleNotFoundError:
@@ -118,8 +118,6 @@ def builtin_template_dir() -> Path:
 
 @cache
 def _environment(folder: str):
-    import jinja2
-
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(folder),
         undefined=jinja2.StrictUndefined,  # a missing variable is an error, never an empty string
@@ -454,8 +452,6 @@ class CudaFamily(Family):
         raise InputError(f"{self.name}: template {self.template!r} not found (looked in {where})")
 
     def render(self, config: Config, shape: Shape) -> str:
-        import jinja2
-
         path = self.template_path()
         try:
             return _environment(str(path.parent)).get_template(path.name).render(**self.template_vars(config, shape))

@@ -62,15 +62,18 @@ its surplus rows (in the last group) redo the last row and store nothing, whatev
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from typing import ClassVar
 
 import numpy as np
 
+from mage_tune import gpu
 from mage_tune.arch import get_arch
+from mage_tune.errors import InputError
 from mage_tune.kernels.base import Baseline, CompareFact, Config, CudaFamily, Knob, Launch, Shape, config_label
-from mage_tune.triton_ref import next_power_of_2
+from mage_tune.triton_ref import compile_jit, next_power_of_2
 
 FLOAT = 4  # bytes
 EPS = 1e-5
@@ -386,13 +389,11 @@ class LayerNorm(CudaFamily):
     def launcher(self, job, shape: Shape):
         m, d = shape["m"], shape["d"]
         if job.kind == "torch":
-            import torch.nn.functional as F
-
+            F = gpu.torch().nn.functional
             # torch has no out= layer norm; return the fresh tensor instead of paying for a copy into __out__.
             return lambda bufs: F.layer_norm(bufs["x"], (d,), bufs["scale"], bufs["bias"], EPS)
         if job.kind == "triton":
-            from mage_tune.triton_kernels import norm_kernel
-
+            norm_kernel = gpu.triton_kernels().norm_kernel
             block, warps = job.config["BLOCK"], job.config["num_warps"]
 
             def launch(bufs):
@@ -406,12 +407,7 @@ class LayerNorm(CudaFamily):
     def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
         """Triton's norm_kernel: BLOCK the next power of two ≥ d (or options["config"]["BLOCK"]), num_warps as
         given, else the tutorial's block/256 rule; grid (m,)."""
-        import dataclasses
-
-        from mage_tune import triton_kernels as tk
-        from mage_tune.errors import InputError
-        from mage_tune.triton_ref import compile_jit
-
+        tk = gpu.triton_kernels()
         config = dict(options.get("config") or {})
         block = int(config.get("BLOCK") or next_power_of_2(shape["d"]))
         if block < shape["d"]:

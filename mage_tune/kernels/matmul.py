@@ -12,12 +12,16 @@ Every tile copy of B (and of A unless a_trans=2) is a cp.async; M, N and K are r
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 import numpy as np
 
+from mage_tune import gpu
 from mage_tune.arch import get_arch
+from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels.base import Baseline, Config, CudaFamily, Knob, Launch, Shape
+from mage_tune.triton_ref import compile_jit
 
 FLOAT = 4  # bytes
 MAX_ACCUMULATORS = 128  # per thread: with the fragments, about what fits in 255 registers without spilling
@@ -226,8 +230,6 @@ class Matmul(CudaFamily):
         m, n, k = shape["m"], shape["n"], shape["k"]
         for name, size in (("A", m * k), ("B", k * n), ("C", m * n)):
             if size > self.max_elements:
-                from mage_tune.errors import ConfigError
-
                 raise ConfigError(f"matrix {name} of {shape} would hold {size} elements, over {self.max_elements}")
 
     # --- baselines and comparison ---------------------------------------------------------------------------------
@@ -240,13 +242,11 @@ class Matmul(CudaFamily):
     def launcher(self, job, shape: Shape):
         m, n, k = shape["m"], shape["n"], shape["k"]
         if job.kind == "torch":
-            import torch
-
+            torch = gpu.torch()
             return lambda bufs: torch.matmul(bufs["A"], bufs["B"], out=bufs["__out__"])
         if job.kind != "triton":
             return None
-        from mage_tune.triton_kernels import matmul_kernel
-
+        matmul_kernel = gpu.triton_kernels().matmul_kernel
         consts = {key: job.config[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
         grid = (_cdiv(m, consts["BLOCK_M"]) * _cdiv(n, consts["BLOCK_N"]),)
         options = {"num_warps": job.config["num_warps"], "num_stages": job.config["num_stages"]}
@@ -259,12 +259,7 @@ class Matmul(CudaFamily):
     def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
         """Triton's FP32 matmul (GROUP_M swizzle, IEEE products) at options["config"] (a dict of MATMUL_KEYS) or at
         every config of MATMUL_CONFIGS; options["num_warps"] overrides each config's."""
-        import dataclasses
-
-        from mage_tune import triton_kernels as tk
-        from mage_tune.errors import InputError
-        from mage_tune.triton_ref import compile_jit
-
+        tk = gpu.triton_kernels()
         m, n, k = shape["m"], shape["n"], shape["k"]
         chosen = options.get("config")
         configs = [dict(chosen)] if chosen else self.reference_configs()
@@ -294,9 +289,8 @@ class Matmul(CudaFamily):
 
     def reference_configs(self) -> list[dict]:
         """The Triton configs `compare --config INDEX` picks from."""
-        from mage_tune.triton_kernels import MATMUL_CONFIGS, MATMUL_KEYS
-
-        return [dict(zip(MATMUL_KEYS, c, strict=True)) for c in MATMUL_CONFIGS]
+        tk = gpu.triton_kernels()
+        return [dict(zip(tk.MATMUL_KEYS, c, strict=True)) for c in tk.MATMUL_CONFIGS]
 
 
 FAMILY = Matmul()

@@ -14,6 +14,7 @@ import difflib
 import importlib
 import importlib.util
 from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from mage_tune.errors import ConfigError, InputError
@@ -33,8 +34,6 @@ def builtin_names() -> tuple[str, ...]:
 
 
 def _entry_points() -> dict:
-    from importlib.metadata import entry_points
-
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 

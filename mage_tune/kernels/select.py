@@ -8,8 +8,13 @@ import itertools
 from collections.abc import Callable
 from pathlib import Path
 
+from mage_tune.compile import build_from_cu
 from mage_tune.errors import ConfigError, InputError, MageError
+from mage_tune.inputs import read_input
 from mage_tune.kernels.base import Config, Family, Launch, Shape, Variant
+from mage_tune.kernels.pool import build_many
+from mage_tune.kernels.sample import sample_configs
+from mage_tune.records.reader import read_json
 
 
 def is_sweep(settings) -> bool:
@@ -39,8 +44,6 @@ def sweep(fam: Family, shape: Shape, arch: str, settings, skipped: Callable[[str
 
 def listed(fam: Family, shape: Shape, arch: str, path: Path) -> list[Config]:
     """Configs from a JSON list; one that is incomplete, unknown or invalid here is an error naming its index."""
-    from mage_tune.records.reader import read_json
-
     found = read_json(path)
     if not isinstance(found, list) or not all(isinstance(c, dict) for c in found):
         raise InputError("expected a JSON list of configs (objects of knob -> value)", file=str(path))
@@ -54,8 +57,6 @@ def listed(fam: Family, shape: Shape, arch: str, path: Path) -> list[Config]:
 
 
 def whole_space(fam: Family, shape: Shape, arch: str, sample: int | None) -> list[Config]:
-    from mage_tune.kernels.sample import sample_configs
-
     if sample:
         return sample_configs(fam, shape, arch, sample, seed=0)
     return list(fam.configs(shape, arch))
@@ -65,8 +66,6 @@ def build_all(
     fam: Family, shape: Shape, arch: str, configs: list[Config], failed: Callable[[MageError], None]
 ) -> list[Variant]:
     """Compile in parallel; a config that fails to compile is reported through `failed` and left out."""
-    from mage_tune.kernels.pool import build_many
-
     variants = []
     for _config, built in build_many(fam, shape, arch, configs):
         if isinstance(built, MageError):
@@ -79,12 +78,8 @@ def build_all(
 def from_source(fam: Family, shape: Shape, arch: str, config: Config, path: str) -> Variant:
     """A hand-written kernel with a CUDA family's signature, launched on the config's grid and block. It declares
     its own (static) shared memory, so no dynamic shared memory is passed."""
-    from mage_tune.compile import build_from_cu
-
     if not hasattr(fam, "kernel_name"):
         raise ConfigError(f"--source needs a CUDA template family; {fam.name} builds its own kernels")
-    from mage_tune.inputs import read_input
-
     try:
         text = read_input(path).decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -12,13 +12,19 @@ a config outside the list is invalid.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
 from typing import ClassVar
 
 import numpy as np
 
 from mage_tune.errors import InputError
 from mage_tune.kernels.base import Config, Family, Knob, Launch, Shape, Variant, config_label
+from mage_tune.triton_ref import compile_jit
+
+# triton loads on first use (a kernel's own module has imported it by then): mage_tune.families imports this module
+# for every family file, CUDA ones too.
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 DEFAULT_NUM_WARPS = 4
@@ -160,10 +166,6 @@ class TritonFamily(Family):
         return Launch(grid3, 32 * int(config.get("num_warps", DEFAULT_NUM_WARPS)), 0)
 
     def build(self, config: Config, shape: Shape, arch: str) -> Variant:
-        import dataclasses
-
-        from mage_tune.triton_ref import compile_jit
-
         self.check_valid(config, shape, arch)
         sig, consts, values = self.signature(config, shape)
         options = self.options(config)
@@ -219,8 +221,6 @@ class TritonFamily(Family):
 
     def best_files(self, configs: list[Config]) -> dict[str, str]:
         """The winners as a ready-to-paste `triton.Config` list, best first (and JSON)."""
-        import json
-
         names = set(self.constexpr_names())
         lines = ["import triton", "", "# best first, as mage-tune ranked them", "CONFIGS = ["]
         for config in configs:

@@ -1,11 +1,15 @@
 """GPU measurement: correctness first, then CUDA-graph timing, baselines and ceilings in the same worker process.
 
-Nothing here imports torch or cupy at module level; the worker process does.
+Nothing here imports torch or cupy at module level; the worker process does, through mage_tune.gpu.
 """
 
 from __future__ import annotations
 
+import os
+
 from mage_tune.kernels.base import Variant
+from mage_tune.measure import baselines as _baselines  # `bench` has a parameter named baselines
+from mage_tune.measure import device, worker
 from mage_tune.measure.records import BenchRun, Job, Plan, Result
 
 
@@ -26,9 +30,7 @@ def variant_job(variant: Variant) -> Job:
 
 def baseline_jobs(family, shape: dict, names: tuple[str, ...] | None = None) -> list[Job]:
     """The family's baselines of the kinds named (default: the family's own default kinds)."""
-    from mage_tune.measure import baselines
-
-    return baselines.baseline_jobs(family, shape, family.baselines if names is None else tuple(names))
+    return _baselines.baseline_jobs(family, shape, family.baselines if names is None else tuple(names))
 
 
 def bench(
@@ -43,10 +45,6 @@ def bench(
     timed: bool = True,
     on_result=None,
 ) -> BenchRun:
-    import os
-
-    from mage_tune.measure import device, worker
-
     device.require_gpu()
     plan = Plan(
         family=family.origin or family.name,

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
+from mage_tune import gpu
 from mage_tune.errors import ConfigError
+from mage_tune.measure.ceilings import COPY_SOURCE, SHAPE_COPY_KERNELS
 from mage_tune.measure.records import Job
+from mage_tune.measure.streams import torch_stream
 
 COPY = "copy"
 
@@ -33,8 +38,6 @@ def baseline_jobs(family, shape: dict, names: tuple[str, ...]) -> list[Job]:
 
 def copy_jobs(family, shape: dict) -> list[Job]:
     """copy_of -> out by each copy kernel of the session's ceilings, where its bytes are whole 16-byte units."""
-    from mage_tune.measure.ceilings import SHAPE_COPY_KERNELS
-
     if not family.copy_of:
         return []
     nbytes = _copy_bytes(family, shape)
@@ -47,8 +50,6 @@ def copy_jobs(family, shape: dict) -> list[Job]:
 
 
 def _copy_bytes(family, shape: dict) -> int:
-    import numpy as np
-
     elements = int(np.prod(family.output_shape(shape)))
     return elements * (2 if family.device_dtype(family.copy_of) in ("bfloat16", "float16") else 4)
 
@@ -63,13 +64,7 @@ def launcher(job: Job, family, shape: dict) -> Callable[[dict], object]:
 
 
 def _copy_launcher(kernel: str, nbytes: int, source: str):
-    import cupy
-    import numpy as np
-
-    from mage_tune.measure.ceilings import COPY_SOURCE, SHAPE_COPY_KERNELS
-    from mage_tune.measure.streams import torch_stream
-
-    fn = cupy.RawModule(code=COPY_SOURCE, options=("-std=c++17",)).get_function(kernel)
+    fn = gpu.cupy().RawModule(code=COPY_SOURCE, options=("-std=c++17",)).get_function(kernel)
     n4 = nbytes // 16
     per_block = SHAPE_COPY_KERNELS[kernel]
     grid = ((n4 + per_block - 1) // per_block, 1, 1)

@@ -7,7 +7,9 @@ import functools
 import os
 import platform
 import subprocess
+from importlib.metadata import PackageNotFoundError, version
 
+from mage_tune import gpu, toolchain
 from mage_tune.errors import NoDeviceError
 
 
@@ -15,10 +17,8 @@ from mage_tune.errors import NoDeviceError
 def has_gpu() -> bool:
     """True only where a CUDA device answers, not merely where a GPU library imports."""
     try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # ImportError, or CUDARuntimeError when the driver is absent
+        return gpu.cupy().cuda.runtime.getDeviceCount() > 0
+    except Exception:  # NoDeviceError (cupy will not import), or CUDARuntimeError when the driver is absent
         return False
 
 
@@ -41,13 +41,12 @@ def gpu_mode() -> tuple[str, str]:
     machine shows no NVIDIA GPU. A GPU that is here but cannot be used (cupy or torch will not import, no driver, no
     device answers) is a NoDeviceError that says what is missing, never a quiet static run."""
     hardware = gpu_hardware()
-    fix = "run ./setup.sh (it installs the gpu extra where it sees a GPU) or pip install -e '.[gpu]'"
     try:
-        import cupy
-    except Exception as exc:  # ImportError, or a cupy built for another CUDA failing as it loads
+        cupy = gpu.cupy()
+    except NoDeviceError as exc:  # "cupy will not import (why); the fix"
         if not hardware:
             return "static", "no NVIDIA GPU here (nvidia-smi lists none, no /dev/nvidia0)"
-        raise NoDeviceError(f"an NVIDIA GPU is here ({hardware}) but cupy will not import ({exc}); {fix}") from None
+        raise NoDeviceError(f"an NVIDIA GPU is here ({hardware}) but {exc.message}") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError: no driver, or a driver older than cupy's CUDA
@@ -61,9 +60,9 @@ def gpu_mode() -> tuple[str, str]:
             return "static", "no NVIDIA GPU here (CUDA counts no device)"
         raise NoDeviceError(f"an NVIDIA GPU is here ({hardware}) but CUDA counts no device it may use")
     try:
-        import torch  # the baselines (torch, Triton) need it
-    except Exception as exc:
-        raise NoDeviceError(f"cupy sees {count} CUDA device(s) but torch will not import ({exc}); {fix}") from None
+        torch = gpu.torch()  # the baselines (torch, Triton) need it
+    except NoDeviceError as exc:
+        raise NoDeviceError(f"cupy sees {count} CUDA device(s) but {exc.message}") from None
     props = cupy.cuda.runtime.getDeviceProperties(0)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     return "measured", f"{name} (cupy {cupy.__version__}, torch {torch.__version__})"
@@ -89,18 +88,13 @@ def _smi(query: str) -> str:
 
 def environment() -> dict:
     """GPU, driver, clocks, library and toolchain versions: stored in every record."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from mage_tune import toolchain
-
     env: dict = {"host": platform.node(), "python": platform.python_version()}
     for package in ("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "cuda-bindings", "optuna", "mage-tune"):
         with contextlib.suppress(PackageNotFoundError):
             env[package] = version(package)
     env["toolchain"] = toolchain.fingerprint()
     if has_gpu():
-        import cupy
-
+        cupy = gpu.cupy()
         props = cupy.cuda.runtime.getDeviceProperties(0)
         env["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         env["sm_count"] = props["multiProcessorCount"]
@@ -121,22 +115,16 @@ def gpu_name() -> str:
     """The name of the GPU this process measures on ("" where none is present)."""
     if not has_gpu():
         return ""
-    import cupy
-
-    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    name = gpu.cupy().cuda.runtime.getDeviceProperties(0)["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def gpu_count() -> int:
     if not has_gpu():
         return 0
-    import cupy
-
-    return cupy.cuda.runtime.getDeviceCount()
+    return gpu.cupy().cuda.runtime.getDeviceCount()
 
 
 def arch_of_device() -> str:
-    import cupy
-
-    props = cupy.cuda.runtime.getDeviceProperties(0)
+    props = gpu.cupy().cuda.runtime.getDeviceProperties(0)
     return f"sm_{props['major']}{props['minor']}"

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 import statistics
+import tempfile
 from collections.abc import Callable
 
 import numpy as np
 
-from mage_tune.measure import ceilings
+from mage_tune import gpu
+from mage_tune.kernels import load_family
+from mage_tune.measure import baselines, ceilings
 from mage_tune.measure.records import Job, Plan, Result, Session, Timing
 from mage_tune.measure.streams import torch_stream
 
@@ -28,8 +31,7 @@ class GraphEmpty(RuntimeError):
 
 
 def _torch():
-    import torch
-
+    torch = gpu.torch()
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32: cuBLAS without TF32
     torch.backends.cudnn.allow_tf32 = False
     return torch
@@ -65,14 +67,10 @@ def _dtype(name: str):
 
 def load_kernel(cubin: bytes, kernel_name: str, dynamic_shared: int = 0):
     """The cupy function of `kernel_name` in `cubin`, allowed the dynamic shared memory its launches ask for."""
-    import tempfile
-
-    import cupy
-
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        module = cupy.RawModule(path=f.name)
+        module = gpu.cupy().RawModule(path=f.name)
         fn = module.get_function(kernel_name)  # loads the file now, while it exists
     if dynamic_shared:
         # Past 48 KB of static + dynamic shared memory a block needs the opt-in, so 48 KB of dynamic with any
@@ -101,8 +99,6 @@ def make_launcher(job: Job, family, shape: dict) -> Callable[[dict], None]:
     """A variant launches as its cubin, unless its family launches its own (a Triton family: through its JIT)."""
     if job.kind == "variant":
         return family.launcher(job, shape) or VariantLauncher(job, family, shape)
-    from mage_tune.measure import baselines
-
     return baselines.launcher(job, family, shape)
 
 
@@ -179,8 +175,6 @@ class Runner:
     """Holds one session's buffers and reference; measures jobs one by one."""
 
     def __init__(self, plan: Plan, session_index: int):
-        from mage_tune.kernels import load_family
-
         self.plan = plan
         self.family = load_family(plan.family)
         self.session_index = session_index
@@ -231,10 +225,8 @@ class Runner:
 
 def measure_session(index: int, environment: dict) -> Session:
     """Copy bandwidth (best of several kernels, and torch's copy_ as an ordinary launch), FP32 rate, control."""
-    import cupy
-
     torch = _torch()
-    module = cupy.RawModule(code=ceilings.COPY_SOURCE, options=("-std=c++17",))
+    module = gpu.cupy().RawModule(code=ceilings.COPY_SOURCE, options=("-std=c++17",))
     n4 = ceilings.COPY_BYTES // 16
     src = torch.empty(ceilings.COPY_BYTES // 4, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)

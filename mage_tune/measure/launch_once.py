@@ -11,13 +11,13 @@ from __future__ import annotations
 import pickle
 import sys
 
+from mage_tune import gpu
+from mage_tune.kernels import load_family
+from mage_tune.measure.harness import Buffers, make_launcher
+
 
 def main(job_file: str) -> None:
-    import torch
-
-    from mage_tune.kernels import load_family
-    from mage_tune.measure.harness import Buffers, make_launcher
-
+    torch = gpu.torch()
     with open(job_file, "rb") as f:
         job, family_name, shape, seed = pickle.load(f)
     family = load_family(family_name)

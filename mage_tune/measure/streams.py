@@ -3,9 +3,8 @@ the kernel instead of coming out empty."""
 
 from __future__ import annotations
 
+from mage_tune import gpu
+
 
 def torch_stream():
-    import cupy
-    import torch
-
-    return cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    return gpu.cupy().cuda.ExternalStream(gpu.torch().cuda.current_stream().cuda_stream)

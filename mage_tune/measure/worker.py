@@ -14,6 +14,8 @@ import traceback
 from collections.abc import Callable
 
 from mage_tune.errors import MeasureError
+from mage_tune.kernels import load_family
+from mage_tune.measure import device, harness
 from mage_tune.measure.records import BenchRun, Job, Plan, Result, Session
 
 SESSION_TIMEOUT_S = 600.0
@@ -34,8 +36,6 @@ _STICKY = (
 
 def _worker_main(plan: Plan, session_index: int, jobs: mp.Queue, out: mp.Queue) -> None:
     try:
-        from mage_tune.measure import device, harness
-
         session = harness.measure_session(session_index, device.environment())
         runner = harness.Runner(plan, session_index)
     except Exception as exc:
@@ -167,8 +167,6 @@ class Measurer:
 
 def run_plan(plan: Plan, on_result: Callable[[Result], None] | None = None) -> BenchRun:
     """Measure every job of the plan: baselines first in each session, then the variants."""
-    from mage_tune.kernels import load_family
-
     family = load_family(plan.family)
     measurer = Measurer(plan, [j for j in plan.jobs if j.kind != "variant"], on_result)
     try:
