@@ -141,7 +141,7 @@ def test_did_you_mean_for_a_family_and_a_file():
         return " ".join(run(*args).output.split())  # unwrapped
 
     assert "did you mean the family layernorm?" in said("census", "layernrom")
-    assert f"did you mean {ROOT / 'tests' / 'kernels' / 'flight.cu'}?" in said(
+    assert f"did you mean {ROOT / 'tests' / 'fixtures' / 'kernels' / 'flight.cu'}?" in said(
         "census", str(ROOT / "tests" / "fixtures" / "kernels" / "flight.c")
     )
     assert "did you mean layernorm?" in said("space", "layernrom")
