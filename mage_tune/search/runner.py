@@ -164,21 +164,23 @@ class Search:
                 self.study.set_user_attr(key, value)
 
     # --- one trial ------------------------------------------------------------------------------------------------
-    def _suggest(self, trial) -> Config:
-        """The sampler's config; a drawing sampler's proposal that breaks a constraint becomes its nearest valid
-        config (at most two other knobs changed; the trial keeps `repaired_from`, the proposed values). The sampler
-        draws each knob on its own, and in a constrained space such as matmul's about half its draws would be
-        invalid, each a trial spent on nothing. The grid walks its points as they are."""
+    def _suggest(self, trial) -> tuple[Config, list[str]]:
+        """The sampler's config and what makes it invalid ([] for a valid one), its constraints checked once: a
+        drawing sampler's proposal that breaks a constraint becomes its nearest valid config (at most two other
+        knobs changed; the trial keeps `repaired_from`, the proposed values). The sampler draws each knob on its
+        own, and in a constrained space such as matmul's about half its draws would be invalid, each a trial spent
+        on nothing. The grid walks its points as they are."""
         proposal = {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
+        problems = self.family.violations(proposal, self.spec.shape, self.spec.arch)
         if self.spec.sampler == "grid":
-            return proposal
-        if not self.family.violations(proposal, self.spec.shape, self.spec.arch):
-            return self._untried(trial, proposal)
+            return proposal, problems
+        if not problems:
+            return self._untried(trial, proposal), []
         repaired = self.family.nearest_valid(proposal, self.spec.shape, self.spec.arch)
         if repaired is None:
-            return proposal
+            return proposal, problems
         trial.set_user_attr("repaired_from", {k: v for k, v in proposal.items() if repaired[k] != v})
-        return self._untried(trial, repaired)
+        return self._untried(trial, repaired), []  # neighbours and repairs are valid by construction
 
     def _untried(self, trial, config: Config) -> Config:
         """A config this study has already tried would only be handed its first value back (the duplicate check), so
@@ -332,8 +334,7 @@ class Search:
                     if _earlier_live(self.study, trial.number) >= self.spec.trials:
                         self._mark(trial, "surplus")
                         break
-                    config = self._suggest(trial)
-                    problems = self.family.violations(config, self.spec.shape, self.spec.arch)
+                    config, problems = self._suggest(trial)
                     if problems:
                         self._finish(
                             trial,
