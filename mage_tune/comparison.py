@@ -11,13 +11,18 @@ prints, as a Python API.
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mage_tune.arch import DEFAULT_ARCH
+from mage_tune.census import census_artifact
 from mage_tune.census.model import Census
+from mage_tune.census.table import render, rows
 from mage_tune.errors import InputError
 from mage_tune.kernels.base import CompareFact, Family
+from mage_tune.kernels.registry import load_family
+from mage_tune.triton_ref import compile_user
 
 SCHEMA = "mage-tune.compare/1"
 
@@ -81,10 +86,6 @@ def compare(
     """Census our variant (the family's defaults, `settings` as knob=value strings, or the best config of the search
     run `best`) beside the family's Triton reference (`against="triton"`), or a user's `path.py:kernel` described
     by `signature`, `constexprs` and `grid`. A family is a name, a family file or an entry point, or a Family."""
-    from mage_tune.census import census_artifact
-    from mage_tune.kernels.registry import load_family
-    from mage_tune.triton_ref import compile_user
-
     fam = family if isinstance(family, Family) else load_family(family)
     shape = fam.shape_from(shape or {})
     config_index = str(config_index)
@@ -183,8 +184,6 @@ def _config_text(kernel: ComparedKernel) -> str:
 
 
 def render_comparison(kernels, note: str = "", multiple: bool = False) -> str:
-    from mage_tune.census.table import render, rows
-
     columns = []
     for i, k in enumerate(kernels):
         header = f"{k.role}: {k.kernel}"
@@ -196,6 +195,5 @@ def render_comparison(kernels, note: str = "", multiple: bool = False) -> str:
     table = render(columns, mark_differences=True)
     if not note:
         return table
-    import textwrap
 
     return table + "\n\n" + textwrap.fill(note, width=100)

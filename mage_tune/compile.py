@@ -15,12 +15,15 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mage_tune import toolchain
+from mage_tune import ptx_parts, toolchain
 from mage_tune.arch import ARCH_NAMES, get_arch
 from mage_tune.errors import CompileError, InputError, MageError, ToolchainError
 
@@ -107,8 +110,6 @@ def _store(key: str, art: Artifact) -> None:
     """Publish an entry whole: its files and manifest go into a temporary folder beside it, are synced, and the
     folder is renamed into place. A finished entry is never written again (a second writer of the same key drops
     its copy); a damaged one is moved aside and replaced, never rewritten in place."""
-    import shutil
-
     root = cache_dir()
     folder = root / key
     tmp = None
@@ -315,8 +316,7 @@ def _compile_error(log: str, label: str, searched: tuple[str, ...], compiler: st
 def nvrtc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> str:
     """Compile CUDA C++ to PTX for `arch` with NVRTC; a compile error quotes NVRTC's log and names `label`."""
     toolchain.nvrtc_version()
-    from cuda.bindings import nvrtc
-
+    nvrtc = toolchain.nvrtc()
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), label.encode(), 0, [], [])
     if err != ok:
@@ -415,8 +415,6 @@ def _run_tool(
     """Run a CUDA tool on `scratch`, the temporary copy of the user's `label`: a hang, a crash or a launch
     failure is an error naming `label`, and the tool's own text names `label` too, never the temporary path.
     `limit`: seconds (default tool_timeout_s()); `scratch` None: the caller puts the names back."""
-    import signal
-
     name, limit = Path(args[0]).name, limit or tool_timeout_s()
     try:
         run = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=limit, cwd=cwd)
@@ -438,8 +436,6 @@ def _run_tool(
 def disassemble(cubin: bytes, label: str) -> tuple[str, str, str]:
     """(SASS listing, -elf dump followed by the -res-usage report, cuobjdump version) for a cubin. The listing is
     the slow part (about 1.4 s for a 1 MB PTX's cubin), so the ELF and resource dump runs beside it."""
-    from concurrent.futures import ThreadPoolExecutor
-
     tool = toolchain.find("cuobjdump")
     with tempfile.TemporaryDirectory(prefix="mage-cuobjdump-") as tmp:
         path = Path(tmp) / "in.cubin"
@@ -604,10 +600,6 @@ def _from_ptx_in_parts(ptx: str, arch: str, label: str, ptxas_options: tuple[str
     """A PTX module of many kernels assembled and disassembled as `parts` modules side by side (ptx_parts.py says
     why each kernel's SASS is the same); the listings, ELF dumps and ptxas reports are joined, and there is no one
     cubin. Any failure assembles the whole module instead, so an error is ptxas's own about the file."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from mage_tune import ptx_parts
-
     modules = ptx_parts.split(ptx, parts)
     if len(modules) == 1:
         return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)

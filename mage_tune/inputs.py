@@ -3,6 +3,7 @@ read for ever), at most MAX_INPUT_BYTES, and every failure one InputError naming
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 from pathlib import Path
@@ -16,8 +17,6 @@ def did_you_mean(path: Path, names: tuple[str, ...] = (), kind: str = "") -> str
     """For a path that does not exist: "; did you mean ..." with the nearest names in its folder and, for a bare
     name, the nearest of `names` (a caller's other meaning of a bare word, e.g. the families), each shown after
     `kind` ("" where nothing is near)."""
-    import difflib
-
     folder = path.parent
     files = [p.name for p in folder.iterdir()] if folder.is_dir() else []
     near = [str(folder / n) if str(folder) != "." else n for n in difflib.get_close_matches(path.name, files, 3, 0.6)]

@@ -16,6 +16,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import IO, TypeVar
 
+from tqdm import tqdm
+
+from mage_tune.textwidth import columns
+
 T = TypeVar("T")
 
 
@@ -46,10 +50,6 @@ class Progress:
         self._closed = False
         self._bar = None
         if on_terminal(self.file):
-            from tqdm import tqdm
-
-            from mage_tune.textwidth import columns
-
             self._bar = tqdm(total=self.total, desc=label, unit=unit, file=self.file, ncols=columns())
 
     @property

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
+import json
 import logging
 import os
 import random
@@ -19,6 +21,11 @@ import time
 import warnings
 from pathlib import Path
 from urllib.parse import quote
+
+import optuna
+from optuna.storages._heartbeat import BaseHeartbeat
+from optuna.storages.journal import JournalFileBackend, JournalStorage
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
 from mage_tune.errors import InputError, MageError
 
@@ -65,8 +72,6 @@ def _driver_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if scheme not in ("postgresql", "postgres"):
         return url
-    import importlib.util
-
     for module, driver in (("psycopg", "psycopg"), ("psycopg2", "psycopg2")):
         if importlib.util.find_spec(module) is not None:
             return f"postgresql+{driver}{sep}{rest}"
@@ -74,8 +79,6 @@ def _driver_url(url: str) -> str:
 
 
 def open_storage(url: str | None, run_dir: Path):
-    import optuna
-
     if not url:
         url = sqlite_url(run_dir / "study.db")
     if url.startswith("journal:") or url.endswith((".journal", ".log")):
@@ -112,8 +115,6 @@ def open_storage(url: str | None, run_dir: Path):
 def _bad_journal_line(path: Path) -> int | None:
     """The first line of a journal that is not a JSON object (a last line without its newline is a write in progress,
     which Optuna skips); None where every line reads (or there is no file yet)."""
-    import json
-
     with contextlib.suppress(OSError), path.open("rb") as lines:
         for number, line in enumerate(lines, 1):
             if not line.endswith(b"\n"):
@@ -133,17 +134,11 @@ def journal_storage(path: str, grace: int):
     """A journal file with heartbeats: Optuna's JournalStorage records none, so a killed worker's trial would stay
     RUNNING for ever. Each beat is a system attr of the trial (one journal line); `fail_stale_trials` fails a
     RUNNING trial whose last beat is older than `grace` seconds, as it does for an RDB storage."""
-    from optuna.storages.journal import JournalFileBackend
-
     return _journal_class()(JournalFileBackend(path), heartbeat_s(grace), grace)
 
 
 @functools.cache
 def _journal_class():
-    import optuna
-    from optuna.storages._heartbeat import BaseHeartbeat
-    from optuna.storages.journal import JournalStorage
-
     class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
         def __init__(self, backend, heartbeat: int, grace: int):
             super().__init__(backend)
@@ -175,9 +170,6 @@ def _rdb_storage(url: str, heartbeat: int, grace: int, attempts: int = 5):
     """RDBStorage, retried when workers started together on a fresh database race to create Optuna's tables
     (PostgreSQL fails the loser with a unique violation or "already exists", SQLite with "already exists" or a
     lock; a retry finds the tables made)."""
-    import optuna
-    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
-
     logging.getLogger("sqlalchemy").addHandler(_QUIET)  # once: a handler already there is not added again
     for attempt in range(attempts):
         try:
@@ -199,9 +191,6 @@ class StorageError(MageError):
 @contextlib.contextmanager
 def storage_errors(spec):
     """Turn a storage failure inside the block into one line that says what is kept and how to go on."""
-    import optuna
-    from sqlalchemy.exc import SQLAlchemyError
-
     try:
         yield
     except MageError:

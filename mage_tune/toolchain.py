@@ -8,6 +8,7 @@ compiler needs a newer ptxas, and `compile.py` falls back along the list.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import shutil
@@ -16,6 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mage_tune.errors import ToolchainError
+
+try:
+    import nvidia  # the namespace of the pip nvidia-cuda-* wheels (Linux only): where their tools and headers lie
+except ImportError:
+    nvidia = None
+
+# cuda.bindings' NVRTC loads on first use, in nvrtc(): its shared library may be missing (ToolchainError then says
+# the fix), and finding ptxas, cuobjdump or the headers needs none of it.
 
 PROGRAMS = ("ptxas", "cuobjdump", "nvdisasm")
 FIXES = {
@@ -59,14 +68,9 @@ def _candidate_dirs() -> list[tuple[str, Path]]:
         if entry:
             dirs.append(("PATH", Path(entry)))
     dirs.append(("CUDA default", Path("/usr/local/cuda/bin")))
-    try:
-        import nvidia
-
-        for root in nvidia.__path__:
-            dirs.append(("pip wheel", Path(root) / "cu13" / "bin"))
-            dirs.append(("pip wheel", Path(root) / "cuda_nvcc" / "bin"))
-    except ImportError:
-        pass
+    for root in nvidia.__path__ if nvidia else ():
+        dirs.append(("pip wheel", Path(root) / "cu13" / "bin"))
+        dirs.append(("pip wheel", Path(root) / "cuda_nvcc" / "bin"))
     triton_bin = triton_bin_dir()
     if triton_bin:
         dirs.append(("triton", triton_bin))
@@ -75,8 +79,6 @@ def _candidate_dirs() -> list[tuple[str, Path]]:
 
 def triton_bin_dir() -> Path | None:
     """Triton's bundled CUDA binaries, found without importing triton (importing it is slow)."""
-    import importlib.util
-
     spec = importlib.util.find_spec("triton")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -115,16 +117,24 @@ def which(name: str) -> str | None:
     return shutil.which(name)
 
 
+def nvrtc():
+    """cuda.bindings' NVRTC module, or raise ToolchainError with the fix."""
+    try:
+        from cuda.bindings import nvrtc
+    except Exception as exc:  # ImportError, or the shared library missing (RuntimeError from the loader)
+        raise ToolchainError(f"NVRTC not available ({exc}); {FIXES['nvrtc']}") from None
+    return nvrtc
+
+
 @functools.cache
 def nvrtc_version() -> str:
     """NVRTC's version as "13.0", or raise ToolchainError with the fix."""
+    lib = nvrtc()
     try:
-        from cuda.bindings import nvrtc
-
-        err, major, minor = nvrtc.nvrtcVersion()
-    except Exception as exc:  # ImportError, or the shared library missing (RuntimeError from the loader)
+        err, major, minor = lib.nvrtcVersion()
+    except Exception as exc:  # the shared library missing (RuntimeError from the loader)
         raise ToolchainError(f"NVRTC not available ({exc}); {FIXES['nvrtc']}") from None
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+    if err != lib.nvrtcResult.NVRTC_SUCCESS:
         raise ToolchainError(f"NVRTC failed to report its version ({err}); {FIXES['nvrtc']}")
     return f"{major}.{minor}"
 
@@ -157,14 +167,9 @@ def cuda_include_dirs() -> tuple[Path, ...]:
         if found:
             roots.append(Path(os.path.realpath(found)).parent.parent / "include")
     roots.append(Path("/usr/local/cuda/include"))
-    try:
-        import nvidia
-
-        for root in nvidia.__path__:
-            for sub in ("cu13", "cu12", "cuda_runtime", "cuda_nvrtc", "cuda_cccl"):
-                roots.append(Path(root) / sub / "include")
-    except ImportError:
-        pass
+    for root in nvidia.__path__ if nvidia else ():
+        for sub in ("cu13", "cu12", "cuda_runtime", "cuda_nvrtc", "cuda_cccl"):
+            roots.append(Path(root) / sub / "include")
     dirs: list[Path] = []
     for root in roots:
         for folder in (root, root / "cccl"):

@@ -37,6 +37,10 @@ from pathlib import Path
 from mage_tune import toolchain
 from mage_tune.compile import Artifact, check_arch, disassemble, ptxas
 from mage_tune.errors import InputError, ToolchainError
+from mage_tune.user_files import import_file
+
+# triton loads on first use (about 0.15 s): every built-in family imports this module, and only compiling a Triton
+# kernel needs it.
 
 _OPTION_KEYS = ("num_warps", "num_stages")
 
@@ -105,8 +109,6 @@ def _split_spec(spec: str) -> tuple[str, str]:
 
 def _load_kernel(path: str, name: str):
     """Import the user's file under a module name of its own and return its @triton.jit function `name`."""
-    from mage_tune.user_files import import_file
-
     module = import_file(Path(path), shown=path)
     fn = getattr(module, name, None)
     from triton.runtime.jit import JITFunction

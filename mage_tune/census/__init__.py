@@ -12,6 +12,7 @@ import math
 import re
 import sys
 import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mage_tune.arch import ARCH_NAMES, DEFAULT_ARCH, arch_of_ptx_target, assembler_note
@@ -270,8 +271,6 @@ def _assemble_while_parsing(
     """ptxas and the disassembler run (as processes, from a thread) while this thread parses the PTX, which the
     census then takes from the parser's cache. A garbled file's parse error (with its line) wins over whatever ptxas
     says of it."""
-    from concurrent.futures import ThreadPoolExecutor
-
     _, target = ptx_view.header(text, label)
     with ThreadPoolExecutor(1) as pool:
         assembling = pool.submit(_load_ptx_file, path, text, target, arch, label, ptxas_options)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mage_tune.arch import get_arch
+
 _PTXAS_FN = re.compile(r"(?:Compiling entry function|Function properties for) '?([\w$.]+)'?")
 _PTXAS_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_USED = re.compile(r"Used (\d+) registers(.*)")
@@ -66,6 +68,4 @@ def parse_res_usage(text: str) -> dict[str, dict[str, int]]:
 
 def reserved_in_res_usage(arch: str) -> int:
     """Bytes of the per-block reservation that cuobjdump -res-usage folds into SHARED for this arch."""
-    from mage_tune.arch import get_arch
-
     return get_arch(arch).res_usage_reserved

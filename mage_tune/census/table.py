@@ -6,6 +6,7 @@ import re
 
 from mage_tune.arch import ARCH_NAMES
 from mage_tune.census.model import Census, View
+from mage_tune.textwidth import table as fit_table  # fits 100 columns (or the terminal); --wide: all of it
 
 
 def widths(counts: dict[int, int]) -> str:
@@ -145,6 +146,5 @@ def render(columns: list[tuple[str, list[tuple[str, str]]]], mark_differences: b
         mark = "≠" if mark_differences and len(columns) > 1 and len(same) > 1 else ""
         table.append([mark, key, *values])
     headers = ["", "property", *[header for header, _ in columns]]
-    from mage_tune.textwidth import table as fit_table  # fits 100 columns (or the terminal); --wide: all of it
 
     return fit_table(table, headers)

@@ -9,6 +9,7 @@ from mage_tune.census.features import diff, features_json, fmt, spearman
 from mage_tune.kernels import recorded
 from mage_tune.measure.counters import pick
 from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
+from mage_tune.textwidth import short_config, table
 
 
 def explain_bench(record: dict, counters: dict | None = None, regime: str = "cold", family: str | None = None) -> str:
@@ -151,8 +152,6 @@ def _counter_lines(counters: dict) -> list[str]:
 def report_bench(record: dict, top: int = 10, regime: str = "cold") -> str:
     """A bench record's tables: what was checked and timed, the fastest variants (knobs that differ from the family's
     defaults, census), the baselines beside the best, and the failures."""
-    from mage_tune.textwidth import short_config, table
-
     results = record["results"]
     env = record["environment"]
     variants = [r for r in results if r["kind"] == "variant"]

@@ -11,6 +11,9 @@ from __future__ import annotations
 import math
 from functools import cache
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
 SCORED = ("measured", "modelled", "duplicate")
 
 _TEXT = {"type": "string", "maxLength": 4096}
@@ -124,15 +127,11 @@ SCHEMAS = {"trial": TRIAL, "baseline": BASELINE, "run": RUN, "entry": ENTRY, "ex
 
 @cache
 def _validator(kind: str):
-    from jsonschema import Draft202012Validator
-
     return Draft202012Validator(SCHEMAS[kind])
 
 
 def problem(kind: str, data: object) -> str:
     """What makes `data` not a sound `kind` record ("" when nothing does), said in one line."""
-    from jsonschema.exceptions import best_match
-
     try:
         error = best_match(_validator(kind).iter_errors(data))
     except RecursionError:

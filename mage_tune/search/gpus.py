@@ -16,12 +16,15 @@ import sys
 import time
 
 from mage_tune.errors import InputError, MageError, NoDeviceError
+from mage_tune.kernels.registry import load_family
+from mage_tune.measure.device import environment, gpu_count
+from mage_tune.search import record
+from mage_tune.search.runner import Search, _counted
+from mage_tune.storage import storage_errors
 
 
 def parse_gpus(text: str) -> list[str]:
     """`all` or a comma list of device indices -> the indices; a clear error where no GPU is present."""
-    from mage_tune.measure.device import gpu_count
-
     count = gpu_count()
     if count == 0:
         raise NoDeviceError(f"--gpus {text}: no CUDA device is present here (drop --gpus, or use --static)")
@@ -40,12 +43,6 @@ def parse_gpus(text: str) -> list[str]:
 def _worker(spec, gpu: str, polish_model) -> None:
     """One GPU's search process: the parent already made the study, enqueued the warm start and fitted the model
     the polish ranks by (search/polish.py)."""
-    from mage_tune.kernels.registry import load_family
-    from mage_tune.measure.device import environment
-    from mage_tune.search import record
-    from mage_tune.search.runner import Search
-    from mage_tune.storage import storage_errors
-
     try:
         family = load_family(spec.origin or spec.family)
         runner = Search(spec, family, lambda text: print(f"GPU {gpu}: {text}", file=sys.stderr))
@@ -92,8 +89,6 @@ def run_on_gpus(spec, study, gpus: list[str], progress, polish_model=None) -> No
 
 
 def _show(study, progress) -> None:
-    from mage_tune.search.runner import _counted
-
     with contextlib.suppress(Exception):  # a busy database delays the bar, never the search
         done, _ = _counted(study)
         values = [t.value for t in study.get_trials(deepcopy=False) if t.value is not None]

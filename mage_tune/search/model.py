@@ -43,6 +43,7 @@ import re
 from dataclasses import dataclass
 
 from mage_tune.arch import ARCHS
+from mage_tune.census import census_variant
 from mage_tune.census.model import Census
 
 
@@ -216,8 +217,6 @@ def estimate_variant(family, variant, census: Census) -> tuple[float, dict]:
     )
     twin = family.walk_twin(variant.config)
     if twin is not None and not family.violations(twin, shape, variant.arch):
-        from mage_tune.census import census_variant
-
         built = family.build(twin, shape, variant.arch)
         twin_time, _ = estimate_variant(family, built, census_variant(built))
         time, parts = max(time, twin_time), {**parts, "t_twin_us": twin_time}

@@ -6,11 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mage_tune.census.features import diff, fmt, spearman
+from mage_tune.census import census_artifact
+from mage_tune.census.features import diff, features, fmt, spearman
 from mage_tune.errors import MageError
 from mage_tune.kernels import recorded
 from mage_tune.search import record
 from mage_tune.textwidth import constant_columns, short_config, table
+
+# matplotlib loads on first use, in plots() (about 0.4 s, and its backend is chosen before pyplot loads): explain
+# and `report --no-plots` import this module and draw nothing.
 
 CENSUS_COLUMNS = (
     "registers",
@@ -225,9 +229,6 @@ def _triton_lines(run_dir: Path, best: dict, named: str | None = None) -> list[s
     if family is None:
         return [f"(Triton comparison skipped: {why})"]
     try:
-        from mage_tune.census import census_artifact
-        from mage_tune.census.features import features
-
         # The comparison is with the reference's first config: compile only that one (a matmul's lists eight).
         first = (family.reference_configs() or [None])[0]
         refs = family.reference_kernels(meta["shape"], meta["arch"], config=first)

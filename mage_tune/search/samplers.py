@@ -13,6 +13,8 @@ from mage_tune.errors import InputError
 if TYPE_CHECKING:
     from mage_tune.kernels.base import Family
 
+# optuna loads on first use, when a sampler is made: the CLI imports this module for `search --help`.
+
 
 @dataclass(frozen=True)
 class SamplerEntry:

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.storage import redact, sqlite_url
 
@@ -51,8 +53,6 @@ def _storage_identity(spec: SearchSpec) -> str | None:
     if url.startswith("journal:") or url.endswith((".journal", ".log")):
         return "journal:" + str(Path(url.removeprefix("journal://").removeprefix("journal:")).resolve())
     try:
-        from sqlalchemy.engine import make_url
-
         parsed = make_url(url)
         return f"{parsed.get_backend_name()}:{parsed.database}"
     except Exception:  # not a URL SQLAlchemy reads: open_storage says so, in its own words

@@ -23,9 +23,14 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
+import optuna
+
+from mage_tune.compile import cache_dir
 from mage_tune.errors import InputError
-from mage_tune.records import schema
+from mage_tune.records import reader, schema
+from mage_tune.storage import open_storage, redact, sqlite_url
 
 DB_ENV = "MAGE_TUNE_DB"
 RUN_PREFIX = "run:"
@@ -36,21 +41,15 @@ EXPORT_SCHEMA = "mage-tune.tuning-db/2"  # /1 lines (no run id, digest or defaul
 
 
 def _default_path() -> Path:
-    from mage_tune.compile import cache_dir
-
     return cache_dir() / "tuning.db"
 
 
 def default_url() -> str:
-    from mage_tune.storage import sqlite_url
-
     return os.environ.get(DB_ENV) or sqlite_url(_default_path())
 
 
 def local_file(url: str) -> Path | None:
     """The file a SQLite or journal URL names (None for a server)."""
-    from urllib.parse import unquote
-
     if url.startswith("sqlite:///"):
         return Path(unquote(url.removeprefix("sqlite:///")))
     if url.startswith("journal:") or url.endswith((".journal", ".log")):
@@ -130,10 +129,6 @@ class TuningDB:
     def __init__(self, url: str | None = None, create: bool = True):
         """`create` False (the commands that only read): a database that does not exist is not made, nor its folder;
         the default one reads as empty, any other is an error naming it."""
-        import optuna
-
-        from mage_tune.storage import open_storage
-
         self.url = url or default_url()
         self.storage = None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -152,8 +147,6 @@ class TuningDB:
     # --- writing --------------------------------------------------------------------------------------------------
     def study_for(self, run: RunInfo):
         """The run's study, made with its context the first time."""
-        import optuna
-
         study = optuna.create_study(study_name=run.name, storage=self.storage, load_if_exists=True)
         if "family" not in study.user_attrs:
             _set_context(study, run)
@@ -161,15 +154,11 @@ class TuningDB:
 
     def run_names(self) -> set[str]:
         """Names of the studies held: names only, which costs one query, where summaries read every trial."""
-        import optuna
-
         if self.storage is None:
             return set()
         return set(optuna.get_all_study_names(self.storage))
 
     def add(self, study, number: int, config: dict, outcome: str, value, census: dict | None, source: str) -> None:
-        import optuna
-
         ok = value is not None and isinstance(value, int | float) and math.isfinite(value)
         state = optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL
         entry = {"number": number, "config": config, "outcome": outcome, "census": census or {}, "source": source}
@@ -184,8 +173,6 @@ class TuningDB:
     # --- reading --------------------------------------------------------------------------------------------------
     def runs(self) -> list[tuple[RunInfo, int]]:
         """Every sound run with how many trials it holds; a run whose context is damaged is skipped, said once."""
-        import optuna
-
         if self.storage is None:
             return []
         out = []
@@ -204,8 +191,6 @@ class TuningDB:
         self, family: str | None = None, arch: str | None = None, objective: str | None = None
     ) -> Iterator[Entry]:
         """The trials of the sound runs, each (run, trial number) once; a damaged trial row is skipped, said once."""
-        import optuna
-
         for run, _ in self.runs():
             if (family and family not in (run.family, run.origin)) or (arch and run.arch != arch):
                 continue
@@ -236,13 +221,9 @@ class TuningDB:
                 )
 
     def drop(self, name: str) -> None:
-        import optuna
-
         optuna.delete_study(study_name=name, storage=self.storage)
 
     def _shown(self) -> str:
-        from mage_tune.storage import redact
-
         return redact(self.url)
 
     # --- export and import ----------------------------------------------------------------------------------------
@@ -259,8 +240,6 @@ class TuningDB:
         lacks (by trial number), so importing a run directory again completes what a failed write left out. Each run
         is written by one importer at a time (a lock study), and made by creating its uniquely named study, so
         concurrent imports of one run add each trial once."""
-        import optuna
-
         added = present = 0
         for run, rows in loaded:
             with self._import_lock(run.name):
@@ -296,8 +275,6 @@ class TuningDB:
         """Hold the run `name` for writing: a study named LOCK_PREFIX + name, which the storage lets only one
         process create. Waits for another importer (up to LOCK_WAIT_S); a lock older than LOCK_STALE_S is a killed
         importer's and is taken over."""
-        import optuna
-
         lock = LOCK_PREFIX + name
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
@@ -318,8 +295,6 @@ class TuningDB:
                 optuna.delete_study(study_name=lock, storage=self.storage)
 
     def _stale(self, lock: str) -> bool:
-        import optuna
-
         try:
             since = optuna.load_study(study_name=lock, storage=self.storage).user_attrs.get("since")
         except KeyError:
@@ -340,8 +315,6 @@ def _set_context(study, run: RunInfo) -> None:
 def import_lines(path: Path) -> list[tuple[RunInfo, list[dict]]]:
     """An export's runs and trials (plain or .gz, streamed); every line is checked against the export schema and a
     line outside it is refused with its file, line and the reason, before anything is written."""
-    from mage_tune.records import reader
-
     by_run: dict[str, tuple[RunInfo, list[dict]]] = {}
     for line in reader.lines(path):
         why = line.problem or schema.problem("export line", line.data)
@@ -387,8 +360,6 @@ class Recorder:
             action()
             self.failures = 0
         except Exception as exc:  # the database is a convenience: the run directory is the record
-            from mage_tune.storage import redact
-
             self.failures += 1
             self.failed = self.db is None or self.failures >= self.GIVE_UP
             if self.failures > 1 and not self.failed:

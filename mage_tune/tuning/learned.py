@@ -20,10 +20,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from mage_tune.arch import get_arch
 from mage_tune.census.occupancy import occupancy
 from mage_tune.kernels.base import Config, Family, Shape
 from mage_tune.tuning.db import Entry
+
+# scikit-learn loads on first use, in fit() (about 0.9 s), once there are enough measured trials to learn from:
+# every search imports this module, and most find none.
 
 MIN_ROWS = 30  # fewer measured trials than this teach nothing worth ranking by
 MIN_RUNS = 2
@@ -74,8 +79,6 @@ class TimeModel:
     runs: int
 
     def predict(self, rows: list[dict[str, float]]) -> list[float]:
-        import numpy as np
-
         x = np.array([[r.get(c, math.nan) for c in self.columns] for r in rows], dtype=float)
         return [float(v) for v in self.regressor.predict(x)]
 
@@ -113,14 +116,13 @@ def training_rows(family: Family, arch: str, entries: list[Entry]) -> list[Row]:
 
 def fit(rows: list[Row], with_census: bool, seed: int = 0) -> TimeModel | None:
     """None where the rows are too few (or, with census, too few carry census features) to learn from."""
-    import numpy as np
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
     if with_census:
         rows = [r for r in rows if any(k.startswith("census:") for k in r.features)]
     runs = len({r.run for r in rows})
     if len(rows) < MIN_ROWS or runs < MIN_RUNS:
         return None
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
     names = sorted({k for r in rows for k in r.features if with_census or not k.startswith("census:")})
     x = np.array([[r.features.get(c, math.nan) for c in names] for r in rows], dtype=float)
     keep = [

@@ -19,9 +19,12 @@ import json
 import random
 from dataclasses import dataclass
 
+from mage_tune.census import census_variant
+from mage_tune.census.features import features as census_features
 from mage_tune.errors import MageError
 from mage_tune.kernels.base import Config, Family, Shape
 from mage_tune.kernels.neighbours import config_key, neighbours
+from mage_tune.kernels.pool import build_many
 from mage_tune.tuning import learned
 from mage_tune.tuning.db import Entry, measured_by_shape, shape_distance
 
@@ -147,9 +150,6 @@ def model_seeds(
     if full is None:
         picks = shortlist[:MODEL_PICKS]
         return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note + " (no census features yet)", plain
-    from mage_tune.census import census_variant
-    from mage_tune.census.features import features as census_features
-    from mage_tune.kernels.pool import build_many
 
     built: list[tuple[float, Config]] = []
     for config, variant in build_many(family, shape, arch, shortlist, workers):
