@@ -36,10 +36,11 @@ Knobs (each domain lists its default first, the seed: one 128-thread block per r
            2048 threads hold fit an SM (64 warps where block divides 2048)
   affine   late: scale and bias loaded per chunk as y is written, after the reductions; early (passes=regs, persist=0):
            loaded into registers right after x's loads are issued, so the stores wait on no load. On an H200 the
-           late loads cost DRAM-bound rows 1-2 % of a copy's time (benchmarks/gpu/row_copy_probe.py), and early's
-           registers cost occupancy; smem (persist=0, any passes): each thread copies its chunks' scale and bias
-           into shared memory by cp.async as the block starts, so they wait there, not in registers, and the
-           stores read them back (a thread reads only what it copied: a wait on its own copies, no barrier).
+           late loads cost DRAM-bound rows 1-2 % of a copy's time (scripts/row_copy_probe.py in
+           records/h200-2026-12-01-affine-loads.tar.xz), and early's registers cost occupancy; smem (persist=0,
+           any passes): each thread copies its chunks' scale and bias into shared memory by cp.async as the block
+           starts, so they wait there, not in registers, and the stores read them back (a thread reads only what
+           it copied: a wait on its own copies, no barrier).
            2·rows·chunks·threads·vec bytes of dynamic shared memory, within what a block may have on the arch.
            On an H200 smem was 1-10 % slower than late or early at five of six DRAM-bound shapes, level at one
   x_prefetch  0, 128, 256: the prefetch-size qualifier on x's loads (.L2::128B, .L2::256B): on a miss the L2 may
