@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import functools
 import re
+import subprocess
 from dataclasses import dataclass
 
+from mage_tune import toolchain
 from mage_tune.errors import InputError
 
 __all__ = ["ARCH_NAMES", "DEFAULT_ARCH", "Arch", "arch_of_ptx_target", "assemblable", "get_arch", "parse_arch_name"]
@@ -173,10 +175,6 @@ def arch_of_ptx_target(target: str) -> Arch:
 @functools.cache
 def _ptxas_archs() -> frozenset[str]:
     """Every `sm_` name some ptxas found here lists in its --help."""
-    import subprocess
-
-    from mage_tune import toolchain
-
     names: set[str] = set()
     for tool in toolchain.candidates("ptxas"):
         try:
@@ -197,8 +195,6 @@ def assembler_note(arch: str | Arch) -> str:
     a = get_arch(arch)
     if assemblable(a):
         return ""
-    from mage_tune import toolchain
-
     found = toolchain.candidates("ptxas")
     if not found:
         return f"no ptxas found, so no SASS view; {toolchain.FIXES['ptxas']}"

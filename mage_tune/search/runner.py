@@ -14,31 +14,41 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import time
 import warnings
 from concurrent.futures import Future, ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta
 
+import optuna
+
+from mage_tune import toolchain
+from mage_tune.census import census_variant
+from mage_tune.census.features import features
 from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family, Variant, config_label
 from mage_tune.kernels.neighbours import config_key, neighbours
+from mage_tune.kernels.pool import build_one, exit_with_parent
 from mage_tune.kernels.recorded import family_digest, family_record
+from mage_tune.measure import baseline_jobs, device, variant_job
+from mage_tune.measure.records import Plan
+from mage_tune.measure.worker import Measurer
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
 from mage_tune.search.heartbeat import Heartbeat
+from mage_tune.search.model import estimate_variant
 from mage_tune.search.samplers import make_sampler
 from mage_tune.search.spec import SearchSpec, run_identity
 from mage_tune.search.veto import census_veto
-from mage_tune.storage import open_storage, redact, storage_errors
-from mage_tune.tuning.db import Recorder
+from mage_tune.storage import grace_s, open_storage, redact, storage_errors
+from mage_tune.tuning import warm
+from mage_tune.tuning.db import Recorder, RunInfo, TuningDB, run_name, versions
 
 COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
 
 
 def _counted(study) -> tuple[int, int]:
     """(trials that count, trials running now in live workers)."""
-    import optuna
-
     counted = running = 0
     cutoff = datetime.now() - timedelta(minutes=30)
     for t in study.get_trials(deepcopy=False):
@@ -50,8 +60,6 @@ def _counted(study) -> tuple[int, int]:
 
 
 def _earlier_live(study, number: int) -> int:
-    import optuna
-
     n = 0
     for t in study.get_trials(deepcopy=False):
         if t.number >= number:
@@ -63,8 +71,6 @@ def _earlier_live(study, number: int) -> int:
 
 class Search:
     def __init__(self, spec: SearchSpec, family: Family, echo):
-        import optuna
-
         self.spec, self.family, self.echo = spec, family, echo
         self.objective = STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE
         record.make_run_dir(spec.run_dir)
@@ -92,14 +98,9 @@ class Search:
         self.polish_model = None  # the warm start's model, when it fitted one: it ranks the neighbours
 
     def run_info(self):
-        from mage_tune import toolchain
-        from mage_tune.tuning.db import RunInfo, run_name, versions
-
         gpu = ""
         if not self.spec.static:
-            from mage_tune.measure.device import gpu_name
-
-            gpu = gpu_name()
+            gpu = device.gpu_name()
         return RunInfo(
             name=run_name(self.spec.study, self.run_id),
             family=self.family.name,
@@ -117,9 +118,6 @@ class Search:
 
     def warm_start(self) -> tuple[str, ...]:
         """Enqueue the tuning database's seeds ahead of the sampler, once, into a study with no trial yet."""
-        from mage_tune.tuning import warm
-        from mage_tune.tuning.db import TuningDB
-
         if self.spec.warm_start == "off" or self.spec.db == "off":
             return ("warm start: off",)
         if self.study.get_trials(deepcopy=False):
@@ -201,8 +199,6 @@ class Search:
         """The outcome attr makes the trial count, so its trials.jsonl line follows it at once, before the tell: a
         process killed between outcome and tell leaves a counted trial with its line (value included), which the
         heartbeat then fails in the study; killed before the outcome, the trial does not count and runs again."""
-        import optuna
-
         attrs = {**attrs, "source": trial.user_attrs.get("source") or self.spec.sampler}
         for key in ("repaired_from", "redrawn_from"):
             if trial.user_attrs.get(key):
@@ -243,8 +239,6 @@ class Search:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
     def _duplicate_of(self, key: str, value_attr: str) -> tuple[int, float] | None:
-        import optuna
-
         for t in self.study.get_trials(deepcopy=False):
             if (
                 t.user_attrs.get(value_attr) == key
@@ -255,9 +249,6 @@ class Search:
         return None
 
     def _score(self, trial, config: Config, built: Variant | MageError) -> None:
-        from mage_tune.census import census_variant
-        from mage_tune.census.features import features
-
         attrs: dict = {"config": config, "label": config_label(self.family.name, config)}
         if isinstance(built, MageError):
             self._finish(trial, "compile_error", None, {**attrs, "error": str(built)})
@@ -284,12 +275,9 @@ class Search:
             self._finish(trial, "duplicate", same[1], {**attrs, "duplicate_of": same[0]})
             return
         if self.spec.static:
-            from mage_tune.search.model import estimate_variant
-
             value, parts = estimate_variant(self.family, built, census)
             self._finish(trial, "modelled", value, {**attrs, "model": parts})
             return
-        from mage_tune.measure import variant_job
 
         result = self.measurer.measure(variant_job(built))
         attrs |= {"measurement": result.to_json(), "session": result.session}
@@ -300,10 +288,6 @@ class Search:
 
     # --- the loop -------------------------------------------------------------------------------------------------
     def run(self, progress) -> None:
-        import optuna
-
-        from mage_tune.kernels.pool import build_one
-
         if not self.spec.static:
             self._start_measurer()
         pool = ProcessPoolExecutor(max(1, self.spec.workers), initializer=_compile_worker_init)
@@ -364,8 +348,6 @@ class Search:
 
     def _polish(self, room: int) -> None:
         """Enqueue up to `room` untried neighbours of the best few configs, unless enqueued trials still wait."""
-        import optuna
-
         trials = self.study.get_trials(deepcopy=False)
         if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
             return
@@ -396,10 +378,6 @@ class Search:
         the line but before the study was told leaves a counted trial marked running: the search waits for that
         one too, so it ends with no trial of its run directory still running. Waits at most the heartbeat grace
         (plus a margin); a live worker tells its trial, and writes its line, within milliseconds."""
-        import optuna
-
-        from mage_tune.storage import grace_s
-
         deadline = time.monotonic() + grace_s() + 5
         while True:
             self._fail_stale()
@@ -422,8 +400,6 @@ class Search:
     def _say_waiting(self, running) -> None:
         """Say, once for each new set, which trials the search waits for: a live worker ends its own within seconds,
         a stopped process's are given up once their heartbeat has been silent for the grace period."""
-        from mage_tune.storage import grace_s
-
         numbers = frozenset(t.number for t in running if t._trial_id not in self.heartbeat.live)
         if numbers and numbers != self.waiting_for:
             listed = ", ".join(map(str, sorted(numbers)))
@@ -434,25 +410,17 @@ class Search:
         self.waiting_for = numbers
 
     def _mark(self, trial, outcome: str) -> None:
-        import optuna
-
         trial.set_user_attr("outcome", outcome)
         self.heartbeat.discard(trial)
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
     def _fail_stale(self) -> None:
-        import optuna
-
         self.heartbeat.adopt(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
         with contextlib.suppress(Exception), warnings.catch_warnings():  # journal files without heartbeats: nothing
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
 
     def _start_measurer(self) -> None:
-        from mage_tune.measure import baseline_jobs, device
-        from mage_tune.measure.records import Plan
-        from mage_tune.measure.worker import Measurer
-
         device.require_gpu()
         plan = Plan(
             family=self.family.origin or self.family.name,
@@ -500,10 +468,6 @@ def _other_code_note(family: Family, entries: list) -> tuple[str, ...]:
 
 def _compile_worker_init() -> None:
     """Compile processes leave Ctrl-C to the search (which shuts them down), so none prints a traceback."""
-    import signal
-
-    from mage_tune.kernels.pool import exit_with_parent
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent()
 
