@@ -3,7 +3,7 @@
 Every per-arch fact mage-tune uses lives here: compile (which `-arch` to pass), the census (which arch a PTX's
 `.target` names, what cuobjdump folds into SHARED), occupancy (the limits `cuda_occupancy.h` uses), the static
 search model (SM count) and the CLI (`--arch` choices). The occupancy limits follow NVIDIA's host-only calculator,
-`cuda_occupancy.h` (CUDA 13); tests/test_occupancy.py checks them against it for every arch listed here.
+`cuda_occupancy.h` (CUDA 13); tests/census/test_occupancy.py checks them against it for every arch listed here.
 
 A feature suffix changes what code may run, not the hardware limits: `sm_90a` is `sm_90` with the
 architecture-specific instructions (wgmma, setmaxnreg) that only run on that exact part; `f` marks a

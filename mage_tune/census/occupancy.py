@@ -1,7 +1,7 @@
 """Theoretical occupancy: how many blocks of a kernel fit on one SM, and which resource binds.
 
 The rules re-implement NVIDIA's host-only calculator, `cuda_occupancy.h` (CUDA 13), for the archs mage-tune targets.
-That header is the reference and tests/test_occupancy.py checks this module against it case by case; each rule
+That header is the reference and tests/census/test_occupancy.py checks this module against it case by case; each rule
 below says which of the header's limits it mirrors. Like `cudaOccupancyMaxActiveBlocksPerMultiprocessor` with no
 cache preference set, the calculation assumes the default shared-memory carveout, which is the largest one.
 """
