@@ -41,9 +41,8 @@ class Progress:
         self.total, self.label, self.unit = max(0, int(total)), label, unit
         self.file = file if file is not None else sys.stderr
         self.done, self.note = 0, ""
-        self.step = max(1, math.ceil(self.total / 10))
-        if every:
-            self.step = min(self.step, every)
+        self._every = every
+        self.step = self._step()
         self._said = 0  # the count the last plain line gave
         self._start = time.monotonic()
         self._lock = threading.Lock()
@@ -51,6 +50,20 @@ class Progress:
         self._bar = None
         if on_terminal(self.file):
             self._bar = tqdm(total=self.total, desc=label, unit=unit, file=self.file, ncols=columns())
+
+    def set_total(self, total: int) -> None:
+        """The work turned out to be `total` items (known once a plan is made)."""
+        with self._lock:
+            self.total = max(0, int(total))
+            self.step = self._step()
+            if self._bar is not None:
+                self._bar.total = self.total
+                self._bar.refresh()
+
+    def _step(self) -> int:
+        """Items between two plain lines: a tenth of the work, at most `every`."""
+        step = max(1, math.ceil(self.total / 10))
+        return min(step, self._every) if self._every else step
 
     @property
     def live(self) -> bool:

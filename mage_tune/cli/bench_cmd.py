@@ -115,6 +115,7 @@ def bench(
             job_timeout_s=timeout_s,
             timed=not check_only,
             on_result=on_result,
+            on_plan=bar.set_total,  # baselines count too: Triton's configs, torch, the copies
         )
     record = run_record(run, variants, fam)
     if out_path:

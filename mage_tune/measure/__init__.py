@@ -44,7 +44,10 @@ def bench(
     job_timeout_s: float = 60.0,
     timed: bool = True,
     on_result=None,
+    on_plan=None,
 ) -> BenchRun:
+    """Check and time `variants` with the family's baselines in one worker session; `on_plan(n)` is told how many
+    results will come (baselines included) before the first, `on_result(result)` each as it lands."""
     device.require_gpu()
     plan = Plan(
         family=family.origin or family.name,
@@ -56,6 +59,8 @@ def bench(
         job_timeout_s=job_timeout_s,
         timed=timed,
     )
+    if on_plan is not None:
+        on_plan(len(plan.jobs))
     return worker.run_plan(plan, on_result=on_result)
 
 

@@ -281,3 +281,20 @@ def test_wrapped_lines_break_a_config_between_its_items():
     for width in range(60, 101, 7):
         text = textwidth.wrap(line, width)
         assert not too_wide(text, width) and not items_whole(text), text
+
+
+def test_progress_takes_a_total_learned_once_the_plan_is_made():
+    """bench learns its total (baselines included) only once its plan is made: the lines count to it, never past
+    100 %."""
+    import io
+
+    from mage_tune.progress import Progress
+
+    out = io.StringIO()
+    with Progress(3, "measuring", unit="result", file=out) as bar:
+        bar.set_total(20)
+        for _ in range(20):
+            bar.update(1)
+    lines = out.getvalue().splitlines()
+    assert lines[-1].startswith("measuring: 20/20 results (100%)") and len(lines) == 10
+    assert not any("/3 " in line or ("%)" in line and int(line.split("(")[1].split("%")[0]) > 100) for line in lines)
