@@ -20,7 +20,7 @@ from mage_tune.census import census_artifact
 from mage_tune.census.model import Census
 from mage_tune.census.table import render, rows
 from mage_tune.errors import InputError
-from mage_tune.kernels.base import CompareFact, Family
+from mage_tune.kernels.base import CompareFact, Family, block_json, block_text
 from mage_tune.kernels.registry import load_family
 from mage_tune.triton_ref import compile_user
 
@@ -33,7 +33,7 @@ class ComparedKernel:
     kernel: str
     config: dict
     grid: tuple[int, int, int] | None
-    block: int
+    block: int | tuple[int, int, int]
     census: Census
     facts: tuple[CompareFact, ...] = ()
     specialized: bool | None = None  # Triton kernels: compiled as the JIT launches them for this shape
@@ -58,7 +58,7 @@ class Comparison:
                 "kernel": k.kernel,
                 "config": dict(k.config),
                 "grid": list(k.grid) if k.grid else None,
-                "block": k.block,
+                "block": k.block if isinstance(k.block, int) else block_json(k.block),
             }
             if k.specialized is not None:
                 record["specialized"] = k.specialized
@@ -170,6 +170,7 @@ def parse_grid(text: str | None) -> tuple[int, int, int] | None:
 
 
 def _grid_text(grid, block) -> str:
+    block = block if isinstance(block, int) else block_text(block)
     if not grid:
         return f"? × {block}"
     shown = str(grid[0]) if list(grid[1:]) == [1, 1] else "(" + ", ".join(map(str, grid)) + ")"

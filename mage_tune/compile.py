@@ -177,10 +177,13 @@ class SourceOptions:
     defines: tuple[str, ...] = ()  # -D NAME or NAME=VALUE
     std: str | None = None  # "c++17", "c++20"; None: the compiler's default for mage-tune (c++17)
     compiler: str = "auto"  # nvrtc, nvcc, or auto: NVRTC, then nvcc for a source NVRTC cannot take
+    options: tuple[str, ...] = ()  # compiler options from ALLOWED_OPTIONS ("--use_fast_math", "-ftz=true", ...)
 
     def __post_init__(self) -> None:
         for define in self.defines:
             check_define(define)
+        for option in self.options:
+            check_option(option)
         for folder in self.includes:
             if not isinstance(folder, str) or not folder or any(c in folder for c in "\0\n\r"):
                 raise InputError(f"-I {folder!r}: an include folder is a path without NUL or line breaks")
@@ -198,7 +201,30 @@ class SourceOptions:
     def flags(self, source_dir: str | None = None) -> tuple[str, ...]:
         """Compiler flags, the same for NVRTC and nvcc: -std, -D, then -I for each of `include_dirs`."""
         std = f"c++{_STD.fullmatch(self.std).group(1)}" if self.std else "c++17"
-        return (f"-std={std}", *(f"-D{d}" for d in self.defines), *(f"-I{d}" for d in self.include_dirs(source_dir)))
+        return (
+            f"-std={std}",
+            *self.options,
+            *(f"-D{d}" for d in self.defines),
+            *(f"-I{d}" for d in self.include_dirs(source_dir)),
+        )
+
+
+# Options NVRTC and nvcc both take with the same meaning, each fixed text or a number: nothing else reaches them.
+ALLOWED_OPTIONS = re.compile(
+    r"--?use_fast_math|--?ftz=(true|false)|--?prec-div=(true|false)|--?prec-sqrt=(true|false)"
+    r"|--?fmad=(true|false)|--?maxrregcount=\d{1,3}|--?lineinfo|--?extra-device-vectorization"
+    r"|--?restrict|-G|--device-debug"
+)
+
+
+def check_option(option: str) -> str:
+    """`option` when it is one of ALLOWED_OPTIONS; else InputError naming it and what is allowed."""
+    if not isinstance(option, str) or not ALLOWED_OPTIONS.fullmatch(option):
+        raise InputError(
+            f"compiler option {option!r} is not allowed; allowed: --use_fast_math, -ftz=, -prec-div=, -prec-sqrt=, "
+            "-fmad= (true or false), -maxrregcount=N, -lineinfo, --extra-device-vectorization, --restrict, -G"
+        )
+    return option
 
 
 def check_define(define: str) -> str:

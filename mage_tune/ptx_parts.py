@@ -48,3 +48,38 @@ def split(ptx: str, parts: int) -> list[str]:
         "".join(text for i, (text, is_kernel) in enumerate(items) if not is_kernel or share[i] == part)
         for part in range(parts)
     ]
+
+
+_TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+
+def entry_params(ptx: str, kernel: str) -> list[tuple[str, str, int]] | None:
+    """The parameters of `.entry kernel(...)` as (name, kind, bytes): kind "float" for .f16/.f32/.f64, "int" for
+    .u/.s/.b/.pred types (PTX keeps no signedness for a C parameter), "bytes" for an aggregate (`.b8 name[N]`, a
+    struct passed by value); None when the module has no such entry."""
+    scan = _BLANKED.sub(lambda m: " " * len(m.group(0)), ptx)
+    found = re.search(r"\.entry\s+" + re.escape(kernel) + r"\s*\(", scan)
+    if found is None:
+        return None
+    close = scan.find(")", found.end())
+    if close < 0:
+        return None
+    params = []
+    for item in scan[found.end() : close].split(","):
+        tokens = item.split()
+        if not tokens:
+            continue
+        name = tokens[-1]
+        count = 1
+        array = re.fullmatch(r"([\w$]+)\[(\d+)\]", name)
+        if array:
+            name, count = array.group(1), int(array.group(2))
+        kinds = [t for t in tokens if re.fullmatch(r"\.[fusb]\d+|\.pred", t)]
+        if not kinds:
+            params.append((name, "bytes", 0))
+            continue
+        ptx_type = kinds[0]
+        size = 1 if ptx_type == ".pred" else _TYPE_BYTES.get(ptx_type[2:], 0)
+        kind = "float" if ptx_type.startswith(".f") else "int"
+        params.append((name, "bytes" if array else kind, size * count))
+    return params

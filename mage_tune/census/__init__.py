@@ -89,10 +89,17 @@ def census_variant(variant) -> Census:
     )[0]
 
 
+def _threads(block: int | tuple[int, ...] | None) -> int | None:
+    """Threads per block of a block given as an int or as (x, y, z)."""
+    if block is None or isinstance(block, int):
+        return block
+    return math.prod(block)
+
+
 def census_artifact(
     art: Artifact,
     kernel: str | None = None,
-    block: int | None = None,
+    block: int | tuple[int, ...] | None = None,
     param_names: list[str] | None = None,
 ) -> list[Census]:
     """One Census per kernel of a compiled artifact, in one order for every input kind (by readable name), or only
@@ -119,7 +126,7 @@ def census_artifact(
         facts = elf.get(name)
         resources = _resources(art, reports.get(name), usage.get(name), facts)
         bounds = dict(k.launch_bounds) if k else _elf_bounds(facts)
-        threads = block or bounds.get("reqntid") or bounds.get("maxntid")
+        threads = _threads(block) or bounds.get("reqntid") or bounds.get("maxntid")
         occ = _occupancy(art.arch, threads, resources)
         out.append(
             Census(

@@ -154,6 +154,7 @@ def run_record(run, variants, family) -> dict:
     import uuid
 
     from mage_tune.census import census_variant
+    from mage_tune.kernels.base import block_json
     from mage_tune.kernels.recorded import family_record
     from mage_tune.measure.summary import rows
 
@@ -169,7 +170,7 @@ def run_record(run, variants, family) -> dict:
         "family_origin": run.family_origin,
         "family_digest": family_record(family)["family_digest"],
         "defaults": family.with_defaults({}),
-        "launches": {v.label: {"grid": list(v.launch.grid), "block": v.launch.block} for v in variants},
+        "launches": {v.label: {"grid": list(v.launch.grid), "block": block_json(v.launch.block)} for v in variants},
         "shape": run.shape,
         "bytes_moved": run.bytes_moved,
         "flops": run.flops,

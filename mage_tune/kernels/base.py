@@ -14,6 +14,7 @@ importable from `mage_tune.families`, the module a family file imports.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import itertools
@@ -29,8 +30,9 @@ from typing import ClassVar
 import jinja2
 import numpy as np
 
-from mage_tune.compile import Artifact, build_from_cu, check_arch
+from mage_tune.compile import Artifact, SourceOptions, build_from_cu, check_arch
 from mage_tune.errors import ConfigError, InputError
+from mage_tune.ptx_parts import entry_params
 
 Config = dict[str, int | str]
 Shape = dict[str, int]
@@ -53,11 +55,157 @@ class Knob:
         raise ConfigError(f"knob {self.name}: {text!r} is not allowed; allowed: {', '.join(map(str, self.domain))}")
 
 
+def dim3(value, what: str) -> tuple[int, int, int]:
+    """`value` (an int, or 1 to 3 ints) as CUDA's dim3 (x, y, z), missing dimensions 1; ConfigError otherwise."""
+    items = (value,) if isinstance(value, int | np.integer) else tuple(value) if isinstance(value, tuple | list) else ()
+    if not 1 <= len(items) <= 3 or not all(isinstance(v, int | np.integer) and v >= 1 for v in items):
+        raise ConfigError(f"{what} {value!r}: expected 1 to 3 positive integers (x, y, z)")
+    return tuple(int(v) for v in (*items, 1, 1)[:3])
+
+
+def block_json(block: tuple[int, int, int]) -> int | list[int]:
+    """How records and --json write a block: an int for a 1-D block (as records always did), else [x, y, z]."""
+    return block[0] if block[1:] == (1, 1) else list(block)
+
+
+def block_text(block: tuple[int, int, int]) -> str:
+    """A block for a person: 256, or 32×8 (×z where z > 1)."""
+    dims = block if block[2] > 1 else block[:2] if block[1] > 1 else block[:1]
+    return "×".join(map(str, dims))
+
+
 @dataclass(frozen=True)
 class Launch:
+    """How a variant is launched. `grid` and `block` take an int or 1 to 3 ints and are kept as (x, y, z)."""
+
     grid: tuple[int, int, int]
-    block: int
+    block: tuple[int, int, int]
     dynamic_shared: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grid", dim3(self.grid, "grid"))
+        object.__setattr__(self, "block", dim3(self.block, "block"))
+
+    @property
+    def threads(self) -> int:
+        """Threads per block: x · y · z."""
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+METRICS = ("rel_l2", "max_rel", "ulp")
+OUT = "__out__"  # the buffer name of a family's one output when it declares no `outputs`
+
+
+@dataclass(frozen=True)
+class Output:
+    """A buffer the kernel writes, checked on its own against the family's float64 reference.
+
+    metric     rel_l2: ||got - ref|| / ||ref|| (the default); max_rel: max |got - ref| / max(|ref|, 1e-6 · max|ref|)
+               (an error in any one element counts in full); ulp: max |got - ref| in units in the last place of
+               the output's device dtype at |ref|
+    tolerance  the largest accepted error in that metric; None: the family's tolerance_for(shape)
+    inplace    the buffer is also an input (the kernel updates it): make_inputs gives its value before the step, the
+               harness restores it from a pristine copy before the check and before every timed launch, and the
+               reference gives its value one step from that pristine state
+    """
+
+    name: str
+    metric: str = "rel_l2"
+    tolerance: float | None = None
+    inplace: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ConfigError(f"output {self.name!r}: a name is a Python identifier")
+        if self.metric not in METRICS:
+            raise ConfigError(f"output {self.name}: metric {self.metric!r} is not one of {', '.join(METRICS)}")
+        if self.tolerance is not None and not (isinstance(self.tolerance, int | float) and self.tolerance >= 0):
+            raise ConfigError(f"output {self.name}: tolerance {self.tolerance!r} must be a number >= 0")
+
+    @property
+    def label(self) -> str:
+        return "out" if self.name == OUT else self.name
+
+
+# The C types a scalar parameter may be declared with: (bytes, kind) as the PTX .entry's .param shows them (PTX
+# keeps no signedness: an `int` is .u32 or .s32), and the numpy type its value is packed as.
+SCALAR_TYPES: dict[str, tuple[int, str, str]] = {
+    "bool": (1, "int", "bool"),
+    "char": (1, "int", "int8"),
+    "signed char": (1, "int", "int8"),
+    "unsigned char": (1, "int", "uint8"),
+    "int8_t": (1, "int", "int8"),
+    "uint8_t": (1, "int", "uint8"),
+    "short": (2, "int", "int16"),
+    "unsigned short": (2, "int", "uint16"),
+    "int16_t": (2, "int", "int16"),
+    "uint16_t": (2, "int", "uint16"),
+    "int": (4, "int", "int32"),
+    "unsigned": (4, "int", "uint32"),
+    "unsigned int": (4, "int", "uint32"),
+    "int32_t": (4, "int", "int32"),
+    "uint32_t": (4, "int", "uint32"),
+    "long": (8, "int", "int64"),
+    "unsigned long": (8, "int", "uint64"),
+    "long long": (8, "int", "int64"),
+    "unsigned long long": (8, "int", "uint64"),
+    "int64_t": (8, "int", "int64"),
+    "uint64_t": (8, "int", "uint64"),
+    "size_t": (8, "int", "uint64"),
+    "ptrdiff_t": (8, "int", "int64"),
+    "float": (4, "float", "float32"),
+    "double": (8, "float", "float64"),
+}
+_NUMPY_CTYPE = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+                "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
+                "uint64": "unsigned long long", "float32": "float", "float64": "double"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A non-pointer kernel parameter after the buffers, with its C type as the kernel declares it
+    ("int", "float", "size_t", ... : SCALAR_TYPES). Its value is packed as that type, range-checked, and the type is
+    checked against the compiled kernel's parameter list before any launch."""
+
+    name: str
+    ctype: str
+
+    def __post_init__(self) -> None:
+        ctype = " ".join(self.ctype.split()) if isinstance(self.ctype, str) else self.ctype
+        if ctype not in SCALAR_TYPES:
+            raise ConfigError(f"scalar {self.name}: C type {self.ctype!r} is not one of {', '.join(SCALAR_TYPES)}")
+        object.__setattr__(self, "ctype", ctype)
+
+    def pack(self, value) -> np.generic:
+        """`value` as this parameter's numpy type; ConfigError naming the parameter when it does not fit."""
+        _, kind, dtype = SCALAR_TYPES[self.ctype]
+        if isinstance(value, np.generic):
+            value = value.item()
+        if kind == "int":
+            if (isinstance(value, bool) and dtype != "bool") or not isinstance(value, int):
+                raise ConfigError(f"scalar {self.name} ({self.ctype}): {value!r} is not an integer")
+            if dtype != "bool":
+                info = np.iinfo(dtype)
+                if not info.min <= value <= info.max:
+                    raise ConfigError(f"scalar {self.name} ({self.ctype}): {value} is outside {info.min}..{info.max}")
+            return np.dtype(dtype).type(value)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ConfigError(f"scalar {self.name} ({self.ctype}): {value!r} is not a number")
+        packed = np.dtype(dtype).type(value)
+        if math.isfinite(value) and not math.isfinite(float(packed)):
+            raise ConfigError(f"scalar {self.name} ({self.ctype}): {value!r} overflows {self.ctype}")
+        return packed
+
+    @staticmethod
+    def of_value(index: int, value) -> Scalar:
+        """The declaration a numpy scalar implies (a family that declares no `scalars`): its dtype's C type."""
+        name = np.asarray(value).dtype.name
+        if not isinstance(value, np.generic) or name not in _NUMPY_CTYPE:
+            raise ConfigError(
+                f"scalar argument {index} is {value!r} ({type(value).__name__}): declare the family's `scalars` "
+                "with their C types, or give numpy scalars (np.int32, np.float32, ...)"
+            )
+        return Scalar(f"scalar{index}", _NUMPY_CTYPE[name])
 
 
 @dataclass(frozen=True)
@@ -95,8 +243,12 @@ class Variant:
     artifact: Artifact
 
     @property
-    def block(self) -> int:
+    def block(self) -> tuple[int, int, int]:
         return self.launch.block
+
+    @property
+    def threads(self) -> int:
+        return self.launch.threads
 
     @property
     def label(self) -> str:
@@ -149,6 +301,11 @@ class Family(ABC):
       copy_of       an input whose bytes equal the output's (layer norm's x): the same-bytes copy baseline
                     (x → out, timed exactly like the variants) then measures the floor at the shape; None if none
       max_elements  largest input or output, in elements: a larger shape is refused before anything is built
+      outputs       Output(name, metric, tolerance, inplace) each: the buffers the kernel writes, each checked and
+                    reported on its own; () (the default): one output, buffer "__out__", relative L2 error within
+                    tolerance_for(shape). An in-place output is an input too (see Output)
+      as_shipped    the config the kernel's authors ship (knob -> value; knobs left out take their defaults), or
+                    None: bench and search time it beside the baselines as "as shipped" and report ours / yours
 
     Methods (abstract ones must be given)
       violations(config, shape, arch)   why a config cannot work (sentences); [] when it can
@@ -157,10 +314,14 @@ class Family(ABC):
       build(config, shape, arch)        a Variant: the compiled binary and how to launch it (the bases do this)
       render(config, shape)             the source a config builds from (the bases do this)
       make_inputs(shape, rng)           host inputs as float32 numpy arrays, by parameter name
-      reference(inputs, shape)          the output in float64, from the inputs as the device holds them
-      output_shape(shape)               shape of the one output buffer
+      reference(inputs, shape)          the output in float64, from the inputs as the device holds them; with
+                                        several outputs a dict name -> array (in-place ones one step from the
+                                        pristine inputs)
+      output_shape(shape)               shape of the one output buffer (a family with `outputs` gives
+                                        output_shapes(shape): name -> shape, in-place outputs left out)
       bytes_moved(shape), flops(shape)  each input read once, each output written once; 2·M·N·K for a matmul
-      device_dtype(name)                "float32" (default), "bfloat16" or "float16" for an input or "__out__"
+      device_dtype(name)                "float32" (default), "bfloat16" or "float16" for an input or an output
+                                        (the one output of a family without `outputs` is "__out__")
       baseline_kernels(shape)           the Baselines it offers (kinds as in `baselines`, copies aside)
       launcher(job, shape)              GPU side, in the worker process: a callable(buffers) that launches a
                                         baseline of this family (or a variant, for families that launch their own)
@@ -182,6 +343,8 @@ class Family(ABC):
     mma_passes: int = 1
     copy_of: str | None = None
     max_elements: int = DEFAULT_MAX_ELEMENTS
+    outputs: tuple[Output, ...] = ()
+    as_shipped: Mapping[str, int | str] | None = None
     origin: str = ""  # how the registry found it (a built-in name, path.py:NAME, or entry-point name); set there
 
     _REQUIRED: ClassVar[tuple[str, ...]] = ("name", "dims", "knobs")
@@ -210,11 +373,56 @@ class Family(ABC):
     def make_inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]: ...
 
     @abstractmethod
-    def reference(self, inputs: dict[str, np.ndarray], shape: Shape) -> np.ndarray:
-        """The output in float64."""
+    def reference(self, inputs: dict[str, np.ndarray], shape: Shape) -> np.ndarray | dict[str, np.ndarray]:
+        """The output in float64 (several outputs: a dict by name)."""
 
-    @abstractmethod
-    def output_shape(self, shape: Shape) -> tuple[int, ...]: ...
+    def output_shape(self, shape: Shape) -> tuple[int, ...]:
+        """Shape of the one output; a family with several outputs gives output_shapes instead."""
+        raise ConfigError(f"{self.name} gives neither output_shape(shape) nor output_shapes(shape)")
+
+    def output_shapes(self, shape: Shape) -> dict[str, tuple[int, ...]]:
+        """Shape of each output the harness allocates (in-place outputs are inputs: make_inputs gives them)."""
+        written = [o for o in self.output_list() if not o.inplace]
+        if len(written) > 1:
+            raise ConfigError(f"{self.name} declares {len(written)} outputs: give output_shapes(shape)")
+        return {o.name: tuple(self.output_shape(shape)) for o in written}
+
+    def output_list(self) -> tuple[Output, ...]:
+        """The declared outputs, or the one output "__out__" of a family that declares none."""
+        return tuple(self.outputs) or (Output(OUT),)
+
+    def inplace_names(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.output_list() if o.inplace)
+
+    def references(self, inputs: dict[str, np.ndarray], shape: Shape) -> dict[str, np.ndarray]:
+        """reference() as a dict by output name, checked to give every declared output and nothing else."""
+        got = self.reference(inputs, shape)
+        names = [o.name for o in self.output_list()]
+        if not isinstance(got, Mapping):
+            if len(names) != 1:
+                raise ConfigError(f"{self.name}.reference must return a dict with the outputs {', '.join(names)}")
+            return {names[0]: np.asarray(got, dtype=np.float64)}
+        if sorted(got) != sorted(names):
+            raise ConfigError(
+                f"{self.name}.reference returned {', '.join(sorted(got)) or 'nothing'}; "
+                f"the family's outputs are {', '.join(names)}"
+            )
+        return {name: np.asarray(got[name], dtype=np.float64) for name in names}
+
+    def tolerance_of(self, output: Output, shape: Shape) -> float:
+        return self.tolerance_for(shape) if output.tolerance is None else float(output.tolerance)
+
+    def shipped_config(self, shape: Shape, arch: str) -> Config | None:
+        """The `as_shipped` config, completed with defaults and checked at this shape (ConfigError when it is not
+        valid here); None when the family names none."""
+        if self.as_shipped is None:
+            return None
+        config = self.with_defaults(dict(self.as_shipped))
+        unknown = sorted(set(self.as_shipped) - {k.name for k in self.knobs})
+        if unknown:
+            raise ConfigError(f"{self.name}.as_shipped names unknown knobs: {', '.join(unknown)}")
+        self.check_valid(config, shape, arch)
+        return config
 
     @abstractmethod
     def bytes_moved(self, shape: Shape) -> int:
@@ -299,12 +507,14 @@ class Family(ABC):
 
     def check_shape(self, shape: Shape) -> None:
         """Refuse a shape whose buffers exceed max_elements (32-bit indexing, memory) before anything is built."""
-        biggest = int(np.prod(self.output_shape(shape), dtype=object))
-        if biggest > self.max_elements:
-            raise ConfigError(
-                f"{self.name} {shape}: the output would hold {biggest} elements, over this family's limit of "
-                f"{self.max_elements}"
-            )
+        for name, dims in self.output_shapes(shape).items():
+            size = int(np.prod(dims, dtype=object))
+            if size > self.max_elements:
+                what = "the output" if name == OUT else f"output {name}"
+                raise ConfigError(
+                    f"{self.name} {shape}: {what} would hold {size} elements, over this family's limit of "
+                    f"{self.max_elements}"
+                )
 
     def knob(self, name: str) -> Knob:
         for knob in self.knobs:
@@ -419,15 +629,33 @@ class CudaFamily(Family):
                       `template_dir`), else among the built-in templates; an absolute path works too
       template_dir    optional folder to look in first
       kernel_name     the `extern "C" __global__` function the template defines
-      param_names     its pointer parameters in order: input names, and the output under any other name
+      param_names     its pointer parameters in order: input and output names (a family without `outputs`: the
+                      one output under any name that is not an input)
+      scalar_params   Scalar(name, ctype) for each non-pointer parameter after the pointers, as the kernel declares
+                      it ("int", "float", "size_t", ...); () : scalar_args gives numpy scalars whose dtypes say it
+      compile_options compiler options every variant is built with, from an allowed set (compile.ALLOWED_OPTIONS:
+                      "--use_fast_math", "-ftz=true", "-maxrregcount=N", ...)
+      include_dirs    folders searched for the template's #include files (relative ones: to the family's file)
+      defines         macros, NAME or NAME=VALUE
       template_vars(config, shape)   everything the template needs
-      scalar_args(shape)             the non-pointer arguments after the buffers, as numpy scalars
+      scalar_args(shape)             the values of the non-pointer arguments, in order (or a dict by name)
+      source_options(config, shape)  how one config is compiled: the family's options, include folders and
+                                     defines and the command line's (-I, -D); override it to let a knob choose
+                                     (a `fast_math` knob adds "--use_fast_math")
+
+    The compiled kernel's parameter list (its PTX .entry) is checked against param_names and the scalars' C types
+    before anything is launched.
     """
 
     template: str
     template_dir: str | None = None
     kernel_name: str
     param_names: tuple[str, ...]
+    scalar_params: tuple[Scalar, ...] = ()
+    compile_options: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    extra_source_options: SourceOptions | None = None  # the command line's -I and -D (with_source_options)
 
     _REQUIRED: ClassVar[tuple[str, ...]] = ("name", "dims", "knobs", "template", "kernel_name", "param_names")
 
@@ -436,8 +664,88 @@ class CudaFamily(Family):
         """Everything the template needs; the template must not compute what the constraints rely on."""
 
     @abstractmethod
-    def scalar_args(self, shape: Shape) -> tuple:
-        """Non-pointer kernel arguments after the buffers, as (numpy scalar, ...)."""
+    def scalar_args(self, shape: Shape) -> tuple | Mapping:
+        """Non-pointer kernel arguments after the buffers, in order (or by name with scalar_params)."""
+
+    def scalar_declarations(self, shape: Shape) -> tuple[Scalar, ...]:
+        """scalar_params, or what the numpy scalars scalar_args gives imply."""
+        if self.scalar_params:
+            return tuple(self.scalar_params)
+        values = self.scalar_args(shape)
+        if isinstance(values, Mapping):
+            raise ConfigError(f"{self.name}: scalar_args gives a dict; declare scalar_params (name and C type)")
+        return tuple(Scalar.of_value(i, v) for i, v in enumerate(values))
+
+    def packed_scalars(self, shape: Shape) -> tuple[np.generic, ...]:
+        """scalar_args packed as their declared C types, in the kernel's order; ConfigError naming a parameter whose
+        value is missing, extra or does not fit."""
+        values = self.scalar_args(shape)
+        declared = self.scalar_declarations(shape)
+        if isinstance(values, Mapping):
+            names = [d.name for d in declared]
+            missing, extra = [n for n in names if n not in values], sorted(set(values) - set(names))
+            if missing or extra:
+                raise ConfigError(
+                    f"{self.name}: scalar_args "
+                    + "; ".join(
+                        ([f"lacks {', '.join(missing)}"] if missing else [])
+                        + ([f"gives unknown {', '.join(extra)}"] if extra else [])
+                    )
+                )
+            values = tuple(values[n] for n in names)
+        values = tuple(values)
+        if len(values) != len(declared):
+            raise ConfigError(
+                f"{self.name}: scalar_args gives {len(values)} values for {len(declared)} scalar parameters "
+                f"({', '.join(d.name for d in declared) or 'none'})"
+            )
+        return tuple(d.pack(v) for d, v in zip(declared, values, strict=True))
+
+    def check_parameters(self, ptx: str, shape: Shape) -> None:
+        """The compiled kernel takes exactly param_names' pointers then the declared scalars, each of its C type's
+        size and kind (PTX keeps no signedness); ConfigError naming the first parameter that differs."""
+        params = entry_params(ptx, self.kernel_name)
+        if params is None:
+            raise ConfigError(f"{self.name}: the compiled module has no kernel {self.kernel_name!r} (kernel_name)")
+        expected = [(name, "pointer", 8, "int") for name in self.param_names]
+        expected += [(d.name, d.ctype, *SCALAR_TYPES[d.ctype][:2]) for d in self.scalar_declarations(shape)]
+        if len(params) != len(expected):
+            raise ConfigError(
+                f"{self.name}: kernel {self.kernel_name} takes {len(params)} parameters; the family passes "
+                f"{len(expected)} ({len(self.param_names)} pointers: {', '.join(self.param_names)}; scalars: "
+                f"{', '.join(f'{n} ({t})' for n, t, *_ in expected[len(self.param_names) :]) or 'none'})"
+            )
+        for index, ((name, ctype, size, kind), (_, got_kind, got_size)) in enumerate(
+            zip(expected, params, strict=True)
+        ):
+            if (got_kind, got_size) != (kind, size):
+                what = "a pointer" if ctype == "pointer" else f"{ctype}"
+                got = "a struct" if got_kind == "bytes" else f"a {got_size * 8}-bit {got_kind}"
+                raise ConfigError(
+                    f"{self.name}: parameter {index} of {self.kernel_name} ({name}) is passed as {what} "
+                    f"({size * 8}-bit {kind}) but the kernel declares {got}"
+                )
+
+    def with_source_options(self, extra: SourceOptions | None) -> CudaFamily:
+        """This family building with the command line's -I and -D as well (a copy; this one is unchanged)."""
+        if extra is None:
+            return self
+        copied = copy.copy(self)
+        copied.extra_source_options = extra
+        return copied
+
+    def source_options(self, config: Config, shape: Shape) -> SourceOptions:
+        """How `config` is compiled: the family's include folders (relative to its file), defines and options, then
+        the command line's."""
+        here = Path(inspect.getfile(type(self))).resolve().parent
+        extra = self.extra_source_options or SourceOptions()
+        return SourceOptions(
+            includes=(*(str(here / d) for d in self.include_dirs), *extra.includes),
+            defines=(*self.defines, *extra.defines),
+            options=(*self.compile_options, *extra.options),
+            std=extra.std,
+            compiler="nvrtc" if extra.compiler == "auto" else extra.compiler,
+        )
 
     def template_path(self) -> Path:
         given = Path(self.template)
@@ -467,7 +775,11 @@ class CudaFamily(Family):
         source = self.render(config, shape)
         launch = self.launch(config, shape, arch)
         label = config_label(self.name, config)
-        art = build_from_cu(source, arch, label)
+        options = self.source_options(config, shape)
+        # no option at all: the plain NVRTC build, as every cached variant of the built-in families was made
+        plain = options == SourceOptions(compiler="nvrtc")
+        art = build_from_cu(source, arch, label, source_options=None if plain else options)
+        self.check_parameters(art.ptx or "", shape)
         art = dataclasses.replace(art, dynamic_shared=launch.dynamic_shared)
         return Variant(
             self.name, dict(config), dict(shape), arch, source, self.kernel_name, self.param_names, launch, art

@@ -92,7 +92,7 @@ class VariantLauncher:
             for name in self.family.param_names
         ]
         with torch_stream():
-            self.fn(self.job.grid, (self.job.block, 1, 1), (*args, *self.scalars), shared_mem=self.job.dynamic_shared)
+            self.fn(self.job.grid, self.job.block, (*args, *self.scalars), shared_mem=self.job.dynamic_shared)
 
 
 def make_launcher(job: Job, family, shape: dict) -> Callable[[dict], None]:

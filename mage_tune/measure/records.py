@@ -17,7 +17,7 @@ class Job:
     cubin_sha256: str | None = None
     kernel_name: str = ""
     grid: tuple[int, int, int] = (1, 1, 1)
-    block: int = 0
+    block: tuple[int, int, int] = (1, 1, 1)
     dynamic_shared: int = 0
     expect: str = ""
 

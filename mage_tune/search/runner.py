@@ -26,7 +26,7 @@ from mage_tune import toolchain
 from mage_tune.census import census_variant
 from mage_tune.census.features import features
 from mage_tune.errors import InputError, MageError
-from mage_tune.kernels.base import Config, Family, Variant, config_label
+from mage_tune.kernels.base import Config, Family, Variant, block_json, block_text, config_label
 from mage_tune.kernels.neighbours import config_key, neighbours
 from mage_tune.kernels.pool import build_one, exit_with_parent
 from mage_tune.kernels.recorded import family_digest, family_record
@@ -259,7 +259,7 @@ class Search:
             "cubin_sha256": built.artifact.cubin_sha256,
             "sass_sha256": record.sha256(built.artifact.sass or ""),
             "grid": list(built.launch.grid),
-            "block": built.block,
+            "block": block_json(built.block),
         }
         why = census_veto(census)
         if why:
@@ -267,9 +267,8 @@ class Search:
             return
         # Same SASS is the same kernel, but not the same run unless the launch is the same too (layer norm's persist
         # values share one kernel and differ in the grid).
-        attrs["run_key"] = (
-            f"{attrs['sass_sha256']} grid={attrs['grid']} block={built.block} dyn={built.launch.dynamic_shared}"
-        )
+        block, dynamic = block_text(built.block), built.launch.dynamic_shared
+        attrs["run_key"] = f"{attrs['sass_sha256']} grid={attrs['grid']} block={block} dyn={dynamic}"
         same = self._duplicate_of(attrs["run_key"], "run_key")
         if same:
             self._finish(trial, "duplicate", same[1], {**attrs, "duplicate_of": same[0]})

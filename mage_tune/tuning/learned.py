@@ -41,7 +41,7 @@ def launch_features(family: Family, config: Config, shape: Shape, arch: str) -> 
     except Exception:  # a config the family cannot launch at this shape: the trees see missing values
         return {}
     blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
-    threads = max(1, launch.block)
+    threads = max(1, launch.threads)
     # Blocks per SM before registers are known (the census adds them): the occupancy calculator without a
     # register limit.
     per_sm = occupancy(arch, threads, 0, launch.dynamic_shared).blocks_per_sm

@@ -34,7 +34,7 @@ def _census(family, config, shape):
 def test_each_cta_loads_its_slice_and_meets_its_peers_at_three_cluster_barriers(family, cluster, threads):
     variant, census = _census(family, {"cluster": cluster, "threads": threads}, WIDE)
     chunks = -(-WIDE["d"] // cluster // (4 * threads))
-    assert variant.launch.grid == (WIDE["m"] * cluster, 1, 1) and variant.block == threads
+    assert variant.launch.grid == (WIDE["m"] * cluster, 1, 1) and variant.threads == threads
     # __cluster_dims__ where the row is split; cluster=1 launches plain CTAs (each its own cluster of one)
     assert (census["cluster"] or {}).get("dims") == ([cluster, 1, 1] if cluster > 1 else None)
     for view in ("ptx", "sass"):

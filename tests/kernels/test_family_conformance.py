@@ -91,7 +91,7 @@ def test_the_default_config_builds_and_censuses(built):
     assert variant.family == family.name and variant.config == config and variant.shape == shape
     art = variant.artifact
     assert art.cubin and art.sass and art.ptx
-    assert variant.block > 0 and all(g > 0 for g in variant.launch.grid)
+    assert variant.threads > 0 and all(g > 0 for g in variant.launch.grid)
     (census,) = census_artifact(
         art, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
     )

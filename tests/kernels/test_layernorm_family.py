@@ -113,7 +113,7 @@ def test_seed_is_valid_and_the_default():
     assert FAMILY is get_family("layernorm")
     assert FAMILY.violations(SEED, D768, ARCH) == []
     assert FAMILY.parse_settings([], D768, ARCH) == SEED  # each domain lists the seed's value first
-    assert FAMILY.launch(SEED, D768, ARCH).grid == (4096, 1, 1) and FAMILY.launch(SEED, D768, ARCH).block == 128
+    assert FAMILY.launch(SEED, D768, ARCH).grid == (4096, 1, 1) and FAMILY.launch(SEED, D768, ARCH).threads == 128
     source = FAMILY.render(SEED, D768)
     assert 'extern "C" __global__' in source and "void layernorm(" in source
     assert "constexpr int CHUNKS = 2;" in source and "constexpr int FULL = 1;" in source  # one quad, one masked
@@ -346,14 +346,14 @@ def test_rsqrt_approx_uses_mufu_rsq_and_precise_does_not(censuses):
 def test_threads_set_the_block_and_occupancy(censuses):
     for threads in FAMILY.knob("threads").domain:
         variant, c = _get(censuses, {**SEED, "threads": threads})
-        assert variant.launch.block == c.occupancy.block == c.launch_bounds["maxntid"] == threads
+        assert variant.launch.threads == c.occupancy.block == c.launch_bounds["maxntid"] == threads
 
 
 def test_rows_set_the_launch(censuses):
     for rows in FAMILY.knob("rows").domain:
         variant, c = _get(censuses, {**SEED, "rows": rows})
         assert variant.launch.grid == (4096 // rows, 1, 1)
-        assert variant.launch.block == c.occupancy.block == 128 * rows
+        assert variant.launch.threads == c.occupancy.block == 128 * rows
     config, shape = EXTRAS[5]
     assert _get(censuses, config, shape)[0].launch.grid == (math.ceil(4093 / 4), 1, 1)
 
@@ -480,7 +480,7 @@ def test_persist_sets_a_persistent_grid(censuses):
     for persist in (2, 4, 8):
         variant = _get(censuses, {**SEED, "persist": persist})[0]
         assert variant.launch.grid == (min(4096, persist * 132), 1, 1)
-        assert variant.launch.block == seed.launch.block == 128
+        assert variant.launch.threads == seed.launch.threads == 128
         cubins.add(variant.artifact.cubin_sha256)
     assert len(cubins) == 1 and seed.artifact.cubin_sha256 not in cubins
     best, persistent = _get(censuses, BEST)[0], _get(censuses, {**BEST, "persist": 4})[0]
@@ -706,7 +706,7 @@ def _gpu_failures(jobs: list[tuple[dict, dict]]) -> list[str]:
         kernel = _kernel(variant)
         kernel(
             variant.launch.grid,
-            (variant.launch.block, 1, 1),
+            variant.launch.block,
             (*args, *FAMILY.scalar_args(shape)),
             shared_mem=variant.launch.dynamic_shared,
         )
@@ -748,7 +748,7 @@ def test_persistent_variants_on_any_grid_on_a_gpu():
             args = [cupy.asarray(inputs[name]) for name in ("x", "scale", "bias")] + [y]
             kernel(
                 (grid, 1, 1),
-                (variant.launch.block, 1, 1),
+                variant.launch.block,
                 (*args, *FAMILY.scalar_args(shape)),
                 shared_mem=variant.launch.dynamic_shared,
             )

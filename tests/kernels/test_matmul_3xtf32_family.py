@@ -38,7 +38,7 @@ def test_three_tf32_mma_per_tile_and_k_step_and_no_spills(chain):
     assert census.sass.matrix == {"HMMA": per_k_step * config["bk"] // 8}  # the k-tile's steps, unrolled
     assert census.ptx.matrix_shapes == {"mma.m16n8k8.f32.tf32.tf32.f32": per_k_step * config["bk"] // 8}
     assert census.resources.spill_store_bytes == 0 and census.resources.local_bytes == 0
-    assert variant.block == 32 * (config["bm"] // config["wm"]) * (config["bn"] // config["wn"])
+    assert variant.threads == 32 * (config["bm"] // config["wm"]) * (config["bn"] // config["wn"])
     assert ("float part[MI][NI][4]" in variant.source) == bool(chain)
 
 

@@ -79,7 +79,7 @@ def test_space_size_and_seed_configs_are_valid():
     assert all(FAMILY.violations(c, CUBE, ARCH) == [] for c in first)
     for stages in (1, 2):
         assert FAMILY.violations({**SEED, "stages": stages}, CUBE, ARCH) == []
-    assert FAMILY.launch(SEED, CUBE, "sm_90").block == 256
+    assert FAMILY.launch(SEED, CUBE, "sm_90").threads == 256
 
 
 def test_sample_of_the_cube_space_compiles():
@@ -199,12 +199,12 @@ def test_pad_and_stages_set_dynamic_shared_memory(censuses):
 
 def test_tiles_set_the_launch(censuses):
     base = _get(censuses, BASE)[0].launch
-    assert (base.grid, base.block) == ((16, 16, 1), 256)
+    assert (base.grid, base.threads) == ((16, 16, 1), 256)
     assert _get(censuses, {**BASE, "bm": 128})[0].launch.grid == (16, 8, 1)
     assert _get(censuses, {**BASE, "bn": 32})[0].launch.grid == (32, 16, 1)
-    assert _get(censuses, {**BASE, "tm": 8})[0].launch.block == 128
-    assert _get(censuses, {**BASE, "tn": 8})[0].launch.block == 128
-    assert _get(censuses, {**BASE, "tm": 2})[0].launch.block == 512
+    assert _get(censuses, {**BASE, "tm": 8})[0].launch.threads == 128
+    assert _get(censuses, {**BASE, "tn": 8})[0].launch.threads == 128
+    assert _get(censuses, {**BASE, "tm": 2})[0].launch.threads == 512
 
 
 def test_traffic_is_attributed_to_parameters(censuses):
@@ -357,7 +357,7 @@ def _emulate_matmul(job: tuple[dict, tuple[int, int, int]]) -> str | None:
         build = [host_compiler(), "-std=c++20", "-O1", "-pthread", "-w", "-o", work / "k", work / "k.cpp"]
         subprocess.run(build, check=True)
         (work / "in.bin").write_bytes(inputs["A"].tobytes() + inputs["B"].tobytes())
-        args = [m, n, k, launch.block, *launch.grid, launch.dynamic_shared // 4]
+        args = [m, n, k, launch.threads, *launch.grid, launch.dynamic_shared // 4]
         try:
             subprocess.run([work / "k", *map(str, args), work / "in.bin", work / "out.bin"], check=True, timeout=120)
         except subprocess.TimeoutExpired:
