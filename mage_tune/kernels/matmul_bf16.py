@@ -1,0 +1,570 @@
+"""BF16 matmul C = A·B on Hopper's own machinery (sm_90a only): tensor copies (TMA) into a ring of shared-memory
+stages guarded by mbarriers, a producer warpgroup and one or two consumer warpgroups (warp specialization with
+`setmaxnreg`), `wgmma.mma_async` m64nNk16 with FP32 accumulation, and an epilogue from registers to global memory.
+
+The problem. A (M×K) and B (K×N) are row-major BF16 (make_inputs gives float32 arrays the harness rounds to bf16,
+device_dtype); C (M×N, row-major) is BF16 (`FAMILY`, "matmul-bf16") or FP32 (`FP32_OUT`, "matmul-bf16-f32out"): the
+output dtype is the problem's, not a knob, because the harness allocates the output by the family's device_dtype. The
+reference is float64 from the inputs as the device holds them. Baselines: torch.matmul in BF16 (cuBLAS; for the FP32
+output torch.mm with out_dtype=float32) and the Triton tutorial matmul (mage_tune.triton_kernels.matmul_kernel, JIT
+launched with the bf16 tensors at the tutorial's own fp16 configs).
+
+Operand layouts, as the kernel's shared memory holds them. A stays K-major (each row's K values contiguous: wgmma's
+default for A). B is K×N row-major, so N-major: wgmma reads it with imm-trans-b = 1, which BF16 (and F16) support
+(transposes exist for those types only, PTX ISA "wgmma.mma_async": imm-trans-a/b "valid only with .f16/.bf16").
+Both are copied with the 128-byte swizzle; BK = 64 bf16 = one 128-byte swizzle row.
+
+The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barrier protocol and layouts):
+  warpgroup 0    setmaxnreg.dec to 40; one thread issues per k-tile one copy of A (box 64 × BM) and BN/64 copies of B
+                 (boxes 64 × 64), after waiting for the stage's `empty` barrier and arming its `full` barrier with
+                 the bytes to come (mbarrier.arrive.expect_tx)
+  warpgroups 1.. setmaxnreg.inc to 232 (two consumers) or 240 (one); wait on `full`, then 4 k16 steps × M_SUB wgmma
+                 per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's stage
+                 (one arrival per warp on `empty`); at a tile's end wait_group 0 and store from registers
+  walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
+                 min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
+  cluster        2: blocks launch in pairs (__cluster_dims__); nothing is shared between them yet (TMA multicast of
+                 the A tile to both blocks of a pair is a later step)
+
+Facts the kernel relies on, and where they come from (PTX ISA 8.x/9.x sections as mirrored at ptx.poole.ai, CUTLASS
+at github.com/NVIDIA/cutlass include/cute and include/cutlass/pipeline, cuda.h's driver API as cuda-bindings 13
+documents it):
+  - wgmma smem descriptor (PTX "Matrix Descriptor Format"; cute/arch/mma_sm90_desc.hpp GmmaDescriptor): start
+    address >> 4 in bits 0-13, leading-dimension byte offset >> 4 in 16-29, stride-dimension byte offset >> 4 in
+    32-45, base offset in 49-51, layout in 62-63 with 1 = 128-byte swizzle (2 = 64B, 3 = 32B, 0 = none).
+  - K-major, 128B swizzle (cute/atom/mma_traits_sm90_gmma.hpp make_gmma_desc<K>: ((8,n),2):((8,SBO),1) in 16-byte
+    units): 8 rows of 128 bytes per atom, atoms SBO apart (1024 here), LBO unused ("assumed 1"). Stepping K within
+    the 128-byte row adds 32 bytes per k16 to the start address (the swizzle is a function of the address bits, so
+    tile bases must be 1024-aligned and the base offset stays 0).
+  - MN-major, 128B swizzle (make_gmma_desc<MN>: ((8,n),(8,k)):((1,LBO),(8,SBO)) in 16-byte units; PTX tcgen05
+    "Leading dimension stride", same definition: "stride from the first (swizzle-byte-size/16) rows to the next"):
+    64 N-contiguous bf16 per 128-byte row, 64-column blocks LBO apart (8192 here: one 64×64 box), 8-row groups of
+    K SBO apart (1024).
+  - Accumulator fragment of m64nNk16 f32 (cute CLayout_64xN: thread (4,8,4):(128,1,16), value (2,2,N/8):(64,8,512)
+    in a column-major 64×N tile): value i of lane l in warp w is row 16w + l/4 + 8·((i/2)%2), column 8·(i/4) +
+    2·(l%4) + i%2.
+  - wgmma.fence before the first wgmma and after ordinary accesses of the accumulators; chained wgmma on the same
+    accumulators of one shape need no fence between them (PTX "wgmma.fence"); wait_group N waits until at most N
+    committed groups are pending (PTX "wgmma.wait_group").
+  - mbarrier phases (PTX "mbarrier"): try_wait.parity P succeeds once the phase of parity P has completed, so a
+    fresh barrier (phase 0 under way) reports parity 1 complete: the producer starts on parity 1 (CUTLASS
+    make_producer_start_state: "Producer starts with an opposite phase as the buffers are initially empty"). A
+    phase completes when its pending arrivals reach 0 and its transaction count is 0. try_wait has acquire and
+    arrive release semantics at CTA scope by default.
+  - Consumer release: CUTLASS arrives on the empty barrier once per consumer thread (cluster of 1) or once per
+    warpgroup per destination block (clusters) after warpgroup_wait; here once per warp after that warp's
+    wait_group, which covers every warp's share of the wgmma (4 arrivals per consumer warpgroup).
+  - Tensor copy: out-of-bounds elements of a box are filled with zeros (oobFill NONE) and the whole box counts
+    toward complete_tx (CUTLASS arms its pipelines with constant TmaTransactionBytes at ragged edges too). Boxes of B
+    that start at or past N are skipped and not counted, so no copy is entirely out of bounds.
+  - cuTensorMapEncodeTiled: global address 16-byte aligned; global strides (the row pitch, K·2 and N·2 bytes) a
+    multiple of 16 and < 2^40, hence K and N multiples of 8; box sizes <= 256; with SWIZZLE_128B the box's inner
+    extent <= 128 bytes (64 bf16); the map itself 64-byte aligned. Enum values (cuda.h): BFLOAT16 = 9,
+    INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_PROMOTION_L2_256B = 3, FLOAT_OOB_FILL_NONE = 0.
+  - setmaxnreg (PTX "setmaxnreg"; HOPPER.md): counts 24..256 in steps of 8; it takes effect only with a register
+    cap at entry (__launch_bounds__(threads, 1)), each role one branch of an if/else. The pool is what the block
+    was launched with: 40·128 + 232·256 = 64512 = 168·384, the cap ptxas gives 384 threads (the census checks the
+    compiled count is the cap, else an .inc could wait forever).
+  - A kernel with __cluster_dims__ launches through cuLaunchKernel with a grid divisible by the cluster.
+
+The launch. A tensor map is a 128-byte, 64-byte-aligned kernel parameter (`const __grid_constant__`), which the
+harness's cupy launch (pointers and scalars) cannot pass, so this family launches its own variants (`launcher` for
+kind "variant"): the driver's cuTensorMapEncodeTiled (through ctypes on libcuda, into buffers this module aligns;
+cuda-bindings' own CUtensorMap object is not 64-byte aligned in Python memory) for each buffer set, then
+cuLaunchKernel on torch's current stream (a CUDA graph captures it like any launch), with the dynamic shared memory
+limit raised by cuFuncSetAttribute. Encoding needs the driver, so it happens on the GPU side only.
+
+Unverified until a GPU run: everything above that only the hardware can confirm: the descriptors, the swizzle
+agreement, the barrier protocol, the fragment layout, the FP32 tolerance's drift term (borrowed from the TF32
+mma.sync chains of matmul-3xtf32 on the H200) and the ctypes launch. The CPU checks what it can: every config
+compiles for sm_90a with HGMMA, UTMALDG, the mbarrier operations and USETMAXREG in its SASS and no spills
+(tests/kernels/test_matmul_bf16_family.py); tests/kernels/test_gpu_matmul_bf16.py checks every knob value on a GPU.
+
+Later steps: TMA multicast within a cluster, an stmatrix + TMA-store epilogue, split-K, and 3xTF32 on wgmma.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import math
+from typing import ClassVar
+
+import numpy as np
+
+from mage_tune import gpu
+from mage_tune.arch import get_arch
+from mage_tune.errors import ConfigError, InputError
+from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape
+from mage_tune.ptx_parts import entry_params
+from mage_tune.triton_ref import compile_jit
+
+BF16 = 2  # bytes
+BK = 64  # k-tile depth: one 128-byte swizzle row of bf16
+BOX_COLUMNS = 64  # bf16 columns of one 128-byte-swizzled box (its inner extent may not pass 128 bytes)
+SWIZZLE_ATOM = 1024  # bytes: 8 rows of 128; tile bases are aligned to it
+BARRIER_BYTES = 8
+WARPGROUP = 128
+TARGET = "sm_90a"  # wgmma and setmaxnreg exist on this arch-specific target only
+MAX_ACCUMULATORS = 128  # FP32 accumulators per consumer thread: what 232 registers hold beside addresses
+PRODUCER_REGISTERS = 40
+REGISTER_FILE = 65536  # 32-bit registers per SM (and per block)
+MAX_REGISTERS = 255  # per thread, ptxas's limit
+BF16_UNIT = 2.0**-8  # unit roundoff of bf16 (8 significant bits): one rounding of each output
+FP32_UNIT = 2.0**-24
+# Relative drift per product of one tensor-core accumulation chain: twice the 2^-27 measured for TF32 mma.sync on the
+# H200 (matmul_3xtf32.CHAIN_DRIFT), as a margin until wgmma's own is measured.
+CHAIN_DRIFT = 2.0**-26
+
+# cuda.h enum values for cuTensorMapEncodeTiled and cuFuncSetAttribute (the tests check them against cuda-bindings).
+TENSOR_MAP_BFLOAT16 = 9
+TENSOR_MAP_INTERLEAVE_NONE = 0
+TENSOR_MAP_SWIZZLE_128B = 3
+TENSOR_MAP_L2_PROMOTION_256B = 3
+TENSOR_MAP_OOB_FILL_NONE = 0
+FUNC_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGN = 64
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class MatmulBF16(CudaFamily):
+    template = "matmul_bf16.cu.j2"
+    kernel_name = "matmul_bf16"
+    param_names = ("A", "B", "C")  # A and B reach the kernel as their tensor maps; C is the output
+    scalar_params = (Scalar("M", "int"), Scalar("N", "int"), Scalar("K", "int"))
+    dims = ("m", "n", "k")
+    default_dims: ClassVar[dict[str, int]] = {"m": 4096, "n": 4096, "k": 4096}
+    dim_help: ClassVar[dict[str, str]] = {"m": "rows of A and C", "n": "columns of B and C", "k": "the inner size"}
+    baselines = ("triton", "torch")
+    # Defaults first: a 128×256 tile over two consumer warpgroups (128 accumulators each), four stages (192 KB),
+    # persistent, grouped by 8 tile rows. The rest ascend.
+    knobs = (
+        Knob("bm", (128, 64, 256), "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups"),
+        Knob("bn", (256, 64, 128, 192), "block tile columns: the N of each wgmma (B copied in 64-column boxes)"),
+        Knob("bk", (BK,), "k-tile depth: 64 bf16, one 128-byte swizzled row (the only depth of this layout)"),
+        Knob("stages", (4, 2, 3, 5, 6), "shared-memory stages in the ring: tensor copies in flight ahead of wgmma"),
+        Knob("consumers", (2, 1), "consumer warpgroups (block = 128 × (1 + consumers) threads)"),
+        Knob("cluster", (1, 2), "blocks per cluster (__cluster_dims__); 2 co-schedules pairs, sharing nothing yet"),
+        Knob(
+            "raster",
+            (8, 0, 4, 16),
+            "tile rows per rasterization group (0: row-major tile order): blocks resident together share tiles in L2",
+            free=True,
+        ),
+        Knob("persistent", (1, 0), "1: min(tiles, SMs) blocks walk the tiles; 0: one block per tile", free=True),
+        Knob("epilogue", ("direct",), "how C is written: direct, from registers (stmatrix + TMA store later)"),
+    )
+
+    def __init__(self, out_dtype: str = "bfloat16"):
+        if out_dtype not in ("bfloat16", "float32"):
+            raise ConfigError(f"matmul-bf16: output dtype {out_dtype!r} is not bfloat16 or float32")
+        self.out_dtype = out_dtype
+        self.name = "matmul-bf16" if out_dtype == "bfloat16" else "matmul-bf16-f32out"
+
+    @property
+    def out_bytes(self) -> int:
+        return BF16 if self.out_dtype == "bfloat16" else 4
+
+    # --- the space ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def threads(config: Config) -> int:
+        return WARPGROUP * (1 + config["consumers"])
+
+    @staticmethod
+    def m_sub(config: Config) -> int:
+        """m64 wgmma tiles each consumer warpgroup issues per k16 step."""
+        return config["bm"] // (64 * config["consumers"])
+
+    def accumulators(self, config: Config) -> int:
+        """FP32 accumulators per consumer thread: M_SUB tiles of 64 × bn over 128 threads."""
+        return self.m_sub(config) * config["bn"] // 2
+
+    @staticmethod
+    def shared_bytes(config: Config) -> int:
+        """Dynamic shared memory: the stages of A (bm × 64) and B (64 × bn), their two mbarriers each, and 1024 bytes
+        to align the first stage."""
+        stage = (config["bm"] + config["bn"]) * BK * BF16
+        return SWIZZLE_ATOM + config["stages"] * (stage + 2 * BARRIER_BYTES)
+
+    @staticmethod
+    def consumer_registers(config: Config) -> int:
+        """What setmaxnreg.inc asks for each consumer thread: the block's share once the producer gave up its own."""
+        return 232 if config["consumers"] == 2 else 240
+
+    @staticmethod
+    def launch_registers(config: Config) -> int:
+        """Registers per thread at launch, as ptxas 13 sets them for a kernel with setmaxnreg (read off the
+        compiles; the tests hold it): the consumers' count, capped by __launch_bounds__(threads, 1) at 65536 / threads
+        rounded down to 8 (a warp's registers come in 256s) and at 255: 168 for 384 threads, 240 for 256."""
+        cap = min(MAX_REGISTERS, REGISTER_FILE // MatmulBF16.threads(config) // 8 * 8)
+        return min(cap, MatmulBF16.consumer_registers(config))
+
+    @staticmethod
+    def tiles(config: Config, shape: Shape) -> int:
+        return _cdiv(shape["m"], config["bm"]) * _cdiv(shape["n"], config["bn"])
+
+    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+        c, out = config, []
+        target = get_arch(arch)
+        if target.name != TARGET:
+            out.append(
+                f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {target.name} cannot "
+                "build or run this kernel"
+            )
+        if c["bm"] % (64 * c["consumers"]):
+            out.append(
+                f"bm={c['bm']} does not split into 64-row wgmma tiles over {c['consumers']} consumer warpgroups "
+                f"(a multiple of {64 * c['consumers']})"
+            )
+        elif self.accumulators(c) > MAX_ACCUMULATORS:
+            out.append(
+                f"each consumer thread would hold {self.accumulators(c)} FP32 accumulators ((bm / consumers / 64) "
+                f"× bn / 2), over the {MAX_ACCUMULATORS} that fit its {self.consumer_registers(c)} registers"
+            )
+        pool = self.threads(c) * self.launch_registers(c)
+        wanted = WARPGROUP * (PRODUCER_REGISTERS + c["consumers"] * self.consumer_registers(c))
+        if wanted > pool:
+            out.append(
+                f"setmaxnreg would hand out {wanted} registers, over the {pool} the block launches with "
+                f"({self.threads(c)} threads × {self.launch_registers(c)})"
+            )
+        smem, limit = self.shared_bytes(c), target.smem_per_block_optin
+        if smem > limit:
+            out.append(
+                f"shared memory stages × (bm + bn) × 64 × 2 bytes, with barriers and alignment, = {smem} B exceeds "
+                f"the {limit} B a block may opt into on {target.name}"
+            )
+        k, n = shape["k"], shape["n"]
+        if k % 8 or n % 8:
+            out.append(
+                f"the tensor maps' row pitches, K·2 = {k * BF16} and N·2 = {n * BF16} bytes, must be multiples of 16 "
+                f"(K and N multiples of 8); K={k}, N={n}"
+            )
+        return out
+
+    def constraint_text(self) -> list[str]:
+        return [
+            "sm_90a only: wgmma and setmaxnreg are arch-specific Hopper instructions (sm_80, sm_90 and Blackwell are "
+            "refused)",
+            "bm is a multiple of 64 × consumers: each consumer warpgroup issues whole m64 wgmma tiles",
+            f"(bm / consumers / 64) × bn / 2 <= {MAX_ACCUMULATORS} FP32 accumulators per consumer thread",
+            f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
+            "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
+            "shared memory 1024 + stages × ((bm + bn) × 64 × 2 + 16) bytes <= the arch's opt-in limit (227 KB)",
+            "K and N multiples of 8: a tensor map's row pitch is a multiple of 16 bytes (M is free; ragged M, N and K "
+            "edges are zero-filled by the copy engine and guarded in the stores)",
+        ]
+
+    def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
+        cluster = config["cluster"]
+        blocks = _cdiv(self.tiles(config, shape), cluster) * cluster
+        if config["persistent"]:
+            blocks = min(blocks, max(cluster, get_arch(arch).sms // cluster * cluster))
+        return Launch(blocks, self.threads(config), self.shared_bytes(config))
+
+    def template_vars(self, config: Config, shape: Shape) -> dict:
+        c = config
+        regs = c["bn"] // 2
+        names = [f"%{i}" for i in range(regs)]
+        rows = [", ".join(names[i : i + 8]) for i in range(0, regs, 8)]
+        last = len(rows) - 1
+        acc_lines = [("{" if i == 0 else "") + row + ("}," if i == last else ",") for i, row in enumerate(rows)]
+        operands = [f'"+f"(d[{i}])' for i in range(regs)]
+        acc_operands = [", ".join(operands[i : i + 6]) for i in range(0, regs, 6)]
+        acc_operands = [line + ("," if i < len(acc_operands) - 1 else "") for i, line in enumerate(acc_operands)]
+        out_bf16 = self.out_dtype == "bfloat16"
+        return {
+            **c,
+            "label": ",".join(f"{k}={v}" for k, v in c.items()),
+            "acc_regs": regs,
+            "acc_lines": acc_lines,
+            "acc_operands": acc_operands,
+            "out_bf16": out_bf16,
+            "out_ctype": "unsigned short" if out_bf16 else "float",  # bf16 bits: the kernel includes no header
+            "out_name": "BF16" if out_bf16 else "FP32",
+            "producer_registers": PRODUCER_REGISTERS,
+            "consumer_registers": self.consumer_registers(c),
+        }
+
+    def check_parameters(self, ptx: str, shape: Shape) -> None:
+        """The kernel takes A's and B's tensor maps (128-byte structs), then C's pointer, then M, N, K as int."""
+        params = entry_params(ptx, self.kernel_name)
+        if params is None:
+            raise ConfigError(f"{self.name}: the compiled module has no kernel {self.kernel_name!r}")
+        expected = [("bytes", TENSOR_MAP_BYTES), ("bytes", TENSOR_MAP_BYTES), ("int", 8)]
+        expected += [(SCALAR_TYPES[s.ctype][1], SCALAR_TYPES[s.ctype][0]) for s in self.scalar_params]
+        got = [(kind, size) for _, kind, size in params]
+        if got != expected:
+            raise ConfigError(
+                f"{self.name}: kernel {self.kernel_name} takes {got}; the launcher passes two 128-byte tensor maps, "
+                "C's pointer and M, N, K as int"
+            )
+
+    # --- correctness and cost ---------------------------------------------------------------------------------
+    def make_inputs(self, shape: Shape, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        return {
+            "A": rng.uniform(-1.0, 1.0, size=(m, k)).astype(np.float32),
+            "B": rng.uniform(-1.0, 1.0, size=(k, n)).astype(np.float32),
+        }
+
+    def device_dtype(self, name: str) -> str:
+        return self.out_dtype if name == "__out__" else "bfloat16"
+
+    def reference(self, inputs: dict[str, np.ndarray], shape: Shape) -> np.ndarray:
+        return inputs["A"].astype(np.float64) @ inputs["B"].astype(np.float64)
+
+    def output_shape(self, shape: Shape) -> tuple[int, ...]:
+        return (shape["m"], shape["n"])
+
+    def scalar_args(self, shape: Shape) -> tuple:
+        return (shape["m"], shape["n"], shape["k"])
+
+    def tolerance_for(self, shape: Shape) -> float:
+        """The products of bf16 inputs are exact in FP32, so the FP32 result errs by its sums alone: FP32's
+        probabilistic bound u·√K (at least 16 u) plus the tensor cores' accumulation drift, K · 2^-26 (see
+        CHAIN_DRIFT). A BF16 output adds one rounding of each element, at most 2^-8 of it, which bounds the
+        relative L2 error of the whole output too."""
+        k = shape["k"]
+        fp32 = FP32_UNIT * max(math.sqrt(k), 16.0) + k * CHAIN_DRIFT
+        return fp32 + (BF16_UNIT if self.out_dtype == "bfloat16" else 0.0)
+
+    def bytes_moved(self, shape: Shape) -> int:
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        return BF16 * (m * k + k * n) + self.out_bytes * m * n
+
+    def flops(self, shape: Shape) -> int:
+        return 2 * shape["m"] * shape["n"] * shape["k"]
+
+    def check_shape(self, shape: Shape) -> None:
+        """A, B and C each within max_elements."""
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        for name, size in (("A", m * k), ("B", k * n), ("C", m * n)):
+            if size > self.max_elements:
+                raise ConfigError(f"matrix {name} of {shape} would hold {size} elements, over {self.max_elements}")
+
+    # --- baselines, launching, comparison ------------------------------------------------------------------------
+    def reference_configs(self) -> list[dict]:
+        """The Triton tutorial's own configs: mage-tune's FP32 list (triton_kernels.MATMUL_CONFIGS) halved the
+        tutorial's fp16 BLOCK_K, so doubling it gives them back for 2-byte inputs."""
+        tk = gpu.triton_kernels()
+        configs = [dict(zip(tk.MATMUL_KEYS, c, strict=True)) for c in tk.MATMUL_CONFIGS]
+        return [{**c, "BLOCK_K": 2 * c["BLOCK_K"]} for c in configs]
+
+    def baseline_kernels(self, shape: Shape) -> list[Baseline]:
+        triton = [
+            Baseline("triton[" + ",".join(f"{k}={v}" for k, v in c.items()) + "]", "triton", c)
+            for c in self.reference_configs()
+        ]
+        torch_label = "torch.matmul (cuBLAS BF16)" if self.out_dtype == "bfloat16" else "torch.mm (cuBLAS BF16→FP32)"
+        return [*triton, Baseline(torch_label, "torch")]
+
+    def launcher(self, job, shape: Shape):
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        if job.kind == "variant":
+            return TensorMapLauncher(job, shape, Driver(), _torch_stream)
+        if job.kind == "torch":
+            torch = gpu.torch()
+            if self.out_dtype == "bfloat16":
+                return lambda bufs: torch.matmul(bufs["A"], bufs["B"], out=bufs["__out__"])
+            return lambda bufs: torch.mm(bufs["A"], bufs["B"], out_dtype=torch.float32, out=bufs["__out__"])
+        if job.kind != "triton":
+            return None
+        matmul_kernel = gpu.triton_kernels().matmul_kernel
+        consts = {key: job.config[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+        grid = (_cdiv(m, consts["BLOCK_M"]) * _cdiv(n, consts["BLOCK_N"]),)
+        options = {"num_warps": job.config["num_warps"], "num_stages": job.config["num_stages"]}
+
+        def launch(bufs):  # Triton's JIT specializes on the tensors' dtypes: bf16 loads, the store casts to C's
+            matmul_kernel[grid](bufs["A"], bufs["B"], bufs["__out__"], m, n, k, k, 1, n, 1, n, 1, **consts, **options)
+
+        return launch
+
+    def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
+        """The Triton tutorial matmul on bf16 pointers (C in the output dtype), at options["config"] or at every
+        config of reference_configs; Triton compiles for the plain target (sm_90 for sm_90a)."""
+        tk = gpu.triton_kernels()
+        m, n, k = shape["m"], shape["n"], shape["k"]
+        chosen = options.get("config")
+        configs = [dict(chosen)] if chosen else self.reference_configs()
+        signature = {**tk.MATMUL_SIGNATURE, "A": "*bf16", "B": "*bf16"}
+        signature["C"] = "*bf16" if self.out_dtype == "bfloat16" else "*fp32"
+        out = []
+        for cfg in configs:
+            missing = [key for key in tk.MATMUL_KEYS if key not in cfg]
+            if missing:
+                raise InputError(f"Triton matmul config lacks {', '.join(missing)}")
+            constexprs = {key: int(cfg[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+            warps = int(options.get("num_warps") or cfg["num_warps"])
+            values = {"A": None, "B": None, "C": None, "M": m, "N": n, "K": k}
+            values.update(stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1, stride_cm=n, stride_cn=1)
+            kernel = compile_jit(
+                tk.matmul_kernel,
+                signature,
+                constexprs,
+                get_arch(arch).base,
+                warps,
+                int(cfg["num_stages"]),
+                "triton",
+                values,
+                specialize,
+            )
+            out.append(_with_grid(kernel, (_cdiv(m, constexprs["BLOCK_M"]) * _cdiv(n, constexprs["BLOCK_N"]), 1, 1)))
+        return out
+
+
+def _with_grid(kernel, grid: tuple[int, int, int]):
+    return dataclasses.replace(kernel, grid=grid)
+
+
+# --- the GPU side: tensor maps and the launch, through the driver -----------------------------------------------
+
+
+class Driver:
+    """The CUDA driver's C entry points this family needs, through ctypes on libcuda (loaded on first use, in the
+    GPU worker only); every call's status is checked, a failure raised with the driver's name for it."""
+
+    _SIGNATURES: ClassVar[dict[str, list]] = {
+        "cuInit": [ctypes.c_uint],
+        "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+        "cuModuleLoadData": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p],
+        "cuModuleGetFunction": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p],
+        "cuFuncSetAttribute": [ctypes.c_void_p, ctypes.c_int, ctypes.c_int],
+        "cuTensorMapEncodeTiled": [
+            ctypes.c_void_p,  # CUtensorMap* (64-byte aligned)
+            ctypes.c_int,  # CUtensorMapDataType
+            ctypes.c_uint32,  # rank
+            ctypes.c_void_p,  # global address
+            ctypes.POINTER(ctypes.c_uint64),  # global dims, innermost first
+            ctypes.POINTER(ctypes.c_uint64),  # global strides in bytes, rank - 1 of them
+            ctypes.POINTER(ctypes.c_uint32),  # box dims
+            ctypes.POINTER(ctypes.c_uint32),  # element strides
+            ctypes.c_int,  # interleave
+            ctypes.c_int,  # swizzle
+            ctypes.c_int,  # L2 promotion
+            ctypes.c_int,  # out-of-bounds fill
+        ],
+        "cuLaunchKernel": [
+            ctypes.c_void_p,
+            *[ctypes.c_uint] * 7,  # grid x y z, block x y z, dynamic shared bytes
+            ctypes.c_void_p,  # stream
+            ctypes.POINTER(ctypes.c_void_p),  # kernel parameters
+            ctypes.POINTER(ctypes.c_void_p),  # extra
+        ],
+    }
+
+    def __init__(self, lib=None):
+        self._lib = lib
+
+    @property
+    def lib(self):
+        if self._lib is None:
+            lib = ctypes.CDLL("libcuda.so.1")
+            for name, argtypes in self._SIGNATURES.items():
+                getattr(lib, name).argtypes = argtypes
+                getattr(lib, name).restype = ctypes.c_int
+            self._lib = lib
+        return self._lib
+
+    def call(self, name: str, *args) -> None:
+        status = getattr(self.lib, name)(*args)
+        if status != 0:
+            text = ctypes.c_char_p()
+            if name != "cuGetErrorName" and self.lib.cuGetErrorName(status, ctypes.byref(text)) == 0 and text.value:
+                raise RuntimeError(f"{name} failed: {text.value.decode()} ({status})")
+            raise RuntimeError(f"{name} failed: CUresult {status}")
+
+
+def _torch_stream() -> int:
+    return gpu.torch().cuda.current_stream().cuda_stream
+
+
+def tensor_map_fields(rows: int, columns: int, box_rows: int) -> dict:
+    """cuTensorMapEncodeTiled's arguments for a row-major bf16 matrix read in boxes of 64 columns × box_rows rows,
+    128-byte swizzled, zero fill outside (innermost dimension first)."""
+    return {
+        "dims": (columns, rows),
+        "strides": (columns * BF16,),
+        "box": (BOX_COLUMNS, box_rows),
+        "element_strides": (1, 1),
+        "dtype": TENSOR_MAP_BFLOAT16,
+        "interleave": TENSOR_MAP_INTERLEAVE_NONE,
+        "swizzle": TENSOR_MAP_SWIZZLE_128B,
+        "l2_promotion": TENSOR_MAP_L2_PROMOTION_256B,
+        "oob_fill": TENSOR_MAP_OOB_FILL_NONE,
+    }
+
+
+class TensorMapLauncher:
+    """Launches one variant: its cubin loaded through the driver, A's and B's tensor maps encoded for each buffer set
+    it meets (kept, so a graph's launches reuse them), then cuLaunchKernel with (A map, B map, C, M, N, K)."""
+
+    def __init__(self, job, shape: Shape, driver: Driver, stream_of):
+        self.job, self.shape, self.driver, self.stream_of = job, dict(shape), driver, stream_of
+        self.box_rows = int(job.config["bm"])
+        self.driver.call("cuInit", 0)
+        self.module = ctypes.c_void_p()
+        self.image = ctypes.create_string_buffer(job.cubin, len(job.cubin))  # kept: the module is read from it
+        self.driver.call("cuModuleLoadData", ctypes.byref(self.module), self.image)
+        self.function = ctypes.c_void_p()
+        self.driver.call("cuModuleGetFunction", ctypes.byref(self.function), self.module, job.kernel_name.encode())
+        if job.dynamic_shared:
+            self.driver.call("cuFuncSetAttribute", self.function, FUNC_MAX_DYNAMIC_SHARED, job.dynamic_shared)
+        self.arguments: dict[tuple[int, int, int], tuple] = {}
+
+    def encode(self, target: int, address: int, rows: int, columns: int, box_rows: int) -> None:
+        f = tensor_map_fields(rows, columns, box_rows)
+        self.driver.call(
+            "cuTensorMapEncodeTiled",
+            ctypes.c_void_p(target),
+            f["dtype"],
+            2,
+            ctypes.c_void_p(address),
+            (ctypes.c_uint64 * 2)(*f["dims"]),
+            (ctypes.c_uint64 * 1)(*f["strides"]),
+            (ctypes.c_uint32 * 2)(*f["box"]),
+            (ctypes.c_uint32 * 2)(*f["element_strides"]),
+            f["interleave"],
+            f["swizzle"],
+            f["l2_promotion"],
+            f["oob_fill"],
+        )
+
+    def parameters(self, a: int, b: int, c: int) -> tuple:
+        """The kernel's parameter list for these buffers (encoded once per buffer set): (storage, void*[6])."""
+        key = (a, b, c)
+        if key not in self.arguments:
+            for name, address in (("A", a), ("B", b), ("C", c)):
+                if address % 16:
+                    raise ConfigError(f"{name} at {address:#x} is not 16-byte aligned, as a tensor copy needs")
+            m, n, k = self.shape["m"], self.shape["n"], self.shape["k"]
+            maps = ctypes.create_string_buffer(2 * TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN)
+            first = ctypes.addressof(maps) + (-ctypes.addressof(maps)) % TENSOR_MAP_ALIGN
+            self.encode(first, a, m, k, self.box_rows)  # A: M rows of K, boxes 64 × bm
+            self.encode(first + TENSOR_MAP_BYTES, b, k, n, BK)  # B: K rows of N, boxes 64 × 64
+            scalars = (ctypes.c_uint64(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k))
+            pointers = (ctypes.c_void_p * 6)(first, first + TENSOR_MAP_BYTES, *(ctypes.addressof(s) for s in scalars))
+            self.arguments[key] = (maps, scalars, pointers)
+        return self.arguments[key]
+
+    def __call__(self, bufs: dict) -> None:
+        _, _, pointers = self.parameters(bufs["A"].data_ptr(), bufs["B"].data_ptr(), bufs["__out__"].data_ptr())
+        grid, block = self.job.grid, self.job.block
+        self.driver.call(
+            "cuLaunchKernel",
+            self.function,
+            *grid,
+            *block,
+            self.job.dynamic_shared,
+            ctypes.c_void_p(self.stream_of()),
+            pointers,
+            None,
+        )
+
+
+FAMILY = MatmulBF16("bfloat16")
+FP32_OUT = MatmulBF16("float32")

@@ -1,0 +1,389 @@
+"""The Hopper BF16 matmul family without a GPU: every knob value compiles for sm_90a, and the census of the real
+binaries shows what the design promises (HGMMA of the tile's shape, the tensor copies of A and B, the mbarrier
+protocol, the register hand-over by setmaxnreg at the count the block launches with, no local memory); its space
+refuses other archs, tiles over the shared memory or the registers, and shapes a tensor map cannot describe, each in
+a sentence; its launcher encodes the tensor maps and packs the kernel's parameters as the kernel declares them (a
+stand-in driver records the calls); `mage-tune space` and `mage-tune census` take it. Its correctness on a GPU is
+tests/kernels/test_gpu_matmul_bf16.py's."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import math
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from mage_tune.census import census_variant
+from mage_tune.cli import cli
+from mage_tune.errors import ConfigError
+from mage_tune.kernels import matmul_bf16
+from mage_tune.kernels.matmul_bf16 import FAMILY, FP32_OUT, Driver, TensorMapLauncher
+from mage_tune.kernels.select import build_all
+
+ARCH = "sm_90a"
+SHAPE = {"m": 4096, "n": 4096, "k": 4096}
+RAGGED = {"m": 1000, "n": 520, "k": 264}
+FILE = str(Path(matmul_bf16.__file__))
+
+# Every value of every knob at least once, and every (bm, consumers, bn): the shapes of the wgmma loop.
+COVER = [
+    {},  # the defaults: 128 × 256, two consumers, four stages
+    {"bm": 128, "bn": 64, "consumers": 2, "stages": 6, "raster": 0},
+    {"bm": 128, "bn": 128, "consumers": 2, "stages": 5, "cluster": 2},
+    {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "persistent": 0},
+    {"bm": 128, "bn": 64, "consumers": 1, "stages": 2, "raster": 4},
+    {"bm": 128, "bn": 128, "consumers": 1, "stages": 6, "raster": 16, "cluster": 2},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 6},
+    {"bm": 64, "bn": 128, "consumers": 1, "stages": 3},
+    {"bm": 64, "bn": 192, "consumers": 1, "stages": 5, "cluster": 2, "persistent": 0},
+    {"bm": 64, "bn": 256, "consumers": 1, "stages": 4},
+    {"bm": 256, "bn": 64, "consumers": 1, "stages": 5},
+    {"bm": 256, "bn": 64, "consumers": 2, "stages": 2},
+    {"bm": 256, "bn": 128, "consumers": 2, "stages": 4, "cluster": 2},
+]
+
+
+def _configs(family, settings_list, shape=SHAPE):
+    return [family.complete(settings, shape, ARCH) for settings in settings_list]
+
+
+@pytest.fixture(scope="module")
+def covered():
+    """(config, variant, census) for each COVER config of the BF16-output family, compiled in parallel."""
+    configs = _configs(FAMILY, COVER)
+    variants = build_all(FAMILY, SHAPE, ARCH, configs, lambda error: pytest.fail(str(error)))
+    assert len(variants) == len(configs)
+    return [(v.config, v, census_variant(v)) for v in variants]
+
+
+def test_the_cover_holds_every_knob_value_and_every_wgmma_loop_shape():
+    configs = _configs(FAMILY, COVER)
+    for knob in FAMILY.knobs:
+        assert {c[knob.name] for c in configs} == set(knob.domain), knob.name
+    loops = {(c["bm"], c["consumers"], c["bn"]) for c in FAMILY.configs(SHAPE, ARCH)}
+    assert {(c["bm"], c["consumers"], c["bn"]) for c in configs} == loops
+
+
+def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_local_memory(covered):
+    for config, variant, census in covered:
+        m_sub = FAMILY.m_sub(config)
+        label = variant.label
+        # the k-tile's 4 k16 steps, each M_SUB wgmma of the block's full width, with B transposed (N-major)
+        assert census.sass.matrix_shapes == {f"HGMMA.64x{config['bn']}x16.F32.BF16": 4 * m_sub}, label
+        assert census.ptx.matrix_shapes == {f"wgmma.m64n{config['bn']}k16.f32.bf16.bf16": 4 * m_sub}, label
+        assert ".tnspB" in variant.artifact.sass and "p, 1, 1, 0, 1;" in variant.source, label
+        # one tensor copy of A and one per 64-column box of B
+        assert census.sass.bulk == {"load": 1 + config["bn"] // 64}, label
+        assert census.ptx.bulk == {"load": 1 + config["bn"] // 64}, label
+        # full and empty barriers per stage, the producer's arrival with its bytes, the consumers' releases
+        mbarrier = census.sass.mbarrier
+        assert mbarrier["init"] == 2 * config["stages"] and mbarrier["arrive_expect_tx"] == 1, label
+        assert mbarrier["arrive"] == 2 and mbarrier["try_wait"] >= 2, label
+        # one commit group per k-tile, one left in flight, all drained at the tile's end
+        assert (census.sass.wgmma_commits, census.sass.wgmma_waits) == (1, (1, 0)), label
+        assert census.sass.local_loads == {} and census.sass.local_stores == {}, label
+        assert census.resources.spill_store_bytes == 0 and census.resources.stack_bytes == 0, label
+        assert ("__cluster_dims__(2, 1, 1)" in variant.source) == (config["cluster"] == 2), label
+        assert (census.cluster.dims if census.cluster else None) == ((2, 1, 1) if config["cluster"] == 2 else None), (
+            label
+        )
+
+
+def test_setmaxnreg_hands_the_producers_registers_to_the_consumers(covered):
+    """The producer drops to 40, the consumers rise to 232 (two) or 240 (one), and the block launches with as many
+    registers as the consumers get (168 at 384 threads: the cap; 240 at 256), so the pool covers every request (an
+    .inc the pool cannot cover would wait forever)."""
+    for config, variant, census in covered:
+        wanted = FAMILY.consumer_registers(config)
+        assert sorted(census.sass.setmaxnreg) == sorted(census.ptx.setmaxnreg) == [("dec", 40), ("inc", wanted)]
+        assert census.resources.registers == FAMILY.launch_registers(config), variant.label
+        pool = variant.threads * census.resources.registers
+        assert pool >= 128 * (40 + config["consumers"] * wanted), variant.label
+        assert variant.threads == 128 * (1 + config["consumers"])
+        assert "C7508" not in (variant.artifact.ptxas_log or "")  # ptxas ignored no setmaxnreg
+
+
+def test_the_default_config_census(covered):
+    config, variant, census = covered[0]
+    assert config == FAMILY.default_config(SHAPE, ARCH)
+    assert (config["bm"], config["bn"], config["consumers"], config["stages"]) == (128, 256, 2, 4)
+    assert census.sass.matrix == {"HGMMA": 4}
+    assert census.sass.mbarrier.keys() >= {"init", "arrive_expect_tx", "arrive", "try_wait"}
+    assert re.search(r"UTMALDG\.2D", variant.artifact.sass) and "USETMAXREG" in variant.artifact.sass
+    assert census.sass.local_loads == {} and census.resources.spill_load_bytes == 0
+    # 64 bf16 pairs per consumer thread, each store guarded by the row and column bounds
+    assert census.sass.global_stores == {32: 64} and census.sass.predicated["global_stores"] == 64
+    assert variant.launch.block == (384, 1, 1) and variant.launch.grid == (132, 1, 1)
+    assert variant.launch.dynamic_shared == 1024 + 4 * ((128 + 256) * 128 + 16) <= 227 * 1024
+    warnings = [line for line in (variant.artifact.ptxas_log or "").splitlines() if "arning" in line]
+    assert warnings == []  # no wgmma serialization, no ignored setmaxnreg
+
+
+def test_fp32_output_compiles_to_float2_stores():
+    configs = _configs(FP32_OUT, [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2}])
+    for variant in build_all(FP32_OUT, SHAPE, ARCH, configs, lambda error: pytest.fail(str(error))):
+        census = census_variant(variant)
+        pairs = FP32_OUT.m_sub(variant.config) * 2 * variant.config["bn"] // 8
+        assert census.sass.global_stores == {64: pairs}
+        assert census.sass.local_loads == {} and census.resources.spill_store_bytes == 0
+        assert "cvt.rn.bf16x2.f32" not in variant.source and "float* __restrict__ C" in variant.source
+
+
+# --- the space --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90", "sm_100a"])
+def test_other_archs_are_refused_in_a_sentence(arch):
+    problems = FAMILY.violations(FAMILY.with_defaults({}), SHAPE, arch)
+    assert any(f"sm_90a only (Hopper's arch-specific target); {arch} cannot" in p for p in problems), problems
+    assert list(FAMILY.configs(SHAPE, arch)) == []
+    with pytest.raises(ConfigError, match="sm_90a only"):
+        FAMILY.complete({}, SHAPE, arch)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"bm": 256, "bn": 128, "stages": 5}, "= 246864 B exceeds the 232448 B a block may opt into on sm_90a"),
+        ({"bm": 128, "bn": 256, "stages": 5}, "exceeds the 232448 B"),
+        ({"bm": 128, "bn": 192, "stages": 6}, "exceeds the 232448 B"),
+        ({"bm": 256, "bn": 128, "consumers": 1}, "would hold 256 FP32 accumulators"),
+        ({"bm": 128, "bn": 256, "consumers": 1}, "would hold 256 FP32 accumulators"),
+        ({"bm": 64, "consumers": 2}, "bm=64 does not split into 64-row wgmma tiles over 2 consumer warpgroups"),
+        ({"bm": 128, "bn": 256, "stages": 4}, None),
+        ({"bm": 64, "bn": 64, "consumers": 1, "stages": 6}, None),
+    ],
+)
+def test_the_space_refuses_what_cannot_launch(settings, message):
+    config = FAMILY.with_defaults(settings)
+    problems = FAMILY.violations(config, SHAPE, ARCH)
+    if message is None:
+        assert problems == []
+        assert FAMILY.shared_bytes(config) <= 227 * 1024
+    else:
+        assert any(message in p for p in problems), problems
+        with pytest.raises(ConfigError):
+            FAMILY.check_valid(config, SHAPE, ARCH)
+
+
+def test_every_valid_config_fits_the_shared_memory_and_the_registers():
+    configs = list(FAMILY.configs(SHAPE, ARCH))
+    assert len(configs) == FAMILY.count_configs(SHAPE, ARCH) > 100
+    for c in configs:
+        assert FAMILY.shared_bytes(c) <= 227 * 1024 and FAMILY.accumulators(c) <= 128
+        assert c["bm"] % (64 * c["consumers"]) == 0
+
+
+@pytest.mark.parametrize(("n", "k"), [(520, 260), (522, 264), (1001, 1001)])
+def test_shapes_a_tensor_map_cannot_describe_are_refused(n, k):
+    problems = FAMILY.violations(FAMILY.with_defaults({}), {"m": 1000, "n": n, "k": k}, ARCH)
+    assert any("must be multiples of 16 (K and N multiples of 8)" in p for p in problems), problems
+
+
+def test_ragged_m_and_the_brief_s_shapes_are_valid():
+    for shape in ({"m": 200, "n": 136, "k": 72}, RAGGED, {"m": 1, "n": 8, "k": 8}):
+        assert FAMILY.violations(FAMILY.with_defaults({}), shape, ARCH) == []
+        assert FAMILY.count_configs(shape, ARCH) == FAMILY.count_configs(SHAPE, ARCH)
+
+
+def test_free_knobs_change_no_verdict():
+    """raster and persistent are declared free: no value of either changes which configs are valid."""
+    free = [k for k in FAMILY.knobs if k.free]
+    assert {k.name for k in free} == {"raster", "persistent"}
+    bound = [k for k in FAMILY.knobs if not k.free]
+    for values in itertools.islice(itertools.product(*(k.domain for k in bound)), 0, None, 7):
+        base = dict(zip((k.name for k in bound), values, strict=True))
+        verdicts = {
+            bool(FAMILY.violations({**base, **dict(zip((k.name for k in free), f, strict=True))}, SHAPE, ARCH))
+            for f in itertools.product(*(k.domain for k in free))
+        }
+        assert len(verdicts) == 1, base
+
+
+# --- launch geometry, tolerance, problem --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "settings", "grid"),
+    [
+        (SHAPE, {}, 132),  # 512 tiles, persistent: one block per SM
+        (SHAPE, {"persistent": 0}, 32 * 16),
+        ({"m": 200, "n": 136, "k": 72}, {}, 2),  # 2 × 1 tiles of 128 × 256
+        ({"m": 300, "n": 136, "k": 72}, {"cluster": 2}, 4),  # 3 tiles, padded to whole pairs
+        ({"m": 300, "n": 136, "k": 72}, {"cluster": 2, "persistent": 0}, 4),
+        (SHAPE, {"cluster": 2}, 132),
+        ({"m": 8192, "n": 8192, "k": 64}, {"bm": 64, "bn": 64, "consumers": 1}, 132),
+    ],
+)
+def test_launch_geometry(shape, settings, grid):
+    config = FAMILY.complete(settings, shape, ARCH)
+    launch = FAMILY.launch(config, shape, ARCH)
+    assert launch.grid == (grid, 1, 1)
+    assert launch.grid[0] % config["cluster"] == 0
+    assert launch.block == (128 * (1 + config["consumers"]), 1, 1)
+    assert launch.dynamic_shared == FAMILY.shared_bytes(config)
+
+
+def test_tolerances_bound_one_bf16_rounding_and_the_fp32_sums():
+    for k in (8, 72, 264, 4096, 16384):
+        fp32 = 2.0**-24 * max(math.sqrt(k), 16) + k * 2.0**-26
+        assert FP32_OUT.tolerance_for({"m": 1, "n": 8, "k": k}) == pytest.approx(fp32)
+        assert FAMILY.tolerance_for({"m": 1, "n": 8, "k": k}) == pytest.approx(2.0**-8 + fp32)
+    assert FAMILY.tolerance_for(SHAPE) < 4.0e-3 + 1e-4 and FP32_OUT.tolerance_for(SHAPE) < 1e-4
+
+
+def test_problem_dtypes_and_costs():
+    assert FAMILY.name == "matmul-bf16" and FP32_OUT.name == "matmul-bf16-f32out"
+    assert FAMILY.device_dtype("A") == FAMILY.device_dtype("B") == "bfloat16"
+    assert FAMILY.device_dtype("__out__") == "bfloat16" and FP32_OUT.device_dtype("__out__") == "float32"
+    m, n, k = RAGGED.values()
+    assert FAMILY.bytes_moved(RAGGED) == 2 * (m * k + k * n + m * n)
+    assert FP32_OUT.bytes_moved(RAGGED) == 2 * (m * k + k * n) + 4 * m * n
+    assert FAMILY.flops(RAGGED) == 2 * m * n * k
+    assert FAMILY.output_shape(RAGGED) == (m, n)
+    assert [s.ctype for s in FAMILY.scalar_declarations(RAGGED)] == ["int"] * 3
+    with pytest.raises(ConfigError, match="not bfloat16 or float32"):
+        matmul_bf16.MatmulBF16("float16")
+
+
+def test_baselines_are_the_tutorial_configs_for_two_byte_inputs_and_cublas():
+    baselines = FAMILY.baseline_kernels(SHAPE)
+    assert [b.kind for b in baselines].count("torch") == 1 and baselines[-1].label == "torch.matmul (cuBLAS BF16)"
+    triton = [b for b in baselines if b.kind == "triton"]
+    assert triton and triton[0].config["BLOCK_K"] == 64 and all(b.config["BLOCK_K"] >= 32 for b in triton)
+    assert FP32_OUT.baseline_kernels(SHAPE)[-1].label == "torch.mm (cuBLAS BF16→FP32)"
+
+
+def test_the_parameter_check_wants_two_tensor_maps_a_pointer_and_three_ints(covered):
+    _, variant, _ = covered[0]
+    FAMILY.check_parameters(variant.artifact.ptx, SHAPE)  # as built
+    pointers_only = variant.artifact.ptx.replace(".param .align 64 .b8 matmul_bf16_param_1[128]", ".param .u64 x")
+    assert pointers_only != variant.artifact.ptx
+    with pytest.raises(ConfigError, match="two 128-byte tensor maps"):
+        FAMILY.check_parameters(pointers_only, SHAPE)
+
+
+# --- the launcher, with a stand-in driver --------------------------------------------------------------------------
+
+
+def test_enum_values_match_the_driver_bindings():
+    driver = pytest.importorskip("cuda.bindings.driver")
+    assert matmul_bf16.TENSOR_MAP_BFLOAT16 == driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    assert matmul_bf16.TENSOR_MAP_SWIZZLE_128B == driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B
+    assert matmul_bf16.TENSOR_MAP_INTERLEAVE_NONE == driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
+    assert matmul_bf16.TENSOR_MAP_L2_PROMOTION_256B == driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+    assert matmul_bf16.TENSOR_MAP_OOB_FILL_NONE == driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
+    assert (
+        matmul_bf16.FUNC_MAX_DYNAMIC_SHARED
+        == driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    )
+
+
+class Recorder(Driver):
+    """Records each driver call with what its arguments point at, and succeeds."""
+
+    def __init__(self):
+        super().__init__(lib=object())
+        self.calls = []
+
+    def call(self, name, *args):
+        if name == "cuTensorMapEncodeTiled":
+            target, dtype, rank, address, dims, strides, box, element_strides, *modes = args
+            self.calls.append(
+                (name, target.value, dtype, rank, address.value, list(dims), list(strides), list(box),
+                 list(element_strides), modes)
+            )  # fmt: skip
+        elif name == "cuLaunchKernel":
+            _, *geometry, stream, params, extra = args
+            values = [
+                params[0],
+                params[1],
+                ctypes.c_uint64.from_address(params[2]).value,
+                *(ctypes.c_int.from_address(p).value for p in params[3:6]),
+            ]
+            self.calls.append((name, tuple(geometry), stream.value, values, extra))
+        elif name == "cuModuleGetFunction":
+            self.calls.append((name, args[2]))
+        elif name == "cuFuncSetAttribute":
+            self.calls.append((name, args[1], args[2]))
+        else:
+            self.calls.append((name,))
+
+
+class Buffer:
+    def __init__(self, address):
+        self.address = address
+
+    def data_ptr(self):
+        return self.address
+
+
+def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the_parameters():
+    shape = RAGGED
+    config = FAMILY.complete({"bm": 64, "bn": 128, "consumers": 1}, shape, ARCH)
+    launch = FAMILY.launch(config, shape, ARCH)
+    job = SimpleNamespace(
+        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
+        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
+    )  # fmt: skip
+    driver = Recorder()
+    launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED)
+    assert [c[0] for c in driver.calls] == ["cuInit", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute"]
+    assert driver.calls[2] == ("cuModuleGetFunction", b"matmul_bf16")
+    assert driver.calls[3] == ("cuFuncSetAttribute", 8, launch.dynamic_shared)
+    driver.calls.clear()
+
+    a, b, c = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
+    bufs = {"A": Buffer(a), "B": Buffer(b), "__out__": Buffer(c)}
+    launcher(bufs)
+    launcher(bufs)  # the same buffers: encoded once
+    encodes = [call for call in driver.calls if call[0] == "cuTensorMapEncodeTiled"]
+    launches = [call for call in driver.calls if call[0] == "cuLaunchKernel"]
+    assert len(encodes) == 2 and len(launches) == 2
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    modes = [0, 3, 3, 0]  # no interleave, 128-byte swizzle, 256-byte L2 promotion, zero fill
+    (_, map_a, *rest_a), (_, map_b, *rest_b) = encodes
+    assert rest_a == [9, 2, a, [k, m], [2 * k], [64, 64], [1, 1], modes]  # bf16, 2-D; boxes 64 wide × bm rows
+    assert rest_b == [9, 2, b, [n, k], [2 * n], [64, 64], [1, 1], modes]  # boxes 64 × 64
+    assert map_a % 64 == 0 and map_b == map_a + 128
+    _, geometry, stream, values, extra = launches[0]
+    assert geometry == (*launch.grid, *launch.block, launch.dynamic_shared) and stream == 0x5EED and extra is None
+    assert values == [map_a, map_b, c, m, n, k]
+
+    other = {"A": Buffer(a + 256), "B": Buffer(b), "__out__": Buffer(c)}
+    launcher(other)
+    assert sum(call[0] == "cuTensorMapEncodeTiled" for call in driver.calls) == 4
+    with pytest.raises(ConfigError, match="not 16-byte aligned"):
+        launcher({"A": Buffer(a + 8), "B": Buffer(b), "__out__": Buffer(c)})
+
+
+def test_the_box_of_a_follows_bm():
+    fields = matmul_bf16.tensor_map_fields(rows=1000, columns=264, box_rows=256)
+    assert fields["dims"] == (264, 1000) and fields["strides"] == (528,) and fields["box"] == (64, 256)
+
+
+# --- the command line ------------------------------------------------------------------------------------------------
+
+
+def test_space_lists_the_knobs_and_constraints():
+    out = CliRunner().invoke(cli, ["space", FILE, "--arch", ARCH, "--shape", "m=1000,n=520,k=264", "--wide"])
+    assert out.exit_code == 0, out.output
+    assert "matmul-bf16" in out.output and "consumers" in out.output and "sm_90a only" in out.output
+    assert f"{FAMILY.count_configs(RAGGED, ARCH)} valid configs" in out.output
+    refused = CliRunner().invoke(cli, ["space", FILE, "--arch", "sm_90", "--shape", "m=1000,n=520,k=264"])
+    assert refused.exit_code == 0 and "0 valid configs" in refused.output
+
+
+def test_census_of_a_variant_on_the_command_line():
+    args = ["census", FILE, "--arch", ARCH, "--shape", "m=1000,n=520,k=264", "--set", "bm=64", "--set", "consumers=1"]
+    out = CliRunner().invoke(cli, [*args, "--set", "bn=128", "--wide"])
+    assert out.exit_code == 0, out.output
+    assert "HGMMA.64x128x16.F32.BF16 4" in out.output and "inc 240, dec 40" in out.output
+    assert re.search(r"SASS bulk copies\s+load 3", out.output)
+    refused = CliRunner().invoke(cli, ["census", FILE, "--arch", "sm_90", "--shape", "m=1000,n=520,k=264"])
+    assert isinstance(refused.exception, ConfigError) and "sm_90a only" in str(refused.exception)
