@@ -148,7 +148,11 @@ class MatmulBF16(CudaFamily):
         Knob("bk", (BK,), "k-tile depth: 64 bf16, one 128-byte swizzled row (the only depth of this layout)"),
         Knob("stages", (4, 2, 3, 5, 6), "shared-memory stages in the ring: tensor copies in flight ahead of wgmma"),
         Knob("consumers", (2, 1), "consumer warpgroups (block = 128 × (1 + consumers) threads)"),
-        Knob("cluster", (1, 2), "blocks per cluster (__cluster_dims__); 2 co-schedules pairs, sharing nothing yet"),
+        Knob(
+            "cluster",
+            (1, 2),
+            "blocks per cluster (__cluster_dims__): 2 launches pairs on one GPC, sharing nothing yet (multicast later)",
+        ),
         Knob(
             "raster",
             (8, 0, 4, 16),
@@ -366,9 +370,11 @@ class MatmulBF16(CudaFamily):
     def launcher(self, job, shape: Shape):
         m, n, k = shape["m"], shape["n"], shape["k"]
         if job.kind == "variant":
-            return TensorMapLauncher(job, shape, Driver(), _torch_stream)
+            return TensorMapLauncher(job, shape, Driver(), _torch_stream, _torch_context)
         if job.kind == "torch":
             torch = gpu.torch()
+            # BF16 in, FP32 sums, one rounding out: no split-K partials reduced in BF16 (torch allows them by default)
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
             if self.out_dtype == "bfloat16":
                 return lambda bufs: torch.matmul(bufs["A"], bufs["B"], out=bufs["__out__"])
             return lambda bufs: torch.mm(bufs["A"], bufs["B"], out_dtype=torch.float32, out=bufs["__out__"])
@@ -483,6 +489,12 @@ def _torch_stream() -> int:
     return gpu.torch().cuda.current_stream().cuda_stream
 
 
+def _torch_context() -> None:
+    """Make torch's CUDA context (the device's primary context) current on this thread, as the driver calls that
+    load a module need: a synchronize initializes the runtime's state for the thread where nothing has yet."""
+    gpu.torch().cuda.synchronize()
+
+
 def tensor_map_fields(rows: int, columns: int, box_rows: int) -> dict:
     """cuTensorMapEncodeTiled's arguments for a row-major bf16 matrix read in boxes of 64 columns × box_rows rows,
     128-byte swizzled, zero fill outside (innermost dimension first)."""
@@ -503,9 +515,10 @@ class TensorMapLauncher:
     """Launches one variant: its cubin loaded through the driver, A's and B's tensor maps encoded for each buffer set
     it meets (kept, so a graph's launches reuse them), then cuLaunchKernel with (A map, B map, C, M, N, K)."""
 
-    def __init__(self, job, shape: Shape, driver: Driver, stream_of):
+    def __init__(self, job, shape: Shape, driver: Driver, stream_of, prepare):
         self.job, self.shape, self.driver, self.stream_of = job, dict(shape), driver, stream_of
         self.box_rows = int(job.config["bm"])
+        prepare()
         self.driver.call("cuInit", 0)
         self.module = ctypes.c_void_p()
         self.image = ctypes.create_string_buffer(job.cubin, len(job.cubin))  # kept: the module is read from it

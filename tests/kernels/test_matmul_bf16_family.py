@@ -332,7 +332,7 @@ def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the
         grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
     )  # fmt: skip
     driver = Recorder()
-    launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED)
+    launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED, lambda: None)
     assert [c[0] for c in driver.calls] == ["cuInit", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute"]
     assert driver.calls[2] == ("cuModuleGetFunction", b"matmul_bf16")
     assert driver.calls[3] == ("cuFuncSetAttribute", 8, launch.dynamic_shared)

@@ -1,0 +1,159 @@
+"""The Hopper BF16 matmul family on a GPU (sm_90a): every knob value checked against the float64 reference at ragged
+shapes, through the harness (its own tensor maps and launch, in the worker process), beside cuBLAS; both output
+dtypes; persistent blocks that walk many tiles and lap the stage ring; shapes under one box; repeated launches
+bit-identical; and a timed run beside the Triton tutorial matmul and cuBLAS, which also shows that a CUDA graph
+captures the family's own launches. Skipped where no CUDA device is present; what holds without one is
+tests/kernels/test_matmul_bf16_family.py's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FILE = ROOT / "mage_tune" / "kernels" / "matmul_bf16.py"
+SPEC = str(FILE)  # by path, so the worker process loads the same family again
+SPEC_FP32 = f"{FILE}:FP32_OUT"
+ARCH = "sm_90a"
+RAGGED = [{"m": 200, "n": 136, "k": 72}, {"m": 1000, "n": 520, "k": 264}]
+
+pytestmark = pytest.mark.gpu
+
+# Every value of every knob at least once, and every (bm, consumers, bn) (as in the CPU tests).
+COVER = [
+    {},
+    {"bm": 128, "bn": 64, "consumers": 2, "stages": 6, "raster": 0},
+    {"bm": 128, "bn": 128, "consumers": 2, "stages": 5, "cluster": 2},
+    {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "persistent": 0},
+    {"bm": 128, "bn": 64, "consumers": 1, "stages": 2, "raster": 4},
+    {"bm": 128, "bn": 128, "consumers": 1, "stages": 6, "raster": 16, "cluster": 2},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 6},
+    {"bm": 64, "bn": 128, "consumers": 1, "stages": 3},
+    {"bm": 64, "bn": 192, "consumers": 1, "stages": 5, "cluster": 2, "persistent": 0},
+    {"bm": 64, "bn": 256, "consumers": 1, "stages": 4},
+    {"bm": 256, "bn": 64, "consumers": 1, "stages": 5},
+    {"bm": 256, "bn": 64, "consumers": 2, "stages": 2},
+    {"bm": 256, "bn": 128, "consumers": 2, "stages": 4, "cluster": 2},
+]
+
+
+def _variants(spec: str, shape: dict, settings: list[dict]):
+    from mage_tune.kernels import load_family
+    from mage_tune.kernels.select import build_all
+
+    family = load_family(spec)
+    configs = [family.complete(s, shape, ARCH) for s in settings]
+    return family, build_all(family, shape, ARCH, configs, lambda error: pytest.fail(str(error)))
+
+
+def _check(spec: str, shape: dict, settings: list[dict], baselines=("torch",), timed=False) -> list:
+    from mage_tune.measure import bench
+
+    family, variants = _variants(spec, shape, settings)
+    run = bench(family, shape, variants, baselines=baselines, timed=timed, rounds=3, job_timeout_s=120)
+    failed = [(r.label, r.error, r.rel_err) for r in run.results if not r.ok]
+    assert not failed, failed
+    assert sum(r.kind == "variant" for r in run.results) == len(settings)
+    return list(run.results)
+
+
+def test_the_cover_holds_every_knob_value():
+    from mage_tune.kernels import load_family
+
+    family = load_family(SPEC)
+    configs = [family.complete(s, RAGGED[1], ARCH) for s in COVER]
+    for knob in family.knobs:
+        assert {c[knob.name] for c in configs} == set(knob.domain), knob.name
+
+
+@pytest.mark.parametrize("shape", RAGGED, ids=lambda s: "x".join(map(str, s.values())))
+def test_every_knob_value_is_correct_at_ragged_shapes(shape):
+    _check(SPEC, shape, COVER)
+
+
+@pytest.mark.parametrize("shape", RAGGED, ids=lambda s: "x".join(map(str, s.values())))
+def test_fp32_output_is_within_fp32_s_bound(shape):
+    results = _check(SPEC_FP32, shape, COVER[:4] + COVER[6:8] + COVER[10:12])
+    variants = [r for r in results if r.kind == "variant"]
+    assert max(r.rel_err for r in variants) < 1e-5  # far under one bf16 rounding: C really is FP32
+
+
+def test_persistent_blocks_walk_many_tiles_and_lap_the_ring():
+    """1024+ tiles of 64 × 64 over 132 blocks (eight or more tiles each), K of 9 k-tiles over 2 or 3 stages: the
+    ring's parity flips many times within and across tiles; ragged in all three dimensions."""
+    shape = {"m": 2056, "n": 2056, "k": 520}
+    settings = [
+        {"bm": 64, "bn": 64, "consumers": 1, "stages": 2},
+        {"bm": 64, "bn": 64, "consumers": 1, "stages": 3, "cluster": 2, "raster": 0},
+        {"bm": 128, "bn": 64, "consumers": 2, "stages": 2, "raster": 16},
+        {},
+    ]
+    _check(SPEC, shape, settings)
+
+
+@pytest.mark.parametrize("shape", [{"m": 1, "n": 8, "k": 8}, {"m": 77, "n": 24, "k": 40}], ids=["1x8x8", "77x24x40"])
+def test_shapes_under_one_box(shape):
+    _check(SPEC, shape, [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2}, {"bm": 256, "bn": 64}])
+
+
+REPEAT = """
+import json, sys, torch
+from mage_tune.kernels import load_family
+from mage_tune.measure import variant_job
+family = load_family(sys.argv[1])
+shape = json.loads(sys.argv[2])
+out = []
+for settings in json.loads(sys.argv[3]):
+    config = family.complete(settings, shape, "sm_90a")
+    variant = family.build(config, shape, "sm_90a")
+    launch = family.launcher(variant_job(variant), shape)
+    g = torch.Generator(device="cpu").manual_seed(7)
+    a = (torch.rand(shape["m"], shape["k"], generator=g) * 2 - 1).to(torch.bfloat16).cuda()
+    b = (torch.rand(shape["k"], shape["n"], generator=g) * 2 - 1).to(torch.bfloat16).cuda()
+    dtype = torch.bfloat16 if family.device_dtype("__out__") == "bfloat16" else torch.float32
+    runs = []
+    for _ in range(3):
+        c = torch.full((shape["m"], shape["n"]), float("nan"), dtype=dtype, device="cuda")
+        launch({"A": a, "B": b, "__out__": c})
+        torch.cuda.synchronize()
+        runs.append(c)
+    ref = a.double() @ b.double()
+    rel = float((runs[0].double() - ref).norm() / ref.norm())
+    same = all(torch.equal(runs[0], r) for r in runs[1:])
+    out.append({"label": variant.label, "same": same, "rel": rel, "tol": family.tolerance_for(shape)})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
+def test_repeated_launches_are_bit_identical(spec):
+    """Three launches on the same buffers give the same bits (no split of K, a fixed order of the sums), each within
+    the tolerance; run in a process of its own so that a hang is a timeout, not a stuck test."""
+    shape = {"m": 1000, "n": 520, "k": 264}
+    settings = [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2}, {"persistent": 0}]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-c", REPEAT, spec, json.dumps(shape), json.dumps(settings)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(rows) == len(settings)
+    for row in rows:
+        assert row["same"], row
+        assert row["rel"] <= row["tol"], row
+
+
+def test_timed_beside_triton_and_cublas():
+    """The default config at 4096³, timed (CUDA graphs of the family's own launches) beside the Triton tutorial
+    matmul at its configs and cuBLAS; every one correct, every one timed."""
+    shape = {"m": 4096, "n": 4096, "k": 4096}
+    results = _check(SPEC, shape, [{}], baselines=None, timed=True)
+    kinds = {r.kind for r in results}
+    assert kinds == {"variant", "triton", "torch"}
+    assert all(r.time("cold") > 0 for r in results)
