@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from mage_tune.errors import InputError
-from mage_tune.kernels.base import Config, Family, Knob, Launch, Shape, Variant, config_label
+from mage_tune.kernels.base import OUT, Config, Family, Knob, Launch, Shape, Variant, config_label
 from mage_tune.triton_ref import compile_jit
 
 # triton loads on first use (a kernel's own module has imported it by then): mage_tune.families imports this module
@@ -35,7 +35,8 @@ class TritonFamily(Family):
     """A family over a `@triton.jit` (or `@triton.autotune`d) kernel. Besides Family's members it gives:
 
       kernel          the kernel object (`@triton.jit` function, or the Autotuner `@triton.autotune` made)
-      output          the pointer argument the output is written through
+      output          the pointer argument the output is written through (a family that declares `outputs`:
+                      pointer arguments named like an output get that output's buffer)
       scalars(shape)  the kernel's other non-constexpr arguments by name (ints, floats)
       grid(config, shape)           the launch grid, 1 to 3 integers
       constexprs(config, shape)     the constexpr arguments' values (default: the config's keys that are
@@ -132,13 +133,13 @@ class TritonFamily(Family):
         consts = self.constexprs(config, shape)
         scalars = self.scalars(shape)
         inputs = set(self.input_names(shape))
+        buffers = inputs | {o.name for o in self.outputs}
         sig, values = {}, {}
         for arg in fn.arg_names:
             if arg in consts:
                 sig[arg] = "constexpr"
-            elif arg in inputs or arg == self.output:
-                key = "__out__" if arg == self.output else arg
-                sig[arg] = "*" + _TYPES[self.device_dtype(key)]
+            elif arg in buffers or arg == self.output:
+                sig[arg] = "*" + _TYPES[self.device_dtype(self._buffer_key(arg))]
                 values[arg] = None
             elif arg in scalars:
                 value = scalars[arg]
@@ -151,6 +152,11 @@ class TritonFamily(Family):
                     file=self.source_file(),
                 )
         return sig, consts, values
+
+    def _buffer_key(self, arg: str) -> str:
+        """The harness's buffer a pointer argument gets: by name, the one output of a family that declares no
+        `outputs` under "__out__"."""
+        return OUT if arg == self.output and not self.outputs else arg
 
     def input_names(self, shape: Shape) -> list[str]:
         """Names make_inputs returns (from a tiny shape of the same dims, to stay cheap)."""
@@ -211,10 +217,10 @@ class TritonFamily(Family):
         options = self.options(config)
         scalars = self.scalars(shape)
         grid = tuple(int(g) for g in self.grid(config, shape))
-        args = [a for a in fn.arg_names if a not in consts]
+        args = [(a, self._buffer_key(a)) for a in fn.arg_names if a not in consts]
 
         def launch(bufs):
-            values = [bufs["__out__"] if a == self.output else bufs[a] if a in bufs else scalars[a] for a in args]
+            values = [bufs[key] if key in bufs else scalars[a] for a, key in args]
             fn[grid](*values, **consts, **options)
 
         return launch

@@ -1,9 +1,15 @@
 """GPU side of a measurement batch; runs inside a worker process (see worker.py), never in the CLI process.
 
-Order per job: correctness first (fresh random inputs, outputs poisoned with NaN, float64 reference), and only a
-job that passes is timed: a CUDA graph of many launches replayed several rounds, per regime, cold (rotating over
-enough buffer sets to defeat the L2) and/or hot (one buffer set). Every graph is checked to really contain the
-kernels: its output is poisoned before a replay and must be written by it.
+Order per job: correctness first (fresh random inputs, written outputs poisoned with NaN, in-place buffers restored
+from a pristine copy, each output compared with its float64 reference in its own metric), and only a job that
+passes is timed: a CUDA graph of many launches replayed several rounds, per regime, cold (rotating over enough
+buffer sets to defeat the L2) and/or hot (one buffer set). Every graph is checked to really contain the kernels: a
+written output is poisoned before a replay and must be written by it (a family whose outputs are all in-place: the
+replay must change an in-place buffer).
+
+A family with in-place outputs is timed a buffer set per launch: every set is restored from the pristine copy before
+each replay, outside the timed events, so every launch takes one step from the same state; after timing, each set
+used must hold exactly that one step.
 """
 
 from __future__ import annotations
@@ -12,18 +18,22 @@ import math
 import statistics
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from mage_tune import gpu
+from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family
-from mage_tune.measure import baselines, ceilings
-from mage_tune.measure.records import Job, Plan, Result, Session, Timing
+from mage_tune.kernels.base import OUT
+from mage_tune.measure import baselines, ceilings, checks
+from mage_tune.measure.records import Job, OutputCheck, Plan, Result, Session, Timing
 from mage_tune.measure.streams import torch_stream
 
 GRAPH_TARGET_US = 3000.0  # work per graph replay: long enough that event resolution and replay overhead vanish
 MAX_LAUNCHES = 200
 MAX_SET_BYTES_TOTAL = 8 * 2**30
+MIN_INPLACE_SETS = 10  # launches per cold graph of an in-place family (a set each), where memory allows
 
 
 class GraphEmpty(RuntimeError):
@@ -41,7 +51,10 @@ class Buffers:
     """Input/output buffer sets on the GPU: set 0 holds the checked inputs; the others are copies for rotation.
 
     Inputs go to the device in the family's dtype for each (`device_dtype`); `host` holds them as the device does
-    (rounded to that dtype, as float32), so the float64 reference is computed from exactly what the kernel reads."""
+    (rounded to that dtype, as float32), so the float64 reference is computed from exactly what the kernel reads.
+    Each written output has a buffer per set under its name ("__out__" for a family that declares no outputs). An
+    in-place output is an input (make_inputs gives it): `pristine` keeps its first value on the device, and
+    `restore` puts it back into sets before a launch."""
 
     def __init__(self, family, shape: dict, seed: int, sets: int):
         torch = _torch()
@@ -49,12 +62,29 @@ class Buffers:
         made = family.make_inputs(shape, rng)
         first = {k: torch.from_numpy(v).cuda().to(_dtype(family.device_dtype(k))) for k, v in made.items()}
         self.host = {k: v.float().cpu().numpy() for k, v in first.items()}
-        out_shape = family.output_shape(shape)
-        out_dtype = _dtype(family.device_dtype("__out__"))
+        self.outputs = tuple(o.name for o in family.output_list())
+        self.inplace = tuple(family.inplace_names())
+        missing = [n for n in self.inplace if n not in first]
+        if missing:
+            raise ConfigError(
+                f"{family.name}: in-place output {', '.join(missing)} is not among make_inputs' buffers "
+                f"({', '.join(first)}): an in-place output's value before the step is an input"
+            )
+        written = family.output_shapes(shape)
+        self.written = tuple(written)
         self.sets = [first] + [{k: v.clone() for k, v in first.items()} for _ in range(sets - 1)]
         for s in self.sets:
-            s["__out__"] = torch.empty(out_shape, dtype=out_dtype, device="cuda")
+            for name, dims in written.items():
+                s[name] = torch.empty(tuple(dims), dtype=_dtype(family.device_dtype(name)), device="cuda")
+        self.pristine = {n: first[n].clone() for n in self.inplace}
         self.bytes_per_set = sum(v.numel() * v.element_size() for v in self.sets[0].values())
+
+    def restore(self, sets: list[dict]) -> None:
+        """The in-place buffers of `sets` back to their pristine values, on torch's current stream (ordered before
+        whatever is launched or recorded next on it)."""
+        for s in sets:
+            for name in self.inplace:
+                s[name].copy_(self.pristine[name])
 
 
 def _dtype(name: str):
@@ -80,17 +110,35 @@ def load_kernel(cubin: bytes, kernel_name: str, dynamic_shared: int = 0):
 
 
 class VariantLauncher:
+    """A variant's cubin launched with a pointer per `param_names` (inputs and outputs by name; a family without
+    `outputs`: its one other name is the output, "__out__"), then its scalars packed as their declared C types."""
+
     def __init__(self, job: Job, family, shape: dict):
         self.module, self.fn = load_kernel(job.cubin, job.kernel_name, job.dynamic_shared)
         self.job = job
         self.family = family
-        self.scalars = family.scalar_args(shape)
+        packed = getattr(family, "packed_scalars", None)
+        self.scalars = tuple(packed(shape)) if packed is not None else tuple(family.scalar_args(shape))
+        self.keys: tuple[str, ...] | None = None
+
+    def _keys(self, bufs: dict) -> tuple[str, ...]:
+        keys = []
+        for name in self.family.param_names:
+            if name in bufs:
+                keys.append(name)
+            elif not self.family.outputs and OUT in bufs:
+                keys.append(OUT)
+            else:
+                raise ConfigError(
+                    f"{self.family.name}: kernel parameter {name!r} is neither an input nor an output "
+                    f"(buffers: {', '.join(bufs)})"
+                )
+        return tuple(keys)
 
     def __call__(self, bufs: dict) -> None:
-        args = [
-            np.uint64(bufs[name].data_ptr()) if name in bufs else np.uint64(bufs["__out__"].data_ptr())
-            for name in self.family.param_names
-        ]
+        if self.keys is None:
+            self.keys = self._keys(bufs)
+        args = [np.uint64(bufs[key].data_ptr()) for key in self.keys]
         with torch_stream():
             self.fn(self.job.grid, self.job.block, (*args, *self.scalars), shared_mem=self.job.dynamic_shared)
 
@@ -102,27 +150,84 @@ def make_launcher(job: Job, family, shape: dict) -> Callable[[dict], None]:
     return baselines.launcher(job, family, shape)
 
 
-def check(launch: Callable[[dict], object], family, shape: dict, bufs: Buffers, reference: np.ndarray) -> tuple:
+def returned_outputs(returned, names: tuple[str, ...]) -> dict:
+    """What a launch returned, by output name: a tensor is the (first) output, a dict names its outputs."""
+    if returned is None:
+        return {}
+    if isinstance(returned, dict):
+        unknown = sorted(set(returned) - set(names))
+        if unknown:
+            raise ConfigError(f"a launcher returned {', '.join(unknown)}; the outputs are {', '.join(names)}")
+        return dict(returned)
+    return {names[0]: returned}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A job's check: every output's, the largest relative L2 and absolute errors over them (NaN where one is not
+    finite), and the failing outputs' reasons ("" when all pass)."""
+
+    ok: bool
+    rel_err: float
+    max_abs_err: float
+    why: str
+    outputs: tuple[OutputCheck, ...]
+
+
+def check_outputs(launch: Callable[[dict], object], family, shape: dict, bufs: Buffers, references: dict) -> Checked:
+    """Launch once on set 0 (written outputs poisoned with NaN, in-place buffers restored) and compare each output
+    named in `references` with it, in the output's metric at its tolerance."""
     torch = _torch()
-    out = bufs.sets[0]["__out__"]
-    out.fill_(float("nan"))
-    returned = launch(bufs.sets[0])
-    out = returned if returned is not None else out
+    first = bufs.sets[0]
+    for name in bufs.written:
+        first[name].fill_(float("nan"))
+    bufs.restore([first])
+    returned = returned_outputs(launch(first), bufs.outputs)
     torch.cuda.synchronize()
-    got = out.double().cpu().numpy()
-    diff = got - reference
-    if not np.all(np.isfinite(got)):
-        bad = int(np.count_nonzero(~np.isfinite(got)))
-        return False, math.nan, math.nan, f"{bad} of {got.size} outputs not written or not finite"
-    rel = float(np.linalg.norm(diff) / max(np.linalg.norm(reference), 1e-300))
-    max_abs = float(np.max(np.abs(diff)))
-    tolerance = family.tolerance_for(shape)
-    ok = rel <= tolerance
-    return ok, rel, max_abs, "" if ok else f"relative error {rel:.3g} over tolerance {tolerance:.3g}"
+    compared = []
+    for output in family.output_list():
+        if output.name not in references:
+            continue
+        got = returned.get(output.name, first.get(output.name))
+        if got is None:
+            raise ConfigError(f"{family.name}: no buffer holds output {output.name!r}")
+        compared.append(
+            checks.compare(
+                output.name,
+                output.metric,
+                got.double().cpu().numpy(),
+                references[output.name],
+                family.tolerance_of(output, shape),
+                family.device_dtype(output.name),
+            )
+        )
+    rel = max((c.rel_l2 for c in compared), default=0.0)
+    max_abs = max((c.max_abs for c in compared), default=0.0)
+    if any(math.isnan(c.rel_l2) for c in compared):
+        rel = max_abs = math.nan
+    whys = [c.why for c in compared if c.why]
+    return Checked(not whys, rel, max_abs, "; ".join(whys), tuple(c.check for c in compared))
 
 
-def time_graph(launch: Callable[[dict], None], sets: list[dict], launches: int, rounds: int) -> list[float]:
-    """Per-launch µs of `rounds` replays of one graph holding `launches` launches that rotate over `sets`."""
+def check(launch: Callable[[dict], object], family, shape: dict, bufs: Buffers, reference) -> tuple:
+    """(ok, rel_err, max_abs_err, why) of check_outputs; `reference` is the family's reference() (an array for one
+    output) or a dict by output name."""
+    references = reference if isinstance(reference, dict) else {bufs.outputs[0]: reference}
+    checked = check_outputs(launch, family, shape, bufs, references)
+    return checked.ok, checked.rel_err, checked.max_abs_err, checked.why
+
+
+def time_graph(
+    launch: Callable[[dict], object],
+    sets: list[dict],
+    launches: int,
+    rounds: int,
+    restore: Callable[[], None] | None = None,
+    outputs: tuple[str, ...] = (OUT,),
+    inplace: tuple[str, ...] = (),
+) -> list[float]:
+    """Per-launch µs of `rounds` replays of one graph holding `launches` launches that rotate over `sets`.
+    `restore` (in-place buffers) runs before every replay, outside the timed events."""
     torch = _torch()
     graph = torch.cuda.CUDAGraph()
     capture_stream = torch.cuda.Stream()
@@ -134,16 +239,12 @@ def time_graph(launch: Callable[[dict], None], sets: list[dict], launches: int, 
             for i in range(launches):
                 returned = launch(sets[i % len(sets)])
     torch.cuda.synchronize()
-    probe = returned if returned is not None else sets[(launches - 1) % len(sets)]["__out__"]
-    probe.fill_(float("nan"))
-    torch.cuda.synchronize()
-    graph.replay()
-    torch.cuda.synchronize()
-    if torch.isnan(probe).all():
-        raise GraphEmpty("the captured graph did not write its output (kernels launched off the capture stream?)")
+    _probe(graph, returned_outputs(returned, outputs), sets[(launches - 1) % len(sets)], outputs, inplace, restore)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out = []
     for _ in range(rounds):
+        if restore is not None:
+            restore()
         start.record()
         graph.replay()
         end.record()
@@ -152,12 +253,46 @@ def time_graph(launch: Callable[[dict], None], sets: list[dict], launches: int, 
     return out
 
 
-def single_launch_us(launch: Callable[[dict], None], bufs: dict, repeats: int = 20) -> float:
-    """One launch timed by events around it, as a naive benchmark would: launch latency included."""
+def _probe(graph, returned: dict, last: dict, outputs: tuple, inplace: tuple, restore) -> None:
+    """GraphEmpty unless a replay writes the last launch's outputs: written ones are poisoned with NaN first and one
+    at least must be written; where every output is in-place, a replay from the restored state must change one."""
+    torch = _torch()
+    written = [returned.get(n, last.get(n)) for n in outputs if n not in inplace]
+    written = [t for t in written if t is not None]
+    if restore is not None:
+        restore()
+    if written:
+        for t in written:
+            t.fill_(float("nan"))
+        torch.cuda.synchronize()
+        graph.replay()
+        torch.cuda.synchronize()
+        # any output written will do: a copy baseline writes one output of several
+        if all(bool(torch.isnan(t).all()) for t in written):
+            raise GraphEmpty("the captured graph did not write its output (kernels launched off the capture stream?)")
+        return
+    stepped = [returned.get(n, last[n]) for n in inplace]
+    torch.cuda.synchronize()
+    before = [t.clone() for t in stepped]
+    graph.replay()
+    torch.cuda.synchronize()
+    if all(torch.equal(a, b) for a, b in zip(before, stepped, strict=True)):
+        raise GraphEmpty(
+            "the captured graph did not change its in-place buffers (kernels launched off the capture stream?)"
+        )
+
+
+def single_launch_us(
+    launch: Callable[[dict], None], bufs: dict, repeats: int = 20, restore: Callable[[], None] | None = None
+) -> float:
+    """One launch timed by events around it, as a naive benchmark would: launch latency included. `restore`
+    (in-place buffers) runs before each launch, outside the events."""
     torch = _torch()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
     for _ in range(repeats):
+        if restore is not None:
+            restore()
         torch.cuda.synchronize()
         start.record()
         launch(bufs)
@@ -167,23 +302,57 @@ def single_launch_us(launch: Callable[[dict], None], bufs: dict, repeats: int = 
     return statistics.median(samples)
 
 
+def one_step_after_timing(family, shape: dict, bufs: Buffers, sets: list[dict], checked: dict, references: dict) -> str:
+    """Why the sets a timed graph used do not each hold exactly one step from the pristine inputs ("" when they
+    do): each in-place buffer must equal set 0's after the check, or, for a kernel that is not bitwise
+    deterministic, be within its output's tolerance of the reference."""
+    torch = _torch()
+    torch.cuda.synchronize()
+    by_name = {o.name: o for o in family.output_list()}
+    for index, s in enumerate(sets):
+        for name in bufs.inplace:
+            if torch.equal(s[name], checked[name]):
+                continue
+            output = by_name[name]
+            near = checks.compare(
+                name,
+                output.metric,
+                s[name].double().cpu().numpy(),
+                references[name],
+                family.tolerance_of(output, shape),
+                family.device_dtype(name),
+            )
+            if not near.check.ok:
+                return (
+                    f"in-place buffer {name} of set {index} is not one step from the pristine inputs after timing "
+                    "(not restored before a launch?)"
+                )
+    return ""
+
+
 def plan_launches(single_us: float) -> int:
     return int(max(10, min(MAX_LAUNCHES, GRAPH_TARGET_US / max(single_us, 1.0))))
 
 
 class Runner:
-    """Holds one session's buffers and reference; measures jobs one by one."""
+    """Holds one session's buffers and references; measures jobs one by one."""
 
     def __init__(self, plan: Plan, session_index: int):
         self.plan = plan
         self.family = load_family(plan.family)
         self.session_index = session_index
+        inplace = bool(self.family.inplace_names())
         probe = Buffers(self.family, plan.shape, plan.seed, 1)
-        sets_for_cold = max(2, math.ceil(plan.cold_bytes / probe.bytes_per_set))
-        sets_for_cold = min(sets_for_cold, MAX_LAUNCHES, max(2, MAX_SET_BYTES_TOTAL // probe.bytes_per_set))
+        per_set = probe.bytes_per_set
+        del probe
+        sets_for_cold = max(2, math.ceil(plan.cold_bytes / per_set))
+        if inplace:  # a set per launch: enough launches per graph that a replay's overhead is spread thin
+            sets_for_cold = max(sets_for_cold, MIN_INPLACE_SETS)
+        sets_for_cold = min(sets_for_cold, MAX_LAUNCHES, max(2, MAX_SET_BYTES_TOTAL // per_set))
         want = sets_for_cold if "cold" in plan.regimes else 1
         self.bufs = Buffers(self.family, plan.shape, plan.seed, want)
-        self.reference = self.family.reference(self.bufs.host, plan.shape)
+        # from the pristine inputs: an in-place output's reference is one step from them
+        self.references = self.family.references(self.bufs.host, plan.shape)
 
     def run(self, job: Job) -> Result:
         base = {
@@ -193,20 +362,33 @@ class Runner:
             "config": job.config,
             "cubin_sha256": job.cubin_sha256,
         }
-        launch = make_launcher(job, self.family, self.plan.shape)
-        # A copy is checked as a copy: the output must equal the input it copies.
-        reference = self.bufs.host[job.expect].astype(np.float64) if job.expect else self.reference
-        ok, rel, max_abs, why = check(launch, self.family, self.plan.shape, self.bufs, reference)
-        if not ok:
-            return Result(ok=False, error=why, rel_err=rel, max_abs_err=max_abs, **base)
+        family, shape, bufs = self.family, self.plan.shape, self.bufs
+        launch = make_launcher(job, family, shape)
+        if job.expect:  # a copy is checked as a copy: its output must equal the input it copies
+            references = {baselines.copy_target(family, shape): bufs.host[job.expect].astype(np.float64)}
+        else:
+            references = self.references
+        checked = check_outputs(launch, family, shape, bufs, references)
+        found = {"rel_err": checked.rel_err, "max_abs_err": checked.max_abs_err, "outputs": checked.outputs}
+        if not checked.ok:
+            return Result(ok=False, error=checked.why, **found, **base)
         if not self.plan.timed:
-            return Result(ok=True, rel_err=rel, max_abs_err=max_abs, **base)
-        single = single_launch_us(launch, self.bufs.sets[0])
-        launches = plan_launches(single)
+            return Result(ok=True, **found, **base)
+        inplace = bufs.inplace
+        after_check = {n: bufs.sets[0][n].clone() for n in inplace}
+        restore_first = (lambda: bufs.restore(bufs.sets[:1])) if inplace else None
+        single = single_launch_us(launch, bufs.sets[0], restore=restore_first)
         timings = []
         for regime in self.plan.regimes:
-            sets = self.bufs.sets if regime == "cold" else self.bufs.sets[:1]
-            samples = time_graph(launch, sets, launches, self.plan.rounds)
+            sets = bufs.sets if regime == "cold" else bufs.sets[:1]
+            # in-place: a set per launch, every set restored before each replay
+            launches = len(sets) if inplace else plan_launches(single)
+            restore = (lambda sets=sets: bufs.restore(sets)) if inplace else None
+            samples = time_graph(launch, sets, launches, self.plan.rounds, restore, bufs.outputs, inplace)
+            if inplace:
+                why = one_step_after_timing(family, shape, bufs, sets, after_check, self.references)
+                if why:
+                    return Result(ok=False, error=why, **found, **base)
             timings.append(
                 Timing(
                     regime,
@@ -218,9 +400,7 @@ class Runner:
                     self.plan.rounds,
                 )
             )
-        return Result(
-            ok=True, rel_err=rel, max_abs_err=max_abs, timings=tuple(timings), single_launch_us=single, **base
-        )
+        return Result(ok=True, timings=tuple(timings), single_launch_us=single, **found, **base)
 
 
 def measure_session(index: int, environment: dict) -> Session:
@@ -236,7 +416,7 @@ def measure_session(index: int, environment: dict) -> Session:
         "copy_one_per_thread": (module.get_function("copy_one_per_thread"), ((n4 + 255) // 256, 1, 1), 256),
         "copy_two_per_thread": (module.get_function("copy_two_per_thread"), ((n4 + 511) // 512, 1, 1), 256),
     }
-    sets = [{"__out__": dst}]
+    sets = [{OUT: dst}]
     results = {}
     control_us = 0.0
     for name, (fn, grid, block) in kernels.items():

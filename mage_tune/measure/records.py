@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,18 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class OutputCheck:
+    """One output compared with the family's reference: `error` in `metric` (rel_l2, max_rel, ulp; NaN where some
+    element was not written or not finite), accepted when it is at most `tolerance`."""
+
+    name: str
+    metric: str
+    error: float
+    tolerance: float
+    ok: bool
+
+
+@dataclass(frozen=True)
 class Result:
     label: str
     kind: str
@@ -59,6 +71,7 @@ class Result:
     single_launch_us: float | None = None
     config: dict = field(default_factory=dict)
     cubin_sha256: str | None = None
+    outputs: tuple[OutputCheck, ...] = ()  # each output's check; rel_err is the largest relative L2 error of them
 
     def time(self, regime: str) -> float | None:
         for t in self.timings:
@@ -68,6 +81,21 @@ class Result:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Result:
+        """A Result from to_json()'s dict; records written before `outputs` existed (or with keys a newer writer
+        added) read too."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["timings"] = tuple(_from(Timing, t) for t in data.get("timings") or ())
+        values["outputs"] = tuple(_from(OutputCheck, o) for o in data.get("outputs") or ())
+        return cls(**values)
+
+
+def _from(kind, data: dict):
+    known = {f.name for f in fields(kind)}
+    return kind(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass(frozen=True)

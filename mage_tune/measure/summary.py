@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from mage_tune.measure.records import BenchRun, Result, Session
+from mage_tune.kernels.base import OUT
+from mage_tune.measure.records import BenchRun, OutputCheck, Result, Session
 
 
 @dataclass(frozen=True)
@@ -15,6 +17,24 @@ class Row:
     rate: str  # "3.9 TB/s" or "41.2 TFLOP/s"
     pct_of_floor: float | None  # floor / time: 100% is at the floor
     vs: dict[str, float]  # baseline group -> our time / best baseline time in the same session
+    errors: str = ""  # each output's error in its metric (errors_text)
+
+
+def errors_text(result: Result) -> str:
+    """A result's errors for a table: the relative error of a kernel with one unnamed output (and of records made
+    before outputs were checked one by one), else each output's in its metric ("y 0.5 ulp, sums 9.4e-08")."""
+    named = [o for o in result.outputs if o.name != OUT]
+    if not named:
+        return f"{result.rel_err:.1e}" if result.rel_err is not None else "-"
+    return ", ".join(f"{o.name} {_error_text(o)}" for o in named)
+
+
+def _error_text(check: OutputCheck) -> str:
+    if check.error is None or math.isnan(check.error):
+        return "not finite"
+    if check.metric == "ulp":
+        return f"{check.error:.2g} ulp"
+    return f"{check.error:.1e}" + (" max" if check.metric == "max_rel" else "")
 
 
 def floor_us(run: BenchRun, session: Session) -> float:
@@ -47,9 +67,9 @@ def rows(run: BenchRun, regime: str) -> list[Row]:
         t = r.time(regime)
         floor = floor_us(run, session)
         if t is None:
-            out.append(Row(r, None, floor, "-", None, {}))
+            out.append(Row(r, None, floor, "-", None, {}, errors_text(r)))
             continue
         rate = f"{run.flops / t / 1e6:.1f} TFLOP/s" if run.flops else f"{run.bytes_moved / t / 1e6:.2f} TB/s"
         vs = {g: t / b.time(regime) for (s, g), b in best.items() if s == r.session and b is not r}
-        out.append(Row(r, t, floor, rate, floor / t, vs))
+        out.append(Row(r, t, floor, rate, floor / t, vs, errors_text(r)))
     return out

@@ -34,6 +34,18 @@ _TIMING = {
     "required": ["regime", "median_us"],
     "properties": {"regime": _TEXT, "median_us": {"type": "number", "exclusiveMinimum": 0}},
 }
+_OUTPUT_CHECK = {  # one output of a measurement, checked on its own (records before outputs existed have none)
+    "type": "object",
+    "required": ["name", "ok"],
+    "properties": {
+        "name": _TEXT,
+        "metric": _TEXT,
+        "error": _NUMBER_OR_NULL,
+        "tolerance": _NUMBER_OR_NULL,
+        "ok": {"type": "boolean"},
+    },
+}
+_OUTPUT_CHECKS = {"type": "array", "maxItems": 4096, "items": _OUTPUT_CHECK}
 _MEASUREMENT = {
     "type": "object",
     "properties": {
@@ -44,6 +56,7 @@ _MEASUREMENT = {
         "max_abs_err": _NUMBER_OR_NULL,
         "timings": {"type": "array", "items": _TIMING},
         "config": CONFIG,
+        "outputs": _OUTPUT_CHECKS,
     },
 }
 
@@ -71,7 +84,12 @@ BASELINE = {
         "result": {
             "type": "object",
             "required": ["label", "ok", "timings"],
-            "properties": {"label": _TEXT, "ok": {"type": "boolean"}, "timings": {"type": "array", "items": _TIMING}},
+            "properties": {
+                "label": _TEXT,
+                "ok": {"type": "boolean"},
+                "timings": {"type": "array", "items": _TIMING},
+                "outputs": _OUTPUT_CHECKS,
+            },
         },
         "session": {
             "type": "object",
