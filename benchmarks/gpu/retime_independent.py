@@ -93,11 +93,11 @@ def retime(run: Path, rounds: int) -> dict:
     if launch.dynamic_shared:  # the opt-in, as mage-tune's harness asks for it
         kernel.max_dynamic_shared_size_bytes = launch.dynamic_shared
     args = [bufs.get(name, bufs["__out__"]).data_ptr() for name in variant.param_names]  # the one not made: out
-    args = tuple(np.uint64(p) for p in args) + tuple(family.scalar_args(shape))
+    args = tuple(np.uint64(p) for p in args) + family.packed_scalars(shape)
     stream = torch_stream()
 
     def ours():
-        kernel(launch.grid, (launch.block, 1, 1), args, shared_mem=launch.dynamic_shared, stream=stream)
+        kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared, stream=stream)
 
     ours()
     torch.cuda.synchronize()
