@@ -23,8 +23,14 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  (one arrival per warp on `empty`); at a tile's end wait_group 0 and store from registers
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
                  min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
-  cluster        2: blocks launch in pairs (__cluster_dims__); nothing is shared between them yet (TMA multicast of
-                 the A tile to both blocks of a pair is a later step)
+  cluster        2: blocks launch in pairs (__cluster_dims__)
+  multicast      1 (with cluster=2): a pair takes tiles one above the other (tile rows 2p and 2p+1 of one column),
+                 so the same k-tiles of B; block r copies B's boxes j with j % 2 == r into both blocks' shared memory
+                 (cp.async.bulk.tensor ... .multicast::cluster, ctaMask 0b11), each block's `full` barrier counting
+                 all of B's bytes and its own A's; a stage is free once the consumer warps of both blocks have
+                 released it (remote arrivals through mapa: 8 per consumer warpgroup pair); the lower block of an odd
+                 last pair copies no A and stores nothing but keeps the protocol; cluster barriers after the barriers'
+                 initialization and before either block exits
 
 Facts the kernel relies on, and where they come from (PTX ISA 8.x/9.x sections as mirrored at ptx.poole.ai, CUTLASS
 at github.com/NVIDIA/cutlass include/cute and include/cutlass/pipeline, cuda.h's driver API as cuda-bindings 13
@@ -65,7 +71,16 @@ documents it):
     cap at entry (__launch_bounds__(threads, 1)), each role one branch of an if/else. The pool is what the block
     was launched with: 40·128 + 232·256 = 64512 = 168·384, the cap ptxas gives 384 threads (the census checks the
     compiled count is the cap, else an .inc could wait forever).
-  - A kernel with __cluster_dims__ launches through cuLaunchKernel with a grid divisible by the cluster.
+  - A kernel with __cluster_dims__ launches through cuLaunchKernel with a grid divisible by the cluster; on a 1-D
+    grid %clusterid.x is blockIdx.x / 2 and %cluster_ctarank blockIdx.x % 2 (read from the special registers).
+  - Multicast (PTX "cp.async.bulk.tensor"): the data lands at the same CTA-relative offset as the destination in
+    each CTA of ctaMask, and the complete_tx signal goes to the mbarrier at the same offset in each. mapa maps a
+    shared::cta address to the same offset in another CTA of the cluster; CUTLASS's ClusterBarrier::arrive(cta_id)
+    arrives there with mbarrier.arrive.shared::cluster at default semantics (release, CTA scope: no MEMBAR.GPU in
+    SASS, where .release.cluster puts one before every arrival), as here: the consumers' reads were wgmma's, done
+    at their wait_group, and the peer's next write is a tensor copy, so no generic-proxy data needs a wider release.
+  - barrier.cluster.arrive.release / wait.acquire, by every thread (.aligned), orders the barriers' initialization
+    (fence.mbarrier_init.release.cluster) before any peer's use, and keeps a block resident until its peer is done.
 
 The launch. A tensor map is a 128-byte, 64-byte-aligned kernel parameter (`const __grid_constant__`), which the
 harness's cupy launch (pointers and scalars) cannot pass, so this family launches its own variants (`launcher` for
@@ -80,7 +95,8 @@ mma.sync chains of matmul-3xtf32 on the H200) and the ctypes launch. The CPU che
 compiles for sm_90a with HGMMA, UTMALDG, the mbarrier operations and USETMAXREG in its SASS and no spills
 (tests/kernels/test_matmul_bf16_family.py); tests/kernels/test_gpu_matmul_bf16.py checks every knob value on a GPU.
 
-Later steps: TMA multicast within a cluster, an stmatrix + TMA-store epilogue, split-K, and 3xTF32 on wgmma.
+Later steps: an stmatrix + TMA-store epilogue, multicast of A as well (2×2 clusters), split-K or stream-K for
+grids under a wave, a ping-pong schedule of the consumers, and 3xTF32 on wgmma.
 """
 
 from __future__ import annotations
@@ -148,10 +164,12 @@ class MatmulBF16(CudaFamily):
         Knob("bk", (BK,), "k-tile depth: 64 bf16, one 128-byte swizzled row (the only depth of this layout)"),
         Knob("stages", (4, 2, 3, 5, 6), "shared-memory stages in the ring: tensor copies in flight ahead of wgmma"),
         Knob("consumers", (2, 1), "consumer warpgroups (block = 128 × (1 + consumers) threads)"),
+        Knob("cluster", (1, 2), "blocks per cluster (__cluster_dims__): 2 launches them in pairs, on one GPC"),
         Knob(
-            "cluster",
-            (1, 2),
-            "blocks per cluster (__cluster_dims__): 2 launches pairs on one GPC, sharing nothing yet (multicast later)",
+            "multicast",
+            (0, 1),
+            "1: the two blocks of a cluster take tiles one above the other and share B's k-tiles, each copying half "
+            "of the boxes into both (TMA multicast); needs cluster=2",
         ),
         Knob(
             "raster",
@@ -242,6 +260,8 @@ class MatmulBF16(CudaFamily):
                 f"shared memory stages × (bm + bn) × 64 × 2 bytes, with barriers and alignment, = {smem} B exceeds "
                 f"the {limit} B a block may opt into on {target.name}"
             )
+        if c["multicast"] and c["cluster"] != 2:
+            out.append(f"multicast=1 shares B between the blocks of a pair: it needs cluster=2, not {c['cluster']}")
         k, n = shape["k"], shape["n"]
         if k % 8 or n % 8:
             out.append(
@@ -255,6 +275,7 @@ class MatmulBF16(CudaFamily):
             "sm_90a only: wgmma and setmaxnreg are arch-specific Hopper instructions (sm_80, sm_90 and Blackwell are "
             "refused)",
             "bm is a multiple of 64 × consumers: each consumer warpgroup issues whole m64 wgmma tiles",
+            "multicast=1 needs cluster=2: the pair of blocks shares B",
             f"(bm / consumers / 64) × bn / 2 <= {MAX_ACCUMULATORS} FP32 accumulators per consumer thread",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
             "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
@@ -265,7 +286,10 @@ class MatmulBF16(CudaFamily):
 
     def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
         cluster = config["cluster"]
-        blocks = _cdiv(self.tiles(config, shape), cluster) * cluster
+        if config["multicast"]:  # a cluster per pair of tile rows (the lower tile of an odd last pair idles)
+            blocks = 2 * _cdiv(shape["m"], 2 * config["bm"]) * _cdiv(shape["n"], config["bn"])
+        else:
+            blocks = _cdiv(self.tiles(config, shape), cluster) * cluster
         if config["persistent"]:
             blocks = min(blocks, max(cluster, get_arch(arch).sms // cluster * cluster))
         return Launch(blocks, self.threads(config), self.shared_bytes(config))

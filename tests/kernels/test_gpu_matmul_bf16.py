@@ -1,6 +1,7 @@
 """The Hopper BF16 matmul family on a GPU (sm_90a): every knob value checked against the float64 reference at ragged
 shapes, through the harness (its own tensor maps and launch, in the worker process), beside cuBLAS; both output
-dtypes; persistent blocks that walk many tiles and lap the stage ring; shapes under one box; repeated launches
+dtypes; multicast pairs, an odd last row of tiles among them; persistent blocks that walk many tiles and lap the
+stage ring; shapes under one box; repeated launches
 bit-identical; and a timed run beside the Triton tutorial matmul and cuBLAS, which also shows that a CUDA graph
 captures the family's own launches. Skipped where no CUDA device is present; what holds without one is
 tests/kernels/test_matmul_bf16_family.py's."""
@@ -39,6 +40,9 @@ COVER = [
     {"bm": 256, "bn": 64, "consumers": 1, "stages": 5},
     {"bm": 256, "bn": 64, "consumers": 2, "stages": 2},
     {"bm": 256, "bn": 128, "consumers": 2, "stages": 4, "cluster": 2},
+    {"cluster": 2, "multicast": 1},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
+    {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "cluster": 2, "multicast": 1, "raster": 0},
 ]
 
 
@@ -91,14 +95,30 @@ def test_persistent_blocks_walk_many_tiles_and_lap_the_ring():
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2},
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 3, "cluster": 2, "raster": 0},
         {"bm": 128, "bn": 64, "consumers": 2, "stages": 2, "raster": 16},
+        {"bm": 64, "bn": 128, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1},
+        {"cluster": 2, "multicast": 1, "raster": 4},
         {},
+    ]
+    _check(SPEC, shape, settings)
+
+
+@pytest.mark.parametrize("m", [300, 136, 1], ids=lambda m: f"m{m}")
+def test_multicast_pairs_with_an_odd_last_row_of_tiles(m):
+    """An odd number of tile rows leaves the lower block of the last pair without rows of A: it copies its half of
+    B's boxes for its partner, keeps the barrier protocol and stores nothing."""
+    shape = {"m": m, "n": 200, "k": 136}
+    settings = [
+        {"cluster": 2, "multicast": 1},
+        {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
+        {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "cluster": 2, "multicast": 1},
     ]
     _check(SPEC, shape, settings)
 
 
 @pytest.mark.parametrize("shape", [{"m": 1, "n": 8, "k": 8}, {"m": 77, "n": 24, "k": 40}], ids=["1x8x8", "77x24x40"])
 def test_shapes_under_one_box(shape):
-    _check(SPEC, shape, [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2}, {"bm": 256, "bn": 64}])
+    settings = [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2}, {"bm": 256, "bn": 64}]
+    _check(SPEC, shape, [*settings, {"cluster": 2, "multicast": 1}])
 
 
 REPEAT = """
@@ -135,7 +155,12 @@ def test_repeated_launches_are_bit_identical(spec):
     """Three launches on the same buffers give the same bits (no split of K, a fixed order of the sums), each within
     the tolerance; run in a process of its own so that a hang is a timeout, not a stuck test."""
     shape = {"m": 1000, "n": 520, "k": 264}
-    settings = [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2}, {"persistent": 0}]
+    settings = [
+        {},
+        {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2},
+        {"persistent": 0},
+        {"cluster": 2, "multicast": 1},
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
         [sys.executable, "-c", REPEAT, spec, json.dumps(shape), json.dumps(settings)],

@@ -45,6 +45,9 @@ COVER = [
     {"bm": 256, "bn": 64, "consumers": 1, "stages": 5},
     {"bm": 256, "bn": 64, "consumers": 2, "stages": 2},
     {"bm": 256, "bn": 128, "consumers": 2, "stages": 4, "cluster": 2},
+    {"cluster": 2, "multicast": 1},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
+    {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "cluster": 2, "multicast": 1, "raster": 0},
 ]
 
 
@@ -66,6 +69,7 @@ def test_the_cover_holds_every_knob_value_and_every_wgmma_loop_shape():
     for knob in FAMILY.knobs:
         assert {c[knob.name] for c in configs} == set(knob.domain), knob.name
     loops = {(c["bm"], c["consumers"], c["bn"]) for c in FAMILY.configs(SHAPE, ARCH)}
+    assert {(c["cluster"], c["multicast"]) for c in configs} == {(1, 0), (2, 0), (2, 1)}
     assert {(c["bm"], c["consumers"], c["bn"]) for c in configs} == loops
 
 
@@ -77,13 +81,19 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
         assert census.sass.matrix_shapes == {f"HGMMA.64x{config['bn']}x16.F32.BF16": 4 * m_sub}, label
         assert census.ptx.matrix_shapes == {f"wgmma.m64n{config['bn']}k16.f32.bf16.bf16": 4 * m_sub}, label
         assert ".tnspB" in variant.artifact.sass and "p, 1, 1, 0, 1;" in variant.source, label
-        # one tensor copy of A and one per 64-column box of B
-        assert census.sass.bulk == {"load": 1 + config["bn"] // 64}, label
-        assert census.ptx.bulk == {"load": 1 + config["bn"] // 64}, label
-        # full and empty barriers per stage, the producer's arrival with its bytes, the consumers' releases
+        # one tensor copy of A and one per 64-column box of B (multicast into both blocks of a pair)
+        boxes = config["bn"] // 64
+        copies = {"load": 1, "multicast": boxes} if config["multicast"] else {"load": 1 + boxes}
+        assert census.sass.bulk == census.ptx.bulk == copies, label
+        # full and empty barriers per stage, the producer's arrival with its bytes, the consumers' releases (in the
+        # loop and at the tile's end; into both blocks of a pair with multicast, through mapa)
         mbarrier = census.sass.mbarrier
         assert mbarrier["init"] == 2 * config["stages"] and mbarrier["arrive_expect_tx"] == 1, label
-        assert mbarrier["arrive"] == 2 and mbarrier["try_wait"] >= 2, label
+        assert mbarrier["arrive"] == (4 if config["multicast"] else 2) and mbarrier["try_wait"] >= 2, label
+        assert ("mapa.shared::cluster" in variant.artifact.ptx) == bool(config["multicast"]), label
+        # a pair meets at cluster barriers after the initialization and before leaving
+        pair = {"arrive": 2, "wait": 2} if config["multicast"] else {}
+        assert census.sass.cluster_barriers == census.ptx.cluster_barriers == pair, label
         # one commit group per k-tile, one left in flight, all drained at the tile's end
         assert (census.sass.wgmma_commits, census.sass.wgmma_waits) == (1, (1, 0)), label
         assert census.sass.local_loads == {} and census.sass.local_stores == {}, label
@@ -155,6 +165,7 @@ def test_other_archs_are_refused_in_a_sentence(arch):
         ({"bm": 256, "bn": 128, "consumers": 1}, "would hold 256 FP32 accumulators"),
         ({"bm": 128, "bn": 256, "consumers": 1}, "would hold 256 FP32 accumulators"),
         ({"bm": 64, "consumers": 2}, "bm=64 does not split into 64-row wgmma tiles over 2 consumer warpgroups"),
+        ({"multicast": 1, "cluster": 1}, "multicast=1 shares B between the blocks of a pair: it needs cluster=2"),
         ({"bm": 128, "bn": 256, "stages": 4}, None),
         ({"bm": 64, "bn": 64, "consumers": 1, "stages": 6}, None),
     ],
@@ -217,6 +228,9 @@ def test_free_knobs_change_no_verdict():
         ({"m": 300, "n": 136, "k": 72}, {"cluster": 2}, 4),  # 3 tiles, padded to whole pairs
         ({"m": 300, "n": 136, "k": 72}, {"cluster": 2, "persistent": 0}, 4),
         (SHAPE, {"cluster": 2}, 132),
+        ({"m": 300, "n": 136, "k": 72}, {"cluster": 2, "multicast": 1, "persistent": 0}, 4),  # 2 pairs of rows
+        ({"m": 200, "n": 520, "k": 72}, {"cluster": 2, "multicast": 1}, 6),  # 1 pair × 3 columns
+        (SHAPE, {"cluster": 2, "multicast": 1, "persistent": 0}, 512),
         ({"m": 8192, "n": 8192, "k": 64}, {"bm": 64, "bn": 64, "consumers": 1}, 132),
     ],
 )
