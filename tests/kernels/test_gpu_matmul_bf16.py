@@ -1,10 +1,9 @@
 """The Hopper BF16 matmul family on a GPU (sm_90a): every knob value checked against the float64 reference at ragged
 shapes, through the harness (its own tensor maps and launch, in the worker process), beside cuBLAS; both output
 dtypes; multicast pairs, an odd last row of tiles among them; persistent blocks that walk many tiles and lap the
-stage ring; shapes under one box; repeated launches
-bit-identical; and a timed run beside the Triton tutorial matmul and cuBLAS, which also shows that a CUDA graph
-captures the family's own launches. Skipped where no CUDA device is present; what holds without one is
-tests/kernels/test_matmul_bf16_family.py's."""
+stage ring; shapes under one box; repeated launches bit-identical; and a timed run beside the Triton tutorial
+matmul and cuBLAS, which also shows that a CUDA graph captures the family's own launches. Skipped where no CUDA
+device is present; what holds without one is tests/kernels/test_matmul_bf16_family.py's."""
 
 from __future__ import annotations
 
