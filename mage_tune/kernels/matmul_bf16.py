@@ -28,9 +28,9 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  so the same k-tiles of B; block r copies B's boxes j with j % 2 == r into both blocks' shared memory
                  (cp.async.bulk.tensor ... .multicast::cluster, ctaMask 0b11), each block's `full` barrier counting
                  all of B's bytes and its own A's; a stage is free once the consumer warps of both blocks have
-                 released it (remote arrivals through mapa: 8 per consumer warpgroup pair); the lower block of an odd
-                 last pair copies no A and stores nothing but keeps the protocol; cluster barriers after the barriers'
-                 initialization and before either block exits
+                 released it (remote arrivals through mapa: 4 warps × 2 blocks per consumer warpgroup); the lower
+                 block of an odd last pair copies no A and stores nothing but keeps the protocol; cluster barriers
+                 after the barriers' initialization and before either block exits
 
 Facts the kernel relies on, and where they come from (PTX ISA 8.x/9.x sections as mirrored at ptx.poole.ai, CUTLASS
 at github.com/NVIDIA/cutlass include/cute and include/cutlass/pipeline, cuda.h's driver API as cuda-bindings 13
@@ -69,8 +69,9 @@ documents it):
     INTERLEAVE_NONE = 0, SWIZZLE_128B = 3, L2_PROMOTION_L2_256B = 3, FLOAT_OOB_FILL_NONE = 0.
   - setmaxnreg (PTX "setmaxnreg"; HOPPER.md): counts 24..256 in steps of 8; it takes effect only with a register
     cap at entry (__launch_bounds__(threads, 1)), each role one branch of an if/else. The pool is what the block
-    was launched with: 40·128 + 232·256 = 64512 = 168·384, the cap ptxas gives 384 threads (the census checks the
-    compiled count is the cap, else an .inc could wait forever).
+    was launched with, and an .inc the pool cannot cover waits forever. ptxas 13 launches such a kernel with the
+    consumers' count capped by the launch bounds (read off the compiles, held by the tests): 168 at 384 threads,
+    where 40·128 + 232·256 = 64512 = 168·384 exactly, and 240 at 256 threads (40·128 + 240·128 <= 240·256).
   - A kernel with __cluster_dims__ launches through cuLaunchKernel with a grid divisible by the cluster; on a 1-D
     grid %clusterid.x is blockIdx.x / 2 and %cluster_ctarank blockIdx.x % 2 (read from the special registers).
   - Multicast (PTX "cp.async.bulk.tensor"): the data lands at the same CTA-relative offset as the destination in
@@ -81,13 +82,16 @@ documents it):
     at their wait_group, and the peer's next write is a tensor copy, so no generic-proxy data needs a wider release.
   - barrier.cluster.arrive.release / wait.acquire, by every thread (.aligned), orders the barriers' initialization
     (fence.mbarrier_init.release.cluster) before any peer's use, and keeps a block resident until its peer is done.
+  - cvt.rn.bf16x2.f32 d, a, b puts a's conversion in the upper half of d (PTX "cvt"): the higher column goes first.
+  - Triton's tl.dot ignores input_precision for inputs other than fp32, so the tutorial kernel's "ieee" leaves its
+    bf16 products on the tensor cores (it compiles to wgmma m64n256k16 bf16 offline).
 
 The launch. A tensor map is a 128-byte, 64-byte-aligned kernel parameter (`const __grid_constant__`), which the
 harness's cupy launch (pointers and scalars) cannot pass, so this family launches its own variants (`launcher` for
 kind "variant"): the driver's cuTensorMapEncodeTiled (through ctypes on libcuda, into buffers this module aligns;
-cuda-bindings' own CUtensorMap object is not 64-byte aligned in Python memory) for each buffer set, then
-cuLaunchKernel on torch's current stream (a CUDA graph captures it like any launch), with the dynamic shared memory
-limit raised by cuFuncSetAttribute. Encoding needs the driver, so it happens on the GPU side only.
+cuda-bindings' own CUtensorMap object lies in Python memory, 32 mod 64 where this was written) for each buffer set,
+then cuLaunchKernel on torch's current stream (a CUDA graph captures it like any launch), with the dynamic shared
+memory limit raised by cuFuncSetAttribute. Encoding needs the driver, so it happens on the GPU side only.
 
 Unverified until a GPU run: everything above that only the hardware can confirm: the descriptors, the swizzle
 agreement, the barrier protocol, the fragment layout, the FP32 tolerance's drift term (borrowed from the TF32
@@ -103,6 +107,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import math
 from typing import ClassVar
 
@@ -493,11 +498,7 @@ class Driver:
     @property
     def lib(self):
         if self._lib is None:
-            lib = ctypes.CDLL("libcuda.so.1")
-            for name, argtypes in self._SIGNATURES.items():
-                getattr(lib, name).argtypes = argtypes
-                getattr(lib, name).restype = ctypes.c_int
-            self._lib = lib
+            self._lib = _libcuda()
         return self._lib
 
     def call(self, name: str, *args) -> None:
@@ -507,6 +508,16 @@ class Driver:
             if name != "cuGetErrorName" and self.lib.cuGetErrorName(status, ctypes.byref(text)) == 0 and text.value:
                 raise RuntimeError(f"{name} failed: {text.value.decode()} ({status})")
             raise RuntimeError(f"{name} failed: CUresult {status}")
+
+
+@functools.cache
+def _libcuda():
+    """libcuda with the signatures of the calls Driver makes (loaded once per process)."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    for name, argtypes in Driver._SIGNATURES.items():
+        getattr(lib, name).argtypes = argtypes
+        getattr(lib, name).restype = ctypes.c_int
+    return lib
 
 
 def _torch_stream() -> int:
