@@ -23,6 +23,8 @@ EXAMPLES = [
     "examples/softmax_autotuned/family.py",
     "examples/layernorm_bulk/family.py",
     "examples/layernorm_cluster/family.py",
+    "examples/layernorm_stats/family.py",
+    "examples/adamw/family.py",
 ]
 SPECS = [*builtin_names(), *EXAMPLES]
 ARCH = "sm_90"
@@ -106,13 +108,19 @@ def test_inputs_reference_and_cost(spec):
     shape = family.shape_from({dim: 8 if dim in ("m",) else 256 for dim in family.dims})
     inputs = family.make_inputs(shape, np.random.default_rng(0))
     assert inputs and all(v.dtype == np.float32 for v in inputs.values())
-    ref = family.reference(inputs, shape)
-    assert ref.shape == family.output_shape(shape) and ref.dtype == np.float64 and np.isfinite(ref).all()
+    refs = family.references(inputs, shape)
+    written = family.output_shapes(shape)
+    for output in family.output_list():
+        ref = refs[output.name]
+        # an in-place output is an input the kernel updates: its reference has that input's shape
+        assert ref.shape == (inputs[output.name].shape if output.inplace else tuple(written[output.name]))
+        assert ref.dtype == np.float64 and np.isfinite(ref).all()
     assert family.bytes_moved(shape) > 0 and family.flops(shape) >= 0
-    for name in [*inputs, "__out__"]:
+    for name in [*inputs, *(o.name for o in family.output_list())]:
         assert family.device_dtype(name) in ("float32", "bfloat16", "float16")
-    if family.copy_of:
-        assert family.copy_of in inputs and inputs[family.copy_of].size == int(np.prod(ref.shape))
+    if family.copy_of:  # the copy writes the first written output
+        first = next(iter(written.values()))
+        assert family.copy_of in inputs and inputs[family.copy_of].size == int(np.prod(first))
 
 
 @pytest.mark.parametrize("spec", SPECS)
