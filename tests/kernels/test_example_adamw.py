@@ -157,3 +157,80 @@ def test_a_static_search_runs_through_the_cli(tmp_path, compile_cache):
     trials = [json.loads(line) for line in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
     assert len(trials) == 10 and any(t["outcome"] == "modelled" for t in trials)
     assert said["as_shipped"]["value"] > 0
+
+
+# --- the rendered kernel run on the host (tests/host_emulation.py) ---------------------------------------------------
+# No barrier and no shuffle: every thread of every block runs in turn on one OS thread; the three in-place buffers
+# are then checked as the harness checks them, each in its own metric, one step from the pristine state.
+
+HOST_MAIN = r"""
+template <class T> T __ldcs(const T* p) { return *p; }
+"""
+
+HOST_RUN = r"""
+// argv: n, threads, grid, the nine scalars after n as hex floats and an int, the state's file (params, grads, m, v),
+// the output file (params, m, v after the step)
+int main(int argc, char** argv) {
+    const size_t n = std::strtoull(argv[1], nullptr, 10);
+    blockDim.x = std::atoi(argv[2]);
+    gridDim.x = std::atoi(argv[3]);
+    float s[7];
+    for (int i = 0; i < 7; ++i) s[i] = std::strtof(argv[4 + i], nullptr);
+    const int mode = std::atoi(argv[11]);
+    std::vector<float> p(n), g(n), m(n), v(n);
+    FILE* in = std::fopen(argv[12], "rb");
+    for (auto* a : {&p, &g, &m, &v})
+        if (std::fread(a->data(), sizeof(float), n, in) != n) return 2;
+    std::fclose(in);
+    for (unsigned b = 0; b < gridDim.x; ++b)
+        for (unsigned t = 0; t < blockDim.x; ++t) {
+            blockIdx.x = b;
+            threadIdx.x = t;
+            adamw_step(p.data(), g.data(), m.data(), v.data(), s[0], s[1], s[2], s[3], s[4], s[5], s[6], mode, n);
+        }
+    FILE* out = std::fopen(argv[13], "wb");
+    for (auto* a : {&p, &m, &v}) std::fwrite(a->data(), sizeof(float), n, out);
+    std::fclose(out);
+    return 0;
+}
+"""
+
+SEED = {"threads": 256, "vec": 4, "per_thread": 1, "loop": "chunk", "hint": "none"}
+HOST_CASES = [
+    (SEED, 10_003, None),
+    ({**SEED, "per_thread": 8}, 10_003, None),  # a last block only partly covered
+    ({**SEED, "vec": 1, "per_thread": 4, "hint": "cs"}, 10_003, None),
+    ({**SEED, "loop": "stride", "per_thread": 2}, 10_003, 3),  # three blocks walk the whole count
+    ({**SEED, "loop": "stride", "vec": 1, "threads": 64}, 10_003, 5),
+    (SEED, 3, None),  # the tail alone
+    ({**SEED, "threads": 512, "vec": 1}, 1, None),  # as shipped, at one parameter
+]
+
+
+@pytest.mark.parametrize(("config", "n", "grid"), HOST_CASES)
+def test_kernels_match_the_references_in_a_host_emulation(family, config, n, grid, tmp_path):
+    from host_emulation import HOST_SHIM, host_compiler
+
+    from mage_tune.measure.checks import compare
+
+    if host_compiler() is None:
+        pytest.skip("needs g++ with C++20 <barrier>")
+    shape = family.shape_from({"n": n})
+    assert not family.violations(config, shape, ARCH)
+    source, program = tmp_path / "k.cpp", tmp_path / "k"
+    source.write_text(HOST_SHIM + HOST_MAIN + family.render(config, shape) + HOST_RUN)
+    subprocess.run([host_compiler(), "-std=c++20", "-O1", "-pthread", "-w", "-o", program, source], check=True)
+    inputs = family.make_inputs(shape, np.random.default_rng(n))
+    (tmp_path / "in.bin").write_bytes(b"".join(inputs[k].tobytes() for k in ("params", "grads", "m", "v")))
+    *floats, mode, count = family.packed_scalars(shape)
+    grid = grid or family.launch(config, shape, ARCH).grid[0]
+    args = [program, count, config["threads"], grid, *(float(f).hex() for f in floats), mode]
+    subprocess.run([*map(str, args), tmp_path / "in.bin", tmp_path / "out.bin"], check=True, timeout=300)
+    after = dict(zip(("params", "m", "v"), np.fromfile(tmp_path / "out.bin", np.float32).reshape(3, n), strict=True))
+    refs = family.references(inputs, shape)
+    failures = {
+        o.name: compare(o.name, o.metric, after[o.name], refs[o.name], family.tolerance_of(o, shape), "float32").why
+        for o in family.output_list()
+    }
+    assert failures == {"params": "", "m": "", "v": ""}
+    assert not np.array_equal(after["params"], inputs["params"])  # every buffer took its step

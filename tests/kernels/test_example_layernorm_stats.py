@@ -175,3 +175,108 @@ def test_a_static_search_runs_through_the_cli(tmp_path, compile_cache):
     trials = [json.loads(line) for line in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
     assert len(trials) == 10 and any(t["outcome"] == "modelled" for t in trials)
     assert said["as_shipped"]["value"] > 0  # 32 × 8 blocks, float4: valid at d=1000
+
+
+# --- the rendered kernel run on the host (tests/host_emulation.py) ---------------------------------------------------
+# Warps share no barrier, so a block's warps run one after another, each as 32 OS threads (warp 0 of the shim's
+# shuffle exchange); out, mean and rstd are then checked as the harness checks them, each in its own metric.
+
+HOST_EXTRA = r"""
+inline float __shfl_sync(unsigned, float v, int source) {
+    lanes[0][threadIdx.x] = v;
+    __syncwarp();
+    const float got = lanes[0][source];
+    __syncwarp();
+    return got;
+}
+template <class T> T __ldcs(const T* p) { return *p; }
+"""
+
+HOST_MAIN = r"""
+// argv: N, D, warps, grid, the inputs' file (x, weight, bias), the outputs' file (out, mean, rstd, NaN where unwritten)
+int main(int argc, char** argv) {
+    const int N = std::atoi(argv[1]), D = std::atoi(argv[2]);
+    blockDim.x = 32;
+    blockDim.y = std::atoi(argv[3]);
+    gridDim.x = std::atoi(argv[4]);
+    std::vector<float> x(size_t(N) * D), w(D), b(D), out(size_t(N) * D, NAN), mean(N, NAN), rstd(N, NAN);
+    FILE* in = std::fopen(argv[5], "rb");
+    for (auto* v : {&x, &w, &b})
+        if (std::fread(v->data(), sizeof(float), v->size(), in) != v->size()) return 2;
+    std::fclose(in);
+    warp_barriers.push_back(std::make_unique<std::barrier<>>(32));
+    for (unsigned block = 0; block < gridDim.x; ++block)
+        for (unsigned warp = 0; warp < blockDim.y; ++warp) {
+            std::vector<std::thread> lanes_;
+            for (unsigned lane = 0; lane < 32; ++lane)
+                lanes_.emplace_back([&, lane] {
+                    threadIdx.x = lane;
+                    threadIdx.y = warp;
+                    blockIdx.x = block;
+                    layernorm_forward(x.data(), w.data(), b.data(), out.data(), mean.data(), rstd.data(), N, D, 1e-5f);
+                });
+            for (auto& t : lanes_) t.join();
+        }
+    FILE* result = std::fopen(argv[6], "wb");
+    for (auto* v : {&out, &mean, &rstd}) std::fwrite(v->data(), sizeof(float), v->size(), result);
+    std::fclose(result);
+    return 0;
+}
+"""
+
+BASE = {"warps": 4, "vec": 4, "rows": 1, "x_in": "regs", "stats": "twopass", "stream": 0, "fast_math": 0}
+HOST_CASES = [
+    (BASE, {"m": 37, "d": 1000}),  # the default: float4 rows with a ragged last access
+    ({**BASE, "warps": 2, "vec": 1, "rows": 4, "stats": "welford"}, {"m": 37, "d": 1001}),  # a short last warp
+    ({**BASE, "warps": 1, "rows": 2, "x_in": "global", "stream": 1}, {"m": 37, "d": 1000}),
+    ({**BASE, "warps": 8, "vec": 1, "rows": 2, "x_in": "global", "stats": "welford"}, {"m": 37, "d": 1001}),
+    ({**BASE, "warps": 32, "x_in": "global", "fast_math": 1}, {"m": 40, "d": 768}),
+    ({**BASE, "warps": 16, "rows": 4, "x_in": "global", "stats": "welford"}, {"m": 70, "d": 64}),  # idle lanes
+    ({**BASE, "vec": 1, "rows": 2, "stats": "welford"}, {"m": 9, "d": 5}),
+    ({**BASE, "vec": 1, "rows": 2}, {"m": 9, "d": 5}),
+]
+
+
+def _host_failures(family, config, shape, tmp: Path, defines: tuple[str, ...] = ()) -> dict[str, str]:
+    """Each output's failure on the host, by name ("" where it passes)."""
+    from host_emulation import HOST_SHIM, host_compiler
+
+    from mage_tune.measure.checks import compare
+
+    source, program = tmp / "k.cpp", tmp / "k"
+    source.write_text(HOST_SHIM + HOST_EXTRA + family.render(config, shape) + HOST_MAIN)
+    flags = [f"-D{d}" for d in defines]
+    subprocess.run([host_compiler(), "-std=c++20", "-O1", "-pthread", "-w", *flags, "-o", program, source], check=True)
+    m, d = shape["m"], shape["d"]
+    inputs = family.make_inputs(shape, np.random.default_rng(m + d))
+    (tmp / "in.bin").write_bytes(b"".join(inputs[k].tobytes() for k in ("x", "weight", "bias")))
+    grid = family.launch(config, shape, ARCH).grid[0]
+    args = [program, m, d, config["warps"], grid, tmp / "in.bin", tmp / "out.bin"]
+    subprocess.run(list(map(str, args)), check=True, timeout=300)
+    got = np.fromfile(tmp / "out.bin", np.float32)
+    got = {"out": got[: m * d].reshape(m, d), "mean": got[m * d : m * d + m], "rstd": got[m * d + m :]}
+    refs = family.references(inputs, shape)
+    return {
+        o.name: compare(o.name, o.metric, got[o.name], refs[o.name], family.tolerance_of(o, shape), "float32").why
+        for o in family.output_list()
+    }
+
+
+@pytest.mark.parametrize(("config", "shape"), HOST_CASES)
+def test_kernels_match_the_references_in_a_host_emulation(family, config, shape, tmp_path):
+    from host_emulation import host_compiler
+
+    if host_compiler() is None:
+        pytest.skip("needs g++ with C++20 <barrier>")
+    assert not family.violations(config, shape, ARCH)
+    assert _host_failures(family, config, shape, tmp_path) == {"out": "", "mean": "", "rstd": ""}
+
+
+def test_a_planted_error_in_the_mean_fails_the_mean_alone_in_a_host_emulation(family, tmp_path):
+    from host_emulation import host_compiler
+
+    if host_compiler() is None:
+        pytest.skip("needs g++ with C++20 <barrier>")
+    failures = _host_failures(family, BASE, {"m": 37, "d": 1000}, tmp_path, ("MEAN_SCALE=1.01f",))
+    assert failures["out"] == failures["rstd"] == ""
+    assert failures["mean"].startswith("mean: relative error 0.01")
