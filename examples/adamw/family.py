@@ -63,8 +63,8 @@ class AdamW(CudaFamily):
         Knob("threads", (256, 128, 512, 1024, 64), "threads per block"),
         Knob("vec", (4, 1), "floats per access: 4 (float4) or 1"),
         Knob("per_thread", (1, 2, 4, 8), "accesses of each buffer per thread before its math"),
-        Knob("loop", ("chunk", "stride"), "one step per thread, or a grid-stride loop over a GPU-filling grid"),
-        Knob("hint", ("none", "cs"), "cs: streaming loads and stores (__ldcs/__stcs)"),
+        Knob("loop", ("chunk", "stride"), "one step per thread, or grid-stride over a GPU-filling grid", free=True),
+        Knob("hint", ("none", "cs"), "cs: streaming loads and stores (__ldcs/__stcs)", free=True),
     )
     kernel_name = "adamw_step"
     param_names = ("params", "grads", "m", "v")

@@ -60,8 +60,8 @@ class LayerNormStats(CudaFamily):
         Knob("rows", (1, 2, 4), "rows per warp, their loads interleaved"),
         Knob("x_in", ("regs", "global"), "x for the later passes: held in registers, or read again from global"),
         Knob("stats", ("twopass", "welford"), "mean then squared deviations, or one Welford pass"),
-        Knob("stream", (0, 1), "1: x's last read and the stores streaming (__ldcs/__stcs)"),
-        Knob("fast_math", (0, 1), "1: --use_fast_math (approximate division and square root)"),
+        Knob("stream", (0, 1), "1: x's last read and the stores streaming (__ldcs/__stcs)", free=True),
+        Knob("fast_math", (0, 1), "1: --use_fast_math (approximate division and square root)", free=True),
     )
     kernel_name = "layernorm_forward"
     param_names = ("x", "weight", "bias", "out", "mean", "rstd")
