@@ -192,6 +192,16 @@ class SourceOptions:
         if self.compiler not in COMPILERS:
             raise InputError(f"unknown compiler {self.compiler!r}; choose one of {', '.join(COMPILERS)}")
 
+    def to_json(self) -> dict:
+        """What a record keeps of how its kernels were compiled."""
+        return {
+            "includes": list(self.includes),
+            "defines": list(self.defines),
+            "options": list(self.options),
+            "std": self.std,
+            "compiler": self.compiler,
+        }
+
     def include_dirs(self, source_dir: str | None = None) -> tuple[str, ...]:
         """Folders searched for headers, in order: the user's -I, the source's folder, the CUDA headers (toolkit or
         pip wheels)."""
@@ -244,8 +254,18 @@ def check_define(define: str) -> str:
     return define
 
 
+# Headers only a CUDA toolkit (or NVIDIA's wheels) holds: where none is found here, installing one is the fix.
+_CUDA_HEADER = re.compile(
+    r"(cuda|cub|thrust|nv|crt)/|cuda\w*\.h|mma\.h|sm_\d+\w*\.h|cooperative_groups|curand|math_constants\.h"
+    r"|(vector|driver|library)_types\.h|device_\w+\.h|host_\w+\.h|(texture|surface)_\w+\.h"
+)
+
+
 def _header_error(log: str, label: str, searched: tuple[str, ...]) -> CompileError | None:
-    """A missing #include as one error naming the header, the including file and line, and the -I fix."""
+    """A missing #include as one error naming the header, the including file and line, and the fix that works:
+    for a header of the user's, its folder given with -I (a family's template, compiled from memory under its
+    variant's label: the family's include_dirs, or -I); for a CUDA header, the CUDA headers' folder, or installing
+    them where none are found. Installing CUDA is never the advice for a user's own header."""
     m = _MISSING_HEADER.search(log)
     if not m:
         return None
@@ -253,11 +273,20 @@ def _header_error(log: str, label: str, searched: tuple[str, ...]) -> CompileErr
     where = (m.group("file") or m.group("file2") or label).strip()
     line = m.group("line") or m.group("line2") or m.group("line3")
     dirs = [d[2:] for d in searched if d.startswith("-I")]
-    looked = f"searched {', '.join(dirs)}" if dirs else f"no CUDA headers found here ({toolchain.FIXES['headers']})"
+    family = not Path(label).is_file()
+    cuda = toolchain.cuda_include_dirs()
+    holder = next((d for d in cuda if (d / header).is_file()), None)
+    looked = f"searched {', '.join(dirs)}" if dirs else "no include folder was searched"
+    if holder is not None and str(holder) not in dirs:  # a CUDA header this compile did not look for
+        fix = f"pass -I {holder}" + (", or add that folder to the family's include_dirs" if family else "")
+    elif not cuda and _CUDA_HEADER.match(header):
+        looked, fix = "no CUDA headers found here", toolchain.FIXES["headers"]
+    elif family:
+        fix = "add the folder that holds it to the family's include_dirs, or pass -I DIR"
+    else:
+        fix = "add the folder that holds it with -I DIR"
     return CompileError(
-        f"header {header!r} not found ({looked}); add the folder that holds it with -I DIR",
-        file=where or label,
-        line=int(line) if line else None,
+        f"header {header!r} not found ({looked}); {fix}", file=where or label, line=int(line) if line else None
     )
 
 
@@ -543,15 +572,16 @@ def build_from_cu(
     without, through NVRTC with exactly `options` (mage-tune's own templates). A fallback to nvcc is kept in the
     artifact's notes (cached with it)."""
     check_arch(arch)
+    assembler = for_ptxas((*options, *(source_options.options if source_options else ())))
     key = None
     if source_options is None:
-        key = _key("cu+elf", source.encode(), arch, options)
+        key = _key("cu+elf", source.encode(), arch, (*options, *assembler))
     else:
         source_dir = str(Path(label).parent) if Path(label).is_file() else None
         headers = headers_digest(source, [*source_options.includes, *([source_dir] if source_dir else [])])
         if headers is not None:  # else an #include through a macro: what it reads is unknown, so no cache entry
             extra = (f"compiler={source_options.compiler}", *source_options.flags(source_dir), f"headers={headers}")
-            key = _key("cu+elf", source.encode(), arch, (*options, *extra))
+            key = _key("cu+elf", source.encode(), arch, (*options, *assembler, *extra))
     cached = _load_cached(key, label, arch, source) if key else None
     if cached:
         return cached
@@ -559,10 +589,20 @@ def build_from_cu(
         ptx, tools, notes = nvrtc_ptx(source, arch, label, options), {"nvrtc": toolchain.nvrtc_version()}, ()
     else:
         ptx, tools, notes = compile_cu(source, arch, label, source_options)
-    art = _from_ptx(ptx, arch, label, source=source, tools=tools, notes=notes)
+    art = _from_ptx(ptx, arch, label, source=source, tools=tools, notes=notes, ptxas_options=assembler)
     if key:
         _store(key, art)
     return art
+
+
+_MAXRREGCOUNT = re.compile(r"--?maxrregcount=(\d+)")
+
+
+def for_ptxas(options: tuple[str, ...]) -> tuple[str, ...]:
+    """The compiler options ptxas must be given as well: a register limit leaves no trace in the PTX that NVRTC or
+    `nvcc -ptx` writes, so it is ptxas's --maxrregcount."""
+    limits = [m.group(1) for m in map(_MAXRREGCOUNT.fullmatch, options) if m]
+    return (f"--maxrregcount={limits[-1]}",) if limits else ()
 
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)

@@ -128,6 +128,7 @@ def census_artifact(
         bounds = dict(k.launch_bounds) if k else _elf_bounds(facts)
         threads = _threads(block) or bounds.get("reqntid") or bounds.get("maxntid")
         occ = _occupancy(art.arch, threads, resources)
+        dims = _block_dims(block, k, facts) if threads else None
         out.append(
             Census(
                 name,
@@ -142,9 +143,24 @@ def census_artifact(
                 art.tools,
                 notes=art.notes,
                 cluster=_cluster(k, facts),
+                block_dims=dims,
             )
         )
     return out
+
+
+def _block_dims(
+    block: int | tuple[int, ...] | None, kernel: ptx_view.Kernel | None, facts: ElfFacts | None
+) -> tuple[int, int, int] | None:
+    """The block's (x, y, z) where known, from where its thread count came: as given, else the PTX's .reqntid or
+    .maxntid as written, else the cubin's."""
+    if block:
+        return _dims3((block,) if isinstance(block, int) else tuple(block))
+    if kernel is not None:
+        return _dims3(kernel.block_dims.get("reqntid") or kernel.block_dims.get("maxntid"))
+    if facts is not None:
+        return _dims3(facts.reqntid or facts.max_threads)
+    return None
 
 
 def _elf_bounds(facts: ElfFacts | None) -> dict[str, int]:
@@ -348,12 +364,13 @@ def census_path(
     path: str | Path,
     arch: str | None = None,
     kernel: str | None = None,
-    block: int | None = None,
+    block: int | tuple[int, ...] | None = None,
     ptxas_options: tuple[str, ...] | None = None,
     source_options: SourceOptions | None = None,
 ) -> list[Census]:
-    """Census every kernel in a file (or only `kernel`). `ptxas_options` go to ptxas for a PTX input (None: Triton's
-    own when its metadata JSON lies beside the PTX, else none);
+    """Census every kernel in a file (or only `kernel`); `block` is threads per block or (x, y[, z]).
+    `ptxas_options` go to ptxas for a PTX input (None: Triton's own when its metadata JSON lies beside the PTX, else
+    none);
     `source_options` (include folders, macros, C++ standard, compiler) to the compile of a `.cu`."""
     art = load(path, arch, ptxas_options=ptxas_options, source_options=source_options)
     return census_artifact(art, kernel=kernel, block=block)

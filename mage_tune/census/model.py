@@ -113,6 +113,7 @@ class Census:
     tools: dict[str, str]
     notes: tuple[str, ...] = ()  # one line each: what could not be done for this input (no SASS view: why, fix)
     cluster: Cluster | None = None
+    block_dims: tuple[int, int, int] | None = None  # the block's (x, y, z) where known; occupancy counts threads
 
     def to_json(self) -> dict:
         """The documented JSON record (schema `mage-tune.census/1`)."""
@@ -132,7 +133,7 @@ class Census:
             "local_bytes": res.local_bytes,
             "barriers_used": res.barriers_used,
             "resource_sources": res.sources,
-            "occupancy": asdict(self.occupancy) if self.occupancy else None,
+            "occupancy": self._occupancy_json(),
             "launch_bounds": self.launch_bounds,
             "tools": self.tools,
             "notes": list(self.notes),
@@ -144,6 +145,13 @@ class Census:
             view = getattr(self, name)
             out[name] = _view_json(view) if view else None
         return out
+
+    def _occupancy_json(self) -> dict | None:
+        """`block` stays the thread count (what the occupancy is of); `block_dims` [x, y, z] where known."""
+        if self.occupancy is None:
+            return None
+        dims = {"block_dims": list(self.block_dims)} if self.block_dims else {}
+        return {**asdict(self.occupancy), **dims}
 
 
 def _view_json(view: View) -> dict:

@@ -91,6 +91,14 @@ def _optional_rows(view: View) -> list[tuple[str, str]]:
     return rows
 
 
+def block_cell(threads: int, dims: tuple[int, int, int] | None) -> str:
+    """256 for a 1-D block; 32×8 (256 threads) for a block of 2 or 3 dimensions."""
+    if not dims or dims[1:] == (1, 1):
+        return str(threads)
+    shown = dims if dims[2] > 1 else dims[:2]
+    return f"{'×'.join(map(str, shown))} ({threads} threads)"
+
+
 def _na(value) -> str:
     return "?" if value is None else str(value)
 
@@ -109,7 +117,7 @@ def rows(c: Census) -> list[tuple[str, str]]:
     occ = c.occupancy
     if occ:
         out += [
-            ("block", str(occ.block)),
+            ("block", block_cell(occ.block, c.block_dims)),
             ("blocks / warps per SM", f"{occ.blocks_per_sm} / {occ.warps_per_sm}"),
             ("occupancy (limiter)", f"{occ.fraction:.0%} ({occ.limiter})"),
         ]

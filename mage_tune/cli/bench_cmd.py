@@ -8,12 +8,13 @@ from pathlib import Path
 
 import click
 
-from mage_tune.cli.options import family_and_shape, family_options
+from mage_tune.cli.options import compile_options, family_and_shape, family_options
 
 
 @click.command()
 @click.argument("family")
 @family_options(arch_default="auto")
+@compile_options
 @click.option(
     "--set",
     "settings",
@@ -53,6 +54,7 @@ def bench(
     family,
     dims,
     arch,
+    source_options,
     settings,
     source,
     configs_file,
@@ -86,7 +88,7 @@ def bench(
     click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     if arch == "auto" or arch is None:
         arch = device.arch_of_device()
-    fam, shape = family_and_shape(family, dims)
+    fam, shape = family_and_shape(family, dims, source_options)
     variants = _variants(fam, shape, arch, settings, source, configs_file, all_configs, sample)
     regimes = ("cold", "hot") if regime == "both" else (regime,)
     if baselines is None:
@@ -170,6 +172,7 @@ def run_record(run, variants, family) -> dict:
         "family_origin": run.family_origin,
         "family_digest": family_record(family)["family_digest"],
         "defaults": family.with_defaults({}),
+        "source_options": _source_record(family),
         "launches": {v.label: {"grid": list(v.launch.grid), "block": block_json(v.launch.block)} for v in variants},
         "shape": run.shape,
         "bytes_moved": run.bytes_moved,
@@ -194,6 +197,12 @@ def run_record(run, variants, family) -> dict:
         },
         "census": censuses,
     }
+
+
+def _source_record(family) -> dict | None:
+    """The command line's -I, -D and compiler options the variants were built with (None: as the family declares)."""
+    extra = getattr(family, "extra_source_options", None)
+    return extra.to_json() if extra is not None else None
 
 
 def format_run(run, regimes) -> str:

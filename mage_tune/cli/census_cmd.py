@@ -7,6 +7,7 @@ import json
 import click
 
 from mage_tune.arch import ARCH_NAMES, DEFAULT_ARCH
+from mage_tune.cli.options import COMPILER_OPTION_HELP, DEFINE_HELP, INCLUDE_HELP, BlockDims
 
 ARCHS = list(ARCH_NAMES)
 
@@ -21,27 +22,29 @@ ARCHS = list(ARCH_NAMES)
 @click.option("--kernel", "kernel", default=None, help="Only this kernel (mangled or demangled name).")
 @click.option(
     "--block",
-    type=click.IntRange(1, 1024),  # CUDA's most threads per block; 0 would be taken as not given
+    type=BlockDims(),
     default=None,
-    help="Threads per block for occupancy (default: .reqntid/.maxntid).",
+    help="The block for occupancy: threads (256), or x·y[·z] as 32x8 or 32x8x2, at most 1024 threads "
+    "(default: .reqntid/.maxntid).",
 )
 @click.option("--compare", "other", default=None, help="A second file: print both side by side, differences marked.")
 @click.option("--json", "as_json", is_flag=True, help="Print the versioned JSON records instead of a table.")
-@click.option("-I", "--include", "includes", multiple=True, help=".cu: an include folder (repeatable).")
+@click.option("-I", "--include", "includes", multiple=True, metavar="DIR", help=".cu or family: " + INCLUDE_HELP)
+@click.option("-D", "--define", "defines", multiple=True, metavar="NAME[=VALUE]", help=".cu or family: " + DEFINE_HELP)
 @click.option(
-    "-D",
-    "--define",
-    "defines",
+    "--compiler-option",
+    "compiler_options",
     multiple=True,
-    help=".cu: a macro, NAME or NAME=VALUE (repeatable); VALUE of letters, digits, space and _.+-*/%:[]() only.",
+    metavar="OPT",
+    help=".cu or family: " + COMPILER_OPTION_HELP,
 )
-@click.option("--std", default=None, help=".cu: the C++ standard (c++17, c++20; default c++17).")
+@click.option("--std", default=None, help=".cu or family: the C++ standard (c++17, c++20; default c++17).")
 @click.option(
     "--compiler",
     type=click.Choice(["auto", "nvrtc", "nvcc"]),
     default="auto",
     show_default=True,
-    help=".cu: auto is NVRTC, then nvcc (when present) for a source NVRTC cannot take.",
+    help=".cu: auto is NVRTC, then nvcc (when present) for a source NVRTC cannot take; a family: auto is NVRTC.",
 )
 @click.option(
     "--ptxas-options",
@@ -63,6 +66,7 @@ def census(
     as_json,
     includes,
     defines,
+    compiler_options,
     std,
     compiler,
     ptxas_options,
@@ -81,14 +85,17 @@ def census(
     """
     from mage_tune.census import SourceOptions, census_artifact, census_path
     from mage_tune.census.table import render, rows
-    from mage_tune.cli.options import split_ptxas_options
+    from mage_tune.cli.options import compiler_options_of, split_ptxas_options
 
     # checked here (InputError: one line, exit 2): defines, -I, --std and --compiler reach nvcc, which uses a shell
-    source = SourceOptions(includes=tuple(includes), defines=tuple(defines), std=std, compiler=compiler)
+    options = compiler_options_of(compiler_options)
+    source = SourceOptions(
+        includes=tuple(includes), defines=tuple(defines), std=std, compiler=compiler, options=options
+    )
     inputs = {"source_options": source, "ptxas_options": split_ptxas_options(ptxas_options)}
 
     if _is_family(target):
-        from mage_tune.cli.options import parse_shape
+        from mage_tune.cli.options import parse_shape, with_source_options
         from mage_tune.errors import InputError
         from mage_tune.kernels import load_family
 
@@ -98,7 +105,10 @@ def census(
             raise InputError(
                 "--block sets a kernel file's block size; a family variant's comes from its config (--set)"
             )
-        fam = load_family(target)
+        if ptxas_options:
+            raise InputError("--ptxas-options applies to a PTX file; a family is compiled with --compiler-option")
+        given = includes or defines or options or std or compiler != "auto"
+        fam = with_source_options(load_family(target), source if given else None)
         dims = {**parse_shape(shape_text), **{k: v for k, v in (("d", d), ("m", m), ("n", n), ("k", k_)) if v}}
         shape = fam.shape_from(dims)
         config = fam.parse_settings(settings, shape, arch or DEFAULT_ARCH)

@@ -6,12 +6,13 @@ import json
 
 import click
 
-from mage_tune.cli.options import family_and_shape, family_options
+from mage_tune.cli.options import compile_options, family_and_shape, family_options
 
 
 @click.command()
 @click.argument("family")
 @family_options
+@compile_options
 @click.option("--set", "settings", multiple=True, help="Our variant: knob=value (repeatable); unset knobs default.")
 @click.option(
     "--best",
@@ -55,6 +56,7 @@ def compare(
     family,
     dims,
     arch,
+    source_options,
     settings,
     best,
     against,
@@ -83,7 +85,7 @@ def compare(
     from mage_tune.comparison import compare as run_compare
     from mage_tune.comparison import parse_grid
 
-    fam, shape = family_and_shape(family, dims)
+    fam, shape = family_and_shape(family, dims, source_options)
     result = run_compare(
         fam,
         shape,

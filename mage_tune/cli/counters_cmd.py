@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from mage_tune.cli.options import family_and_shape, family_options
+from mage_tune.cli.options import compile_options, family_and_shape, family_options
 
 ROWS = (  # (label, picked field, format)
     ("time (ncu, one cold launch)", "duration_ns", lambda v: f"{v / 1e3:.2f} µs"),
@@ -29,6 +29,7 @@ ROWS = (  # (label, picked field, format)
 @click.command()
 @click.argument("family")
 @family_options(arch_default="auto")
+@compile_options
 @click.option("--set", "settings", multiple=True, help="knob=value (repeatable): the variant to profile.")
 @click.option(
     "--baseline",
@@ -38,7 +39,7 @@ ROWS = (  # (label, picked field, format)
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Also write the record here.")
-def counters(family, dims, arch, settings, baseline_labels, as_json, out_path):
+def counters(family, dims, arch, source_options, settings, baseline_labels, as_json, out_path):
     """Profile one cold launch of a variant (and of named baselines) with Nsight Compute (`--clock-control none`):
     achieved occupancy, DRAM traffic and throughput, issue and FMA-pipe use, bank conflicts and stall reasons,
     beside what the census predicts from the binary alone (registers, occupancy, bytes the kernel must move)."""
@@ -51,7 +52,7 @@ def counters(family, dims, arch, settings, baseline_labels, as_json, out_path):
     click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     if arch == "auto" or arch is None:
         arch = device.arch_of_device()
-    fam, shape = family_and_shape(family, dims)
+    fam, shape = family_and_shape(family, dims, source_options)
     variant = fam.build(fam.parse_settings(settings, shape, arch), shape, arch)
     by_label = {job.label: job for job in baseline_jobs(fam, shape, fam.baselines)}
     missing = [label for label in baseline_labels if label not in by_label]

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from mage_tune.arch import DEFAULT_ARCH
-from mage_tune.cli.options import family_and_shape, family_options
+from mage_tune.cli.options import compile_options, family_and_shape, family_options
 from mage_tune.search.samplers import SAMPLERS
 
 TRIALS = click.IntRange(1, 1_000_000)  # 0 or fewer would end at once with an empty table
@@ -18,6 +18,7 @@ WORKERS = click.IntRange(1, 256)  # 0 or fewer compile processes would run no tr
 @click.command()
 @click.argument("family")
 @family_options(arch_default="auto")
+@compile_options
 @click.option("--trials", type=TRIALS, default=100, show_default=True, help="Trials that count (see --help text).")
 @click.option(
     "--sampler",
@@ -57,6 +58,7 @@ def search(
     family,
     dims,
     arch,
+    source_options,
     trials,
     sampler,
     storage,
@@ -97,7 +99,7 @@ def search(
 
     if sampler == "grid" and polish:
         raise click.UsageError("--polish does not apply to --sampler grid: the grid walks every config as it is")
-    fam, shape = family_and_shape(family, dims)
+    fam, shape = family_and_shape(family, dims, source_options)
     if gpus is not None:
         if static:
             raise click.UsageError("--gpus measures on GPUs; --static measures nothing: give one of them")
@@ -146,6 +148,7 @@ def search(
         warm_start="off" if no_warm_start else warm_start,
         db=db_url,
         polish=polish,
+        source_options=source_options,
     )
     runner = Search(spec, fam, lambda text: click.echo(wrap(text), err=True))
     resumed = report.recorded_trials(runner.study)

@@ -10,7 +10,7 @@ import time
 
 import click
 
-from mage_tune.cli.options import family_and_shape, family_options
+from mage_tune.cli.options import compile_options, family_and_shape, family_options
 
 JSON_HELP = (
     "JSON Lines, streamed as the space is walked (never held whole): first the family, origin, dims, shape, arch, "
@@ -107,13 +107,28 @@ def _stream_json(fam, shape: dict, arch: str, limit: int | None) -> None:
 @click.command()
 @click.argument("family")
 @family_options
+@compile_options
 @click.option(
     "--set", "settings", multiple=True, help="knob=value (repeatable); unset knobs take the first valid value."
 )
-def render(family, dims, arch, settings):
+def render(family, dims, arch, source_options, settings):
     """Print the source of one config of FAMILY (a CUDA family's rendered template; a Triton family's kernel and
-    the launch options of the config)."""
-    fam, shape = family_and_shape(family, dims)
+    the launch options of the config); a CUDA family's compile options for the config, when it has any, follow
+    the first line."""
+    fam, shape = family_and_shape(family, dims, source_options)
     config = fam.parse_settings(settings, shape, arch)
     click.echo(f"// {fam.name} {config} {shape} {arch}")
+    flags = _compile_flags(fam, config, shape)
+    if flags:
+        click.echo(f"// compiled with: {' '.join(flags)}")
     click.echo(fam.render(config, shape), nl=False)
+
+
+def _compile_flags(fam, config: dict, shape: dict) -> list[str]:
+    """The options, defines and include folders a CUDA family compiles `config` with beyond NVRTC's defaults."""
+    options = getattr(fam, "source_options", None)
+    if options is None:
+        return []
+    opts = options(config, shape)
+    std = [f"-std={opts.std if opts.std.startswith('c++') else 'c++' + opts.std}"] if opts.std else []
+    return [*std, *opts.options, *(f"-D{d}" for d in opts.defines), *(f"-I{d}" for d in opts.includes)]

@@ -14,7 +14,6 @@ importable from `mage_tune.families`, the module a family file imports.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
 import itertools
@@ -730,7 +729,9 @@ class CudaFamily(Family):
         """This family building with the command line's -I and -D as well (a copy; this one is unchanged)."""
         if extra is None:
             return self
-        copied = copy.copy(self)
+        # not copy.copy: a found family reduces to its origin (registry.py), which gives back the one cached instance
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
         copied.extra_source_options = extra
         return copied
 

@@ -13,10 +13,12 @@ import copyreg
 import difflib
 import importlib
 import importlib.util
+import inspect
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from mage_tune.compile import SourceOptions, check_define, check_option
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels.base import Family, Knob
 from mage_tune.user_files import import_file, line_in
@@ -152,6 +154,28 @@ def _knob_problems(knobs) -> list[str]:
     return [f"knob {n!r} is declared twice" for n in twice] + [f"knob {n!r} has an empty domain" for n in empty]
 
 
+def _compile_problems(found) -> list[str]:
+    """A CUDA family's compile_options, defines and include_dirs, checked as the command line's are, so a bad one
+    is said once, naming the family, rather than by every variant's build."""
+    problems = []
+    for attr, check in (("compile_options", check_option), ("defines", check_define)):
+        values = getattr(found, attr, ())
+        if isinstance(values, str) or not isinstance(values, tuple | list):
+            problems.append(f"{attr} must be a tuple of strings, not {values!r}")
+            continue
+        for value in values:
+            try:
+                check(value)
+            except InputError as exc:
+                problems.append(f"{attr}: {exc.message}")
+    folders = getattr(found, "include_dirs", ())
+    if isinstance(folders, str) or not isinstance(folders, tuple | list):
+        return [*problems, f"include_dirs must be a tuple of folders, not {folders!r}"]
+    here = Path(inspect.getfile(type(found))).resolve().parent
+    problems += [f"include_dirs: no folder {here / d}" for d in folders if not (here / d).is_dir()]
+    return problems
+
+
 def _adopt(found, origin: str, where: str) -> Family:
     """Check that what was found meets the contract and remember how it was found."""
     if not isinstance(found, Family):
@@ -165,7 +189,7 @@ def _adopt(found, origin: str, where: str) -> Family:
             f"{', '.join(missing)}",
             file=where,
         )
-    problems = _knob_problems(found.knobs)
+    problems = _knob_problems(found.knobs) + _compile_problems(found)
     if problems:
         raise InputError(f"family {found.name!r} ({type(found).__name__}): {'; '.join(problems)}", file=where)
     found.origin = origin
@@ -175,7 +199,18 @@ def _adopt(found, origin: str, where: str) -> Family:
 
 def _pickled_as_origin(family: Family):
     """A family found here is pickled (to a compile process or a GPU worker) as how to find it again, so one from a
-    user's file is imported there the same way, in isolation; one made by hand is pickled as it is."""
+    user's file is imported there the same way, in isolation, with the command line's -I, -D and compiler options
+    it builds with; one made by hand is pickled as it is."""
     if not family.origin:
         return family.__reduce_ex__(2)
+    extra = getattr(family, "extra_source_options", None)
+    if extra is not None:
+        return (load_with_options, (family.origin, extra))
     return (load_family, (family.origin,))
+
+
+def load_with_options(spec: str, options: SourceOptions | None) -> Family:
+    """The family `spec` names, building with `options` as well (a CUDA family's with_source_options; None: as
+    found)."""
+    family = load_family(spec)
+    return family if options is None else family.with_source_options(options)

@@ -16,7 +16,7 @@ import sys
 import time
 
 from mage_tune.errors import InputError, MageError, NoDeviceError
-from mage_tune.kernels.registry import load_family
+from mage_tune.kernels.registry import load_with_options
 from mage_tune.measure.device import environment, gpu_count
 from mage_tune.search import record
 from mage_tune.search.runner import Search, _counted
@@ -44,7 +44,7 @@ def _worker(spec, gpu: str, polish_model) -> None:
     """One GPU's search process: the parent already made the study, enqueued the warm start and fitted the model
     the polish ranks by (search/polish.py)."""
     try:
-        family = load_family(spec.origin or spec.family)
+        family = load_with_options(spec.origin or spec.family, spec.source_options)
         runner = Search(spec, family, lambda text: print(f"GPU {gpu}: {text}", file=sys.stderr))
         runner.polish_model = polish_model
         record.add_environment(spec.run_dir, environment())

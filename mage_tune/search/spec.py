@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from mage_tune.compile import SourceOptions
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.storage import redact, sqlite_url
 
@@ -29,6 +30,7 @@ class SearchSpec:
     warm_start: str = "auto"  # auto: from the tuning database; off; other-shapes: this shape's own records left out
     db: str | None = None  # tuning database URL (None: the default; "off": not written nor read)
     polish: int | None = None  # the last trials, given to neighbours of the best (search/polish.py); None: default
+    source_options: SourceOptions | None = None  # the command line's -I, -D and compiler options: every trial's
 
 
 def run_identity(spec: SearchSpec) -> dict:
@@ -41,6 +43,8 @@ def run_identity(spec: SearchSpec) -> dict:
         "arch": spec.arch,
         "mode": "static" if spec.static else "measured",
         "objective": STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE,
+        # kernels compiled otherwise are other kernels: a resumed run with other options is refused
+        "source_options": spec.source_options.to_json() if spec.source_options else None,
     }
 
 
@@ -61,4 +65,5 @@ def _storage_identity(spec: SearchSpec) -> str | None:
 
 def spec_json(spec: SearchSpec) -> str:
     data = {**spec.__dict__, "run_dir": str(spec.run_dir)}
+    data["source_options"] = spec.source_options.to_json() if spec.source_options else None
     return json.dumps(data, indent=1)

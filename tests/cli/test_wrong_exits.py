@@ -117,9 +117,17 @@ def test_sys_exit_while_importing_a_family_file_is_an_error(tmp_path, text, line
 # --- 3: census --block out of range -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("block", ["-3", "0", "1025"])
-def test_census_block_out_of_range_is_a_usage_error(tmp_path, block):
-    usage_error(mage("census", "anything.ptx", "--block", block, cwd=tmp_path), "'--block'", "1<=x<=1024")
+@pytest.mark.parametrize(
+    ("block", "why"),
+    [("-3", "at least 1"), ("0", "at least 1"), ("1025", "at most 1024"), ("64x32", "at most 1024"),
+     ("32x0", "at least 1"), ("8x8", None)],
+)  # fmt: skip
+def test_census_block_out_of_range_is_a_usage_error(tmp_path, block, why):
+    run = mage("census", "anything.ptx", "--block", block, cwd=tmp_path)
+    if why is None:  # a valid block: the file is what is wrong
+        clean_error(run, "anything.ptx")
+        return
+    usage_error(run, "'--block'", why)
 
 
 def test_census_block_with_a_family_is_refused(tmp_path):
