@@ -4,7 +4,7 @@ from mage_tune.errors import MageError
 
 __version__ = "0.1.0"
 
-__all__ = ["MageError", "__version__", "census", "compare"]
+__all__ = ["MageError", "__version__", "census", "compare", "load"]
 
 
 def __getattr__(name: str):
@@ -18,4 +18,8 @@ def __getattr__(name: str):
         from mage_tune.comparison import compare
 
         return compare
+    if name == "load":  # a family with its tuning data, choosing a config per shape: mage_tune.tuning.choice.load
+        from mage_tune.tuning.choice import load
+
+        return load
     raise AttributeError(f"module 'mage_tune' has no attribute {name!r}")

@@ -42,18 +42,32 @@ def db():
 @DB_OPTION
 @click.option("--family", default=None, help="Only this family (name or origin).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
-def list_runs(db_url, family, as_json):
-    """One row per run: family, shape, arch, GPU, toolchain, objective, trials, best time."""
+@click.option(
+    "--shipped",
+    is_flag=True,
+    help="The runs of the tuning data shipped with mage-tune (read-only) instead of the database's.",
+)
+def list_runs(db_url, family, as_json, shipped):
+    """One row per run: family, shape, arch, GPU, toolchain, objective, trials, best time. The data shipped with
+    mage-tune (measured H200 trials of the built-in families, read-only: warm starts and choices read it after the
+    database) is a separate source: summed up under the table, listed with --shipped."""
     from mage_tune.storage import redact
     from mage_tune.textwidth import table
+    from mage_tune.tuning import shipped as shipped_data
 
-    store = _open(db_url)
+    if shipped:
+        runs = shipped_data.runs()
+        entries = shipped_data.entries(family)
+        where = f"{shipped_data.LABEL} (read-only, {shipped_data.PATH})"
+    else:
+        store = _open(db_url)
+        runs, entries, where = store.runs(), store.entries(family=family), f"tuning database {redact(store.url)}"
     rows, objs = [], []
     best: dict[str, float] = {}
-    for e in store.entries(family=family):
+    for e in entries:
         if e.value is not None and e.outcome in ("measured", "modelled"):
             best[e.run.name] = min(best.get(e.run.name, float("inf")), e.value)
-    for run, n in sorted(store.runs(), key=lambda r: (r[0].family, r[0].shape_key(), r[0].name)):
+    for run, n in sorted(runs, key=lambda r: (r[0].family, r[0].shape_key(), r[0].name)):
         if family and family not in (run.family, run.origin):
             continue
         toolchain = " ".join(f"{k} {v}" for k, v in run.toolchain.items() if k in COMPILERS)
@@ -83,14 +97,36 @@ def list_runs(db_url, family, as_json):
                 "best": b,
                 "toolchain": run.toolchain,
                 "baselines": run.baselines,
+                **({"source": "shipped"} if shipped else {}),
             }
         )
     if as_json:
         click.echo(json.dumps(objs, indent=1))
         return
-    click.echo(f"tuning database {redact(store.url)}: {len(rows)} run(s)", err=True)
+    click.echo(f"{where}: {len(rows)} run(s)", err=True)
     headers = ["family", "shape", "arch", "GPU", "objective", "trials", "best", "toolchain"]
     click.echo(table(rows, headers, "simple", fit=True))
+    if not shipped:
+        _shipped_summary(family)
+
+
+def _shipped_summary(family: str | None) -> None:
+    """The shipped data, per family, arch and GPU: a source apart from the database, which it never joins."""
+    from mage_tune.textwidth import table
+    from mage_tune.tuning import shipped as shipped_data
+
+    groups: dict[tuple[str, str, str], list] = {}
+    for run, n in shipped_data.runs():
+        if not family or family in (run.family, run.origin):
+            groups.setdefault((run.family, run.arch, run.gpu), []).append((run, n))
+    if not groups:
+        return
+    rows = [
+        [name, arch, gpu, len({r.shape_key() for r, _ in runs}), len(runs), sum(n for _, n in runs)]
+        for (name, arch, gpu), runs in sorted(groups.items())
+    ]
+    click.echo(f"\n{shipped_data.LABEL} (read-only, after the database's; `db list --shipped` lists its runs):")
+    click.echo(table(rows, ["family", "arch", "GPU", "shapes", "runs", "trials"], "simple", fit=True))
 
 
 @db.command()
@@ -150,17 +186,62 @@ def query(family, db_url, shape_text, arch, top, as_json):
 @db.command()
 @click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
 @DB_OPTION
-@click.option("--family", default=None, help="Only this family (name or origin).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "triton", "header"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: every trial; triton: a module of triton.Configs per key; header: a C++ table and dispatch.",
+)
+@click.option(
+    "--family",
+    default=None,
+    help="jsonl: only this family (name or origin). triton, header: the family they are for (a built-in name or "
+    "a family file: its code says which configs are valid and how they launch).",
+)
+@click.option("--gpu", default=None, help="triton, header: the GPU (default: the one most trials were measured on).")
+@click.option("--arch", default=None, help="triton, header: the arch (default: the data's, as --gpu).")
+@click.option("--top", type=click.IntRange(1, 100), default=3, show_default=True, help="triton: configs per key.")
+@click.option("--no-shipped", is_flag=True, help="triton, header: leave out the data shipped with mage-tune.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists (never the database's own file).")
-def export(out, db_url, family, force):
-    """Write every trial (with its run's context) as JSON lines to OUT (- for stdout; OUT.gz compressed). OUT is
-    written whole or not at all: a temporary file beside it is renamed into place once complete."""
+def export(out, db_url, fmt, family, gpu, arch, top, no_shipped, force):
+    """Write every trial (with its run's context) as JSON lines to OUT (- for stdout; OUT.gz compressed), or, for
+    deployment, what `mage_tune.load(FAMILY).choice(shape)` answers at each measured shape: a Python module of
+    triton.Configs per key (--format triton) or a C++ header of launch parameters with a dispatch function
+    (--format header); docs/exports.md says what each holds. OUT is written whole or not at all: a temporary file
+    beside it is renamed into place once complete."""
+    from mage_tune.errors import InputError
+
     store = _open(db_url)
-    n = store.export(sys.stdout, family) if out == "-" else _export_to(store, Path(out), family, force)
-    click.echo(f"exported {n} trial(s)", err=True)
+    if fmt == "jsonl":
+        n = store.export(sys.stdout, family) if out == "-" else _export_to(store, Path(out), family, force)
+        click.echo(f"exported {n} trial(s)", err=True)
+        return
+    from mage_tune.tuning import exports
+    from mage_tune.tuning.choice import load
+
+    if not family:
+        raise InputError(f"--format {fmt} needs --family: the family whose code validates and launches its configs")
+    kernel = load(family, store, use_shipped=not no_shipped)
+    gpu, arch = kernel.context(gpu, arch, this_machine=False)  # the data's, wherever the export runs
+    text, n = (
+        exports.triton_module(kernel, gpu, arch, top) if fmt == "triton" else exports.cpp_header(kernel, gpu, arch)
+    )
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        _write_safely(store, Path(out), force, lambda f: f.write(text))
+    click.echo(f"exported {n} shape(s) of {kernel.family.name} on {gpu or 'an unnamed GPU'} ({arch})", err=True)
 
 
 def _export_to(store, out: Path, family: str | None, force: bool) -> int:
+    return _write_safely(store, out, force, lambda f: store.export(f, family))
+
+
+def _write_safely(store, out: Path, force: bool, write):
+    """`write(file)` into `out` whole or not at all (a temporary file beside it, renamed into place); never the
+    database's own file, never an existing file without `force`. Returns what `write` returns."""
     import contextlib
     import gzip
     import os
@@ -180,7 +261,7 @@ def _export_to(store, out: Path, family: str | None, force: bool) -> int:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
         os.close(fd)
         with opener(tmp, "wt", encoding="utf-8") as f:
-            n = store.export(f, family)
+            n = write(f)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, out)

@@ -8,6 +8,11 @@
 3. Then a model trained on the database (tuning/learned.py) ranks a random sample of valid configs without
    compiling, the best few are compiled and censused, and the model with census features picks among them.
 
+Where the database has no measured trial of the family and arch on the GPU the search measures on, the trials
+shipped with the package (tuning/shipped.py, H200) take its place when they hold that GPU, or when the database has
+nothing of the family and arch at all; the first note says so. A search without a GPU (static) never reads them:
+their times are a GPU's, and its own objective is the census model's.
+
 The seeds are enqueued into the study ahead of the sampler, each with a `source` saying where it came from; TPE (or
 the sampler asked for) counts them among its start-up trials and goes on from there.
 """
@@ -25,7 +30,7 @@ from mage_tune.errors import MageError
 from mage_tune.kernels.base import Config, Family, Shape
 from mage_tune.kernels.neighbours import config_key, neighbours
 from mage_tune.kernels.pool import build_many
-from mage_tune.tuning import learned
+from mage_tune.tuning import learned, shipped
 from mage_tune.tuning.db import Entry, measured_by_shape, shape_distance
 
 NEAREST_SHAPES = 3
@@ -49,7 +54,7 @@ class WarmStart:
     model: learned.TimeModel | None = None  # the model without census features, which the polish ranks by
 
 
-def _valid_here(family: Family, config: Config, shape: Shape, arch: str) -> Config | None:
+def valid_here(family: Family, config: Config, shape: Shape, arch: str) -> Config | None:
     """The config completed to this family's knobs (a record from before a knob existed takes its default) and
     checked at this shape; None when it cannot run here."""
     known = {k: v for k, v in config.items() if k in {kn.name for kn in family.knobs}}
@@ -76,7 +81,7 @@ def nearest_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry])
     for rows in ranked:
         picks: list[Seed] = []
         for e in rows:
-            config = _valid_here(family, e.config, shape, arch)
+            config = valid_here(family, e.config, shape, arch)
             if config is None or any(p.config == config for p in picks):
                 continue
             picks.append(Seed(config, f"nearest {e.run.shape_key()} #{len(picks) + 1}"))
@@ -175,12 +180,18 @@ def plan(
     seed: int | None,
 ) -> WarmStart:
     usable = usable_entries(entries, shape, gpu, other_shapes_only)
+    notes = []
+    if gpu and not any(e.run.gpu == gpu for e in usable):
+        ours = usable_entries(shipped.entries(family.origin or family.name, arch), shape, gpu, other_shapes_only)
+        if ours and (not usable or any(e.run.gpu == gpu for e in ours)):
+            usable = ours
+            notes.append(f"warm start: from {shipped.LABEL} ({len(ours)} trials)")
     if not usable:
         return WarmStart((), ("warm start: the tuning database has no measured trial of this family and arch",))
     near = nearest_seeds(family, shape, arch, usable)
     fresh, fresh_note = new_value_seeds(family, shape, arch, usable, near)
     shapes = len(measured_by_shape(usable))
-    notes = [f"warm start: {len(near)} config(s) from the nearest of {shapes} measured shape(s)"]
+    notes.append(f"warm start: {len(near)} config(s) from the nearest of {shapes} measured shape(s)")
     if fresh_note:
         notes.append(fresh_note)
     taken = [s.config for s in near + fresh]

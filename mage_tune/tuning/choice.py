@@ -1,0 +1,307 @@
+"""The config to run at a shape, from what was measured: `mage_tune.load(family).choice(shape)`.
+
+For a family, a shape, a GPU and an arch, the first of:
+
+1. **measured here**: the fastest measured config at exactly this shape on this GPU;
+2. **nearest measured shape**: the fastest config of the nearest measured shape that is valid at this shape
+   (family.violations); nearest is the Euclidean distance over the shape's dimensions on log2 of each (the warm
+   start's rule, tuning.db.shape_distance), ties to the shape first by its dimensions in the family's order (as
+   the exports' tables sort);
+3. **model**: where no measured config is valid here, the learned time model (tuning/learned.py, fitted on the
+   same trials when there are enough) ranks a sample of valid configs and its fastest is taken;
+4. **default**: the family's default config at this shape.
+
+The trials are the user's tuning database first, then the shipped H200 data (tuning/shipped.py): per shape, the
+database's trials where it has that shape, else the shipped ones. Only trials on this GPU count where either source
+has any of this family and arch on it; where neither has, those of other GPUs of the arch do, and every pick from
+them is a "nearest measured shape … on GPU" (an exact shape measured on another GPU included). Without a GPU the
+answer is for the GPU and arch given, else this machine's GPU, else those the data holds most trials of.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mage_tune.arch import DEFAULT_ARCH
+from mage_tune.compile import check_arch
+from mage_tune.kernels.base import Config, Family, Launch, Shape
+from mage_tune.kernels.registry import load_family
+from mage_tune.measure import device
+from mage_tune.records.objectives import MEASURED_OBJECTIVE
+from mage_tune.storage import redact
+from mage_tune.tuning import learned, shipped
+from mage_tune.tuning.db import Entry, TuningDB, measured_by_shape
+from mage_tune.tuning.warm import random_valid
+
+MEASURED_HERE = "measured here"
+MODEL = "model"
+DEFAULT = "default"
+DATABASE = "tuning database"
+MODEL_POOL = 3000  # valid configs the model ranks (as the warm start's)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The config chosen for one shape, where it came from, and how it launches there."""
+
+    family: str
+    shape: Shape
+    gpu: str  # "" where neither the caller, this machine nor the data names one
+    arch: str
+    config: Config
+    source: str  # "measured here", "nearest measured shape m=…,d=…[ on GPU]", "model" or "default"
+    data: str  # "tuning database", "the shipped H200 data", both (the model's) or "" (default)
+    launch: Launch  # grid, block and dynamic shared memory at this shape
+    time_us: float | None = None  # the config's measured time at `measured_shape` (measured and nearest only)
+    measured_shape: Shape | None = None
+    run: str = ""  # the run that measured it
+
+    def to_json(self) -> dict:
+        return {
+            "family": self.family,
+            "shape": self.shape,
+            "gpu": self.gpu,
+            "arch": self.arch,
+            "config": self.config,
+            "source": self.source,
+            "data": self.data,
+            "grid": list(self.launch.grid),
+            "block": list(self.launch.block),
+            "dynamic_shared": self.launch.dynamic_shared,
+            "time_us": self.time_us,
+            "measured_shape": self.measured_shape,
+            "run": self.run,
+        }
+
+    def __str__(self) -> str:
+        config = ",".join(f"{k}={v}" for k, v in self.config.items())
+        timed = f", {self.time_us:.2f} µs" if self.time_us is not None else ""
+        whence = f" ({self.data}{timed})" if self.data else ""
+        return f"{self.family} {shape_text(self.shape)}: {config} [{self.source}{whence}]"
+
+
+def shape_text(shape: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in shape.items())
+
+
+def shape_key(shape: Mapping[str, int]) -> str:
+    return json.dumps(dict(shape), sort_keys=True)
+
+
+class TunedKernel:
+    """A family with its tuning data: `choice(shape)` says which config to run at a shape, and why. Launching on
+    tensors (the GPU side) builds on the same object; nothing here needs a GPU or a GPU library."""
+
+    def __init__(self, family: Family, db: str | TuningDB | None = None, use_shipped: bool = True):
+        """`db`: a TuningDB, a URL, None (the default database: $MAGE_TUNE_DB or the cache's; none yet reads as
+        empty) or "off" (no database: the shipped data and defaults only). `use_shipped` False leaves the shipped
+        data out."""
+        self.family = family
+        self.use_shipped = use_shipped
+        if isinstance(db, TuningDB) or db == "off":
+            self.db = None if db == "off" else db
+        else:
+            self.db = TuningDB(db, create=False)
+        self._user: list[Entry] | None = None
+        self._shipped: list[Entry] | None = None
+        self._choices: dict[tuple, Choice] = {}
+        self._models: dict[tuple, learned.TimeModel | None] = {}
+
+    def __repr__(self) -> str:
+        where = redact(self.db.url) if self.db else "no database"
+        return f"TunedKernel({self.family.origin or self.family.name!r}, {where}, shipped={self.use_shipped})"
+
+    # --- the data -------------------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Read the tuning data again at the next choice (a search has added to it meanwhile)."""
+        self._user = self._shipped = None
+        self._choices.clear()
+        self._models.clear()
+
+    def user_entries(self) -> list[Entry]:
+        """The database's measured trials of this family (by origin, else by name: a family file found elsewhere)."""
+        if self._user is None:
+            self._user = []
+            if self.db is not None:
+                origin = self.family.origin or self.family.name
+                self._user = [e for e in self.db.entries(family=origin, objective=MEASURED_OBJECTIVE) if e.measured]
+                if not self._user and origin != self.family.name:
+                    rows = self.db.entries(family=self.family.name, objective=MEASURED_OBJECTIVE)
+                    self._user = [e for e in rows if e.measured]
+        return self._user
+
+    def shipped_entries(self) -> list[Entry]:
+        """The shipped trials of this family: only a family found under the name they were made by (a built-in)."""
+        if self._shipped is None:
+            origin = self.family.origin or self.family.name
+            self._shipped = shipped.entries(origin) if self.use_shipped else []
+        return self._shipped
+
+    def context(self, gpu: str | None = None, arch: str | None = None, this_machine: bool = True) -> tuple[str, str]:
+        """The GPU and arch a choice is for: those given, else this machine's GPU (unless `this_machine` is False),
+        else those the data (the database's, else the shipped) holds most measured trials of."""
+        arch = check_arch(arch) if arch else None
+        if this_machine and (gpu is None or arch is None):
+            here = (device.gpu_name(), device.arch_of_device()) if device.has_gpu() else ("", "")
+            if here[0] and gpu in (None, here[0]) and arch in (None, here[1]):
+                return here
+        data = self.user_entries() or self.shipped_entries()
+        if arch is None:
+            on_gpu = [e.run.arch for e in data if gpu is None or e.run.gpu == gpu] or [e.run.arch for e in data]
+            arch = _most_common(on_gpu) or DEFAULT_ARCH
+        if gpu is None:
+            gpu = _most_common([e.run.gpu for e in data if e.run.arch == arch]) or ""
+        return gpu, arch
+
+    # --- the choice -----------------------------------------------------------------------------------------------
+    def choice(self, shape: Mapping[str, int], gpu: str | None = None, arch: str | None = None) -> Choice:
+        """The config to run at `shape` (the family's dimensions; those with defaults may be left out) on `gpu`
+        and `arch` (module docstring)."""
+        shape = self.family.shape_from(dict(shape))
+        gpu, arch = self.context(gpu, arch)
+        key = (shape_key(shape), gpu, arch)
+        if key not in self._choices:
+            self._choices[key] = self._choose(shape, gpu, arch)
+        return self._choices[key]
+
+    def measured_shapes(self, gpu: str, arch: str) -> list[Shape]:
+        """The shapes measured on `gpu` (the data's rule above) and `arch`, sorted as the nearest's ties are: what
+        an export tables."""
+        groups, _, here = self._groups(gpu, arch, None)
+        return [json.loads(k) for k in sorted(groups, key=self._order)] if here else []
+
+    def _order(self, key: str) -> tuple[tuple[int, ...], str]:
+        """How measured shapes sort: by their dimensions in the family's order (then as JSON)."""
+        shape = json.loads(key)
+        return tuple(shape.get(d, 0) for d in self.family.dims), key
+
+    def ranked(self, shape: Shape, gpu: str, arch: str) -> list[Entry]:
+        """The trials measured at exactly `shape` on `gpu`, fastest first, one per config valid there."""
+        groups, _, here = self._groups(gpu, arch, shape)
+        out, seen = [], []
+        for e in groups.get(shape_key(shape), []) if here else []:
+            config = as_measured(self.family, e.config, shape, arch)
+            if config is not None and config not in seen:
+                seen.append(config)
+                out.append(Entry(e.run, e.number, config, e.outcome, e.value, e.census, e.source))
+        return out
+
+    def _groups(self, gpu: str, arch: str, shape: Shape | None) -> tuple[dict[str, list[Entry]], dict[str, str], bool]:
+        """Measured trials by shape (fastest first), the source of each shape's, and whether they are on `gpu`."""
+        user = [e for e in self.user_entries() if e.run.arch == arch]
+        ship = [e for e in self.shipped_entries() if e.run.arch == arch]
+        if shape is not None:
+            user = [e for e in user if set(e.run.shape) == set(shape)]
+            ship = [e for e in ship if set(e.run.shape) == set(shape)]
+        here = [e for e in user if e.run.gpu == gpu], [e for e in ship if e.run.gpu == gpu]
+        on_gpu = bool(here[0] or here[1])
+        if on_gpu:
+            user, ship = here
+        groups: dict[str, list[Entry]] = {}
+        whence: dict[str, str] = {}
+        for label, rows in ((shipped.LABEL, ship), (DATABASE, user)):  # the database's last: it wins a shape
+            for k, group in measured_by_shape(rows).items():
+                groups[k], whence[k] = group, label
+        return groups, whence, on_gpu
+
+    def _choose(self, shape: Shape, gpu: str, arch: str) -> Choice:
+        family = self.family
+        groups, whence, on_gpu = self._groups(gpu, arch, shape)
+        here = shape_key(shape)
+        if on_gpu and here in groups:
+            for e in groups[here]:
+                config = as_measured(family, e.config, shape, arch)
+                if config is not None:
+                    return self._made(shape, gpu, arch, config, MEASURED_HERE, whence[here], e)
+        others = sorted(
+            (k for k in groups if k != here or not on_gpu), key=lambda k: (distance2(k, shape), *self._order(k))
+        )
+        for k in others:
+            for e in groups[k]:
+                config = as_measured(family, e.config, shape, arch)
+                if config is not None:
+                    source = f"nearest measured shape {shape_text(_in_order(e.run.shape, family))}"
+                    if not on_gpu:
+                        source += f" on {e.run.gpu or 'an unnamed GPU'}"
+                    return self._made(shape, gpu, arch, config, source, whence[k], e)
+        rows = [e for group in groups.values() for e in group]
+        picked = self._model_pick(shape, gpu, arch, rows)
+        if picked is not None:
+            data = " and ".join(sorted({whence[k] for k in groups}, key=lambda w: w != DATABASE))
+            return self._made(shape, gpu, arch, picked, MODEL, data, None)
+        return self._made(shape, gpu, arch, family.default_config(shape, arch), DEFAULT, "", None)
+
+    def _model_pick(self, shape: Shape, gpu: str, arch: str, rows: list[Entry]) -> Config | None:
+        """The model's fastest of a sample of valid configs; None where no model can be fitted (too few trials)."""
+        if not rows:
+            return None
+        key = (gpu, arch, tuple(sorted(shape)))
+        if key not in self._models:
+            self._models[key] = learned.fit(learned.training_rows(self.family, arch, rows), with_census=False)
+        model = self._models[key]
+        if model is None:
+            return None
+        pool = random_valid(self.family, shape, arch, MODEL_POOL, 0)
+        if not pool:
+            return None
+        scores = model.predict([learned.features(self.family, c, shape, arch, None) for c in pool])
+        return pool[min(range(len(pool)), key=lambda i: scores[i])]
+
+    def _made(
+        self, shape: Shape, gpu: str, arch: str, config: Config, source: str, data: str, e: Entry | None
+    ) -> Choice:
+        return Choice(
+            family=self.family.name,
+            shape=dict(shape),
+            gpu=gpu,
+            arch=arch,
+            config=dict(config),
+            source=source,
+            data=data,
+            launch=self.family.launch(config, shape, arch),
+            time_us=e.value if e else None,
+            measured_shape=dict(e.run.shape) if e else None,
+            run=e.run.name if e else "",
+        )
+
+
+def distance2(measured: str, shape: Shape) -> float:
+    """The squared distance of a measured shape (as JSON) from `shape` (same dimensions): the sum over `shape`'s
+    dimensions, in its order, of the squared difference of their log2 (tuning.db.shape_distance, squared; summed in
+    the order the exports' dispatch sums, so both find the same nearest)."""
+    other = json.loads(measured)
+    return sum((math.log2(max(1, shape[d])) - math.log2(max(1, other[d]))) ** 2 for d in shape)
+
+
+def as_measured(family: Family, config: Config, shape: Shape, arch: str) -> Config | None:
+    """A recorded config as it ran (a knob it does not name was newer than the record: its default), if the family
+    as it is now takes it at `shape`; None otherwise (a knob the family no longer has, a value out of its domain,
+    a constraint broken here)."""
+    knobs = {k.name: k for k in family.knobs}
+    if any(k not in knobs or v not in knobs[k].domain for k, v in config.items()):
+        return None
+    full = family.with_defaults(config)
+    return None if family.violations(full, shape, arch) else full
+
+
+def _in_order(shape: Mapping[str, int], family: Family) -> dict[str, int]:
+    return {d: shape[d] for d in family.dims if d in shape} | {d: v for d, v in shape.items() if d not in family.dims}
+
+
+def _most_common(values: list[str]) -> str | None:
+    counted = Counter(values).most_common()
+    if not counted:
+        return None
+    top = counted[0][1]
+    return min(v for v, n in counted if n == top)  # ties to the first by name: the same answer every time
+
+
+def load(family: str | Family, db: str | TuningDB | None = None, use_shipped: bool = True) -> TunedKernel:
+    """A family (a built-in name, a family file `path/family.py[:NAME]`, an entry point, or a Family) with its
+    tuning data: `mage_tune.load("layernorm").choice({"m": 4096, "d": 768})`."""
+    found = load_family(family) if isinstance(family, str) else family
+    return TunedKernel(found, db, use_shipped)

@@ -1,0 +1,135 @@
+"""The tuning data shipped with the package (mage_tune/data/h200.jsonl.gz): small, read through the one bounded
+reader with every line inside the export schema, installed with the wheel; the warm start reads it only where the
+user's database has nothing for the family, arch and GPU, and says so; `db list` shows it apart, read-only. The
+rebuild from the records (analysis/shipped_data.py) is checked under the `records` marker."""
+
+from __future__ import annotations
+
+import fnmatch
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from tuning_data import ARCH, GPU, layernorm_configs, run
+
+from mage_tune.kernels import get_family
+from mage_tune.kernels.registry import BUILTINS
+from mage_tune.records import reader, schema
+from mage_tune.records.objectives import MEASURED_OBJECTIVE
+from mage_tune.tuning import learned, shipped, warm
+from mage_tune.tuning.db import Entry
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = "NVIDIA H200"
+
+
+def test_the_file_is_small_schema_valid_and_installed():
+    assert shipped.PATH.is_file() and shipped.PATH.stat().st_size < 512 * 1024
+    raw = shipped.PATH.read_bytes()
+    assert raw[4:8] == b"\0\0\0\0"  # no time in the gzip header: the same records give the same bytes
+    lines = list(reader.lines(shipped.PATH))
+    assert lines and all(not line.problem and not schema.problem("export line", line.data) for line in lines)
+    keys = [(x.data["run"]["family"], x.data["run"]["name"], x.data["number"]) for x in lines]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    for line in lines:
+        run_ = line.data["run"]
+        assert run_["family"] in BUILTINS and run_["origin"] == run_["family"]
+        assert (run_["gpu"], run_["arch"], run_["objective"]) == (H200, ARCH, MEASURED_OBJECTIVE)
+        assert line.data["outcome"] == "measured" and line.data["value"] > 0
+        assert run_["where"].startswith("records/h200-") and ".tar.xz:" in run_["where"]
+    assert len(gzip.decompress(raw).splitlines()) == len(lines) == sum(n for _, n in shipped.runs())
+
+    families = {e.run.family for e in shipped.entries()}
+    assert families == set(BUILTINS)
+    for name in families:  # enough for the learned model of each built-in family (what learned.fit asks)
+        rows = learned.training_rows(get_family(name), ARCH, shipped.entries(name, ARCH))
+        assert len(rows) >= learned.MIN_ROWS and len({r.run for r in rows}) >= learned.MIN_RUNS
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert shipped.PATH.parent == ROOT / "mage_tune/data" and "mage_tune.data" in setuptools["packages"]
+    assert any(fnmatch.fnmatch(shipped.PATH.name, p) for p in setuptools["package-data"]["mage_tune.data"])
+
+
+def test_it_serves_only_the_family_its_runs_name():
+    assert shipped.entries("layernorm") and shipped.entries("layernorm", "sm_80") == []
+    assert shipped.entries("path/to/my_family.py") == []  # a family file called layernorm is another family
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """The model's seeds need compiles: this checks where the seeds come from, so the model is left out."""
+    monkeypatch.setattr(warm, "model_seeds", lambda *args: ([], "model: left out by the test", None))
+
+
+def test_warm_start_reads_it_only_where_the_database_has_nothing(no_model):
+    family = get_family("layernorm")
+    shape = {"m": 4096, "d": 800}
+    ours = warm.usable_entries(shipped.entries("layernorm", ARCH), shape, H200, False)
+
+    plan = warm.plan(family, shape, ARCH, [], H200, False, 1, 0)
+    assert plan.notes[0] == f"warm start: from the shipped H200 data ({len(ours)} trials)"
+    assert plan.seeds and all(s.source.startswith(("nearest ", "new value ")) for s in plan.seeds)
+    nearest = warm.nearest_seeds(family, shape, ARCH, ours)
+    assert [s.config for s in plan.seeds[: len(nearest)]] == [s.config for s in nearest]
+
+    # The user's own trials on this GPU: the shipped data stays out.
+    info, rows = run("layernorm", {"m": 4096, "d": 768}, layernorm_configs({"m": 4096, "d": 768}, 4, 0), gpu=H200)
+    mine = [Entry(info, r["number"], r["config"], r["outcome"], r["value"]) for r in rows]
+    plan = warm.plan(family, shape, ARCH, mine, H200, False, 1, 0)
+    assert not any("shipped" in n for n in plan.notes)
+    assert {s.config["threads"] for s in plan.seeds if s.source.startswith("nearest")} <= {
+        c["threads"] for c in (r["config"] for r in rows)
+    }
+
+    # Trials of another GPU only: this GPU's shipped trials come first.
+    other = [
+        Entry(info.__class__(**{**info.__dict__, "gpu": GPU}), e.number, e.config, e.outcome, e.value) for e in mine
+    ]
+    assert warm.plan(family, shape, ARCH, other, H200, False, 1, 0).notes[0].startswith("warm start: from the shipped")
+    # ... but on a GPU the shipped data does not hold, the user's other GPUs do.
+    assert not any("shipped" in n for n in warm.plan(family, shape, ARCH, other, "Third GPU", False, 1, 0).notes)
+    # A static search (no GPU) never reads it, nor another arch.
+    assert warm.plan(family, shape, ARCH, [], "", False, 1, 0).seeds == ()
+    assert warm.plan(family, shape, "sm_80", [], H200, False, 1, 0).seeds == ()
+
+
+def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mage_tune", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_db_list_shows_it_apart_and_read_only(tmp_path):
+    env = {**os.environ, "MAGE_TUNE_CACHE": str(tmp_path / "cache")}
+    env.pop("MAGE_TUNE_DB", None)
+    done = cli("db", "list", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "0 run(s)" in done.stderr and "the shipped H200 data (read-only" in done.stdout
+    table = done.stdout.split("the shipped H200 data")[1]
+    counts = {}
+    for run_, n in shipped.runs():
+        counts.setdefault(run_.family, 0)
+        counts[run_.family] += n
+    for family, n in counts.items():
+        assert any(line.split()[0] == family and line.split()[-1] == str(n) for line in table.splitlines() if line)
+    assert json.loads(cli("db", "list", "--json", env=env).stdout) == []  # the database's runs alone
+    listed = json.loads(cli("db", "list", "--shipped", "--json", env=env).stdout)
+    assert len(listed) == len(shipped.runs()) and all(r["source"] == "shipped" for r in listed)
+    assert not (tmp_path / "cache").exists()  # reading made no database, nor its folder
+
+
+@pytest.mark.records
+def test_the_records_rebuild_it_byte_for_byte():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "analysis/shipped_data.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
