@@ -776,10 +776,8 @@ class CudaFamily(Family):
         source = self.render(config, shape)
         launch = self.launch(config, shape, arch)
         label = config_label(self.name, config)
-        options = self.source_options(config, shape)
-        # no option at all: the plain NVRTC build, as every cached variant of the built-in families was made
-        plain = options == SourceOptions(compiler="nvrtc")
-        art = build_from_cu(source, arch, label, source_options=None if plain else options)
+        # always through SourceOptions: the CUDA headers (<cooperative_groups.h>, <cuda_bf16.h>) are then found
+        art = build_from_cu(source, arch, label, source_options=self.source_options(config, shape))
         self.check_parameters(art.ptx or "", shape)
         art = dataclasses.replace(art, dynamic_shared=launch.dynamic_shared)
         return Variant(
