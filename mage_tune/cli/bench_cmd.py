@@ -41,8 +41,9 @@ from mage_tune.cli.options import compile_options, family_and_shape, family_opti
 @click.option(
     "--baselines",
     default=None,
-    help="Comma list of baseline kinds, or 'none' (default: the family's own, e.g. triton,torch,copy). copy: "
-    "copies of the same bytes, the floor at this shape.",
+    help="Comma list of baseline kinds, or 'none' (default: the family's own, e.g. triton,torch,copy, and shipped "
+    "where it names one). copy: copies of the same bytes, the floor at this shape; shipped: the config the family's "
+    "authors ship (its as_shipped), timed as ours / yours.",
 )
 @click.option("--rounds", type=int, default=7, show_default=True, help="Graph replays per regime (median, min, max).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per job.")
@@ -76,7 +77,7 @@ def bench(
     with the same timer. Without a GPU this exits with code 2.
     """
     from mage_tune.measure import bench as run_bench
-    from mage_tune.measure import device
+    from mage_tune.measure import device, shipped
 
     if configs_file and (settings or all_configs or source):
         raise click.UsageError("--configs lists the configs itself: leave out --set, --all and --source")
@@ -101,7 +102,13 @@ def bench(
         bar.update(1)
         if partial:  # results so far survive a killed run
             with open(partial, "a") as f:
-                f.write(json.dumps(result.to_json()) + "\n")
+                f.write(json.dumps(shipped.recorded(result).to_json()) + "\n")
+
+    notes = []
+
+    def on_note(line: str) -> None:  # the shipped config left out: said, and kept in the record
+        notes.append(line)
+        click.echo(line, err=True)
 
     from mage_tune.progress import Progress
 
@@ -118,8 +125,10 @@ def bench(
             timed=not check_only,
             on_result=on_result,
             on_plan=bar.set_total,  # baselines count too: Triton's configs, torch, the copies
+            arch=arch,
+            on_note=on_note,
         )
-    record = run_record(run, variants, fam)
+    record = run_record(run, variants, fam, "; ".join(notes))
     if out_path:
         from mage_tune.search.record import write_atomic
 
@@ -152,12 +161,13 @@ def _variants(fam, shape, arch, settings, sources, configs_file, all_configs, sa
     return [select.from_source(fam, shape, arch, config, path) for path in sources] + [fam.build(config, shape, arch)]
 
 
-def run_record(run, variants, family) -> dict:
+def run_record(run, variants, family, shipped_note: str = "") -> dict:
     import uuid
 
     from mage_tune.census import census_variant
     from mage_tune.kernels.base import block_json
     from mage_tune.kernels.recorded import family_record
+    from mage_tune.measure import shipped
     from mage_tune.measure.summary import rows
 
     censuses = {}
@@ -179,23 +189,24 @@ def run_record(run, variants, family) -> dict:
         "flops": run.flops,
         "environment": run.environment,
         "sessions": [dataclasses.asdict(s) for s in run.sessions],
-        "results": [r.to_json() for r in run.results],
+        "results": [shipped.recorded(r).to_json() for r in run.results],
         "summary": {
             regime: [
                 {
                     "label": row.result.label,
-                    "kind": row.result.kind,
+                    "kind": shipped.kind(row.result),
                     "session": row.result.session,
                     "time_us": row.time_us,
                     "floor_us": row.floor_us,
                     "pct_of_floor": row.pct_of_floor,
-                    "vs": row.vs,
+                    "vs": shipped.vs(run, row, regime),  # "shipped": ours / yours
                 }
                 for row in rows(run, regime)
             ]
             for regime in regimes
         },
         "census": censuses,
+        "as_shipped": shipped.bench_summary(run, regimes, shipped_note),
     }
 
 
@@ -208,6 +219,7 @@ def _source_record(family) -> dict | None:
 def format_run(run, regimes) -> str:
     from tabulate import tabulate
 
+    from mage_tune.measure import shipped
     from mage_tune.measure.summary import rows
 
     env = run.environment
@@ -228,7 +240,7 @@ def format_run(run, regimes) -> str:
             table.append(
                 [
                     r.label,
-                    r.kind,
+                    shipped.kind(r),
                     r.session,
                     "ok" if r.ok else f"FAILED: {r.error}",
                     f"{r.rel_err:.1e}" if r.rel_err is not None else "-",
@@ -236,7 +248,7 @@ def format_run(run, regimes) -> str:
                     f"{r.single_launch_us:.2f}" if r.single_launch_us else "-",
                     row.rate,
                     f"{row.pct_of_floor:.0%}" if row.pct_of_floor else "-",
-                    " ".join(f"{g} {x:.2f}x" for g, x in row.vs.items()) or "-",
+                    " ".join(f"{g} {x:.2f}x" for g, x in shipped.vs(run, row, regime).items()) or "-",
                 ]
             )
         floor = rows(run, regime)[0].floor_us if run.results else 0.0
@@ -260,4 +272,7 @@ def format_run(run, regimes) -> str:
                 disable_numparse=True,
             )
         )
+        said = shipped.summary_line(run, regime)
+        if said:
+            lines.append(said)
     return "\n".join(lines)

@@ -11,6 +11,8 @@ from mage_tune.arch import DEFAULT_ARCH
 from mage_tune.cli.options import compile_options, family_and_shape, family_options
 from mage_tune.search.samplers import SAMPLERS
 
+DUPLICATE_RUN = 50  # runner.DUPLICATE_RUN (the runner imports Optuna, which --help must not load)
+
 TRIALS = click.IntRange(1, 1_000_000)  # 0 or fewer would end at once with an empty table
 WORKERS = click.IntRange(1, 256)  # 0 or fewer compile processes would run no trial, for ever
 
@@ -52,6 +54,14 @@ WORKERS = click.IntRange(1, 256)  # 0 or fewer compile processes would run no tr
     help="The last N trials go to untried one-knob neighbours of the best configs so far, ranked by the tuning "
     "database's model (default: a quarter of --trials, none with --sampler grid; 0: none).",
 )
+@click.option(
+    "--keep-going-when-exhausted",
+    "keep_going",
+    is_flag=True,
+    help="Once every valid config of a space small enough to list has been tried, draw on instead of stopping: the "
+    "draws repeat tried configs (a failed one runs again; a scored one is a duplicate, which never counts), until "
+    f"--trials count or {DUPLICATE_RUN} duplicates in a row.",
+)
 @click.option("--gpus", default=None, help="all or 0,1,…: one measuring worker per GPU of this host on one study.")
 @click.option("--json", "as_json", is_flag=True, help="Print the best trial as JSON.")
 def search(
@@ -71,6 +81,7 @@ def search(
     no_warm_start,
     db_url,
     polish,
+    keep_going,
     gpus,
     as_json,
 ):
@@ -80,12 +91,18 @@ def search(
     A trial left running by a killed process is given up once its heartbeat has been silent for
     $MAGE_TUNE_HEARTBEAT_GRACE seconds (default 30); the resumed run waits that long for its place.
 
-    A trial counts toward --trials when it ends measured, modelled, duplicate (same SASS as a measured one),
-    pruned (constraints or census), compile_error or failed (wrong result, crash, timeout). A sampler's draw that
-    breaks a constraint runs as the nearest valid config (at most two other knobs changed; the record keeps the
-    draw as repaired_from); only a draw with no valid config that close is pruned for its constraints. A draw of a
-    config already tried runs as an untried one-knob neighbour of it (redrawn_from). The last --polish trials go to
-    the untried one-knob neighbours of the best three configs.
+    A trial counts toward --trials when it ends measured, modelled, pruned (constraints or census), compile_error or
+    failed (wrong result, crash, timeout). A duplicate (a config already tried, or the same SASS and launch as a
+    scored trial) is recorded but never counts. A sampler's draw that breaks a constraint runs as the nearest valid
+    config (at most two other knobs changed; the record keeps the draw as repaired_from); only a draw with no valid
+    config that close is pruned for its constraints. A draw of a config already tried runs as an untried one-knob
+    neighbour of it (redrawn_from), or, where every neighbour was tried and the space is small enough to list (at
+    most 200,000 combinations of the constrained knobs), as any untried valid config. Once every valid config of
+    such a space has been tried the search stops and says so (see --keep-going-when-exhausted); 50 duplicates in a
+    row stop any search. The last --polish trials go to the untried one-knob neighbours of the best three configs.
+
+    A family that names the config its authors ship (as_shipped) has it built and timed beside the baselines (in
+    every measuring session), or modelled with --static: the summary gives its time and the best's over it.
     """
     import json
 
@@ -149,6 +166,7 @@ def search(
         db=db_url,
         polish=polish,
         source_options=source_options,
+        keep_going=keep_going,
     )
     runner = Search(spec, fam, lambda text: click.echo(wrap(text), err=True))
     resumed = report.recorded_trials(runner.study)
@@ -196,8 +214,10 @@ def search(
     best = write_summary(spec, fam)
     outcomes = report.outcome_counts(run_path)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+    as_shipped = report.shipped(run_path)
     if as_json:
         said = {"run_dir": str(run_path), "resumed_trials": resumed, "outcomes": outcomes}
+        said |= {"as_shipped": as_shipped, "stopped": runner.stopped or None}
         click.echo(json.dumps({**best, **said}, indent=1, default=str))
     else:
         if best:
@@ -206,6 +226,8 @@ def search(
         if report.baselines(run_path):
             click.echo("\n" + report.baseline_table(run_path, best.get("value"), fit=True))
         click.echo(f"\ntrials by outcome: {counts}" + (f" ({resumed} recorded before this run)" if resumed else ""))
+        if as_shipped is not None:
+            click.echo(wrap(report.shipped_line(run_path)))
     if not best:  # nothing to report: a failure, never an exit 0 that names a report and a best/ never written
         from mage_tune.errors import MageError
 

@@ -294,7 +294,7 @@ class LayerNorm(CudaFamily):
             if self.violations(config, shape, arch):
                 continue
             yield (*values, 0)
-            if not self._ahead_violations({**config, "l2_ahead": ahead.domain[1]}, shape, arch):
+            if ahead.domain[1:] and not self._ahead_violations({**config, "l2_ahead": ahead.domain[1]}, shape, arch):
                 yield from ((*values, mib) for mib in ahead.domain[1:])
 
     def constraint_text(self) -> list[str]:

@@ -5,11 +5,13 @@ Nothing here imports torch or cupy at module level; the worker process does, thr
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
+from mage_tune.errors import ConfigError
 from mage_tune.kernels.base import Variant
 from mage_tune.measure import baselines as _baselines  # `bench` has a parameter named baselines
-from mage_tune.measure import device, worker
+from mage_tune.measure import device, shipped, worker
 from mage_tune.measure.records import BenchRun, Job, Plan, Result
 
 
@@ -29,8 +31,45 @@ def variant_job(variant: Variant) -> Job:
 
 
 def baseline_jobs(family, shape: dict, names: tuple[str, ...] | None = None) -> list[Job]:
-    """The family's baselines of the kinds named (default: the family's own default kinds)."""
-    return _baselines.baseline_jobs(family, shape, family.baselines if names is None else tuple(names))
+    """The family's baselines of the kinds named (default: the family's own default kinds). "shipped" may be among
+    the names where the family has an as_shipped config; its job needs a build: shipped_job gives it."""
+    chosen = family.baselines if names is None else tuple(names)
+    if shipped.KIND in chosen and family.as_shipped is None:
+        raise ConfigError(f"{family.name} names no as_shipped config: it has no {shipped.KIND} baseline")
+    try:
+        return _baselines.baseline_jobs(family, shape, tuple(n for n in chosen if n != shipped.KIND))
+    except ConfigError as exc:
+        if family.as_shipped is None:
+            raise
+        raise ConfigError(f"{exc.message}; and {shipped.KIND} (its as_shipped config)") from None
+
+
+def shipped_job(family, shape: dict, arch: str) -> tuple[Job | None, str]:
+    """The job of the family's as_shipped config (built here, launched as a variant, labelled `as shipped[...]`), or
+    None and the line that says why it is left out ("" where the family names none)."""
+    variant, note = shipped.build(family, shape, arch)
+    return (None, note) if variant is None else (shipped_job_of(family, variant), "")
+
+
+def shipped_job_of(family, variant: Variant) -> Job:
+    """The shipped config's built variant as a job: a variant's, labelled `as shipped[...]`."""
+    return dataclasses.replace(variant_job(variant), label=shipped.label(family, variant.config))
+
+
+def plan_jobs(
+    family, shape: dict, arch: str, variants: list[Variant], baselines: tuple[str, ...] | None = None, on_note=None
+) -> list[Job]:
+    """What `bench` measures, in order: the baselines of the kinds named (None: the family's defaults, its shipped
+    config included where it names one), then the variants. `on_note(line)` hears why the shipped config is left
+    out, where it is."""
+    jobs = baseline_jobs(family, shape, baselines)
+    if shipped.wanted(family, baselines):
+        job, note = shipped_job(family, shape, arch)
+        if job is not None:
+            jobs.append(job)
+        elif note and on_note is not None:
+            on_note(note)
+    return jobs + [variant_job(v) for v in variants]
 
 
 def bench(
@@ -45,14 +84,20 @@ def bench(
     timed: bool = True,
     on_result=None,
     on_plan=None,
+    arch: str | None = None,
+    on_note=None,
 ) -> BenchRun:
     """Check and time `variants` with the family's baselines in one worker session; `on_plan(n)` is told how many
-    results will come (baselines included) before the first, `on_result(result)` each as it lands."""
+    results will come (baselines included) before the first, `on_result(result)` each as it lands, `on_note(line)`
+    why the shipped config is left out. `arch`: what the shipped config is built for (default: the variants')."""
     device.require_gpu()
+    arch = arch or (variants[0].arch if variants else None)
+    if arch is None:  # nothing to build the shipped config for: the other baselines alone
+        baselines = tuple(b for b in (family.baselines if baselines is None else baselines) if b != shipped.KIND)
     plan = Plan(
         family=family.origin or family.name,
         shape=dict(shape),
-        jobs=tuple(baseline_jobs(family, shape, baselines) + [variant_job(v) for v in variants]),
+        jobs=tuple(plan_jobs(family, shape, arch, variants, baselines, on_note)),
         regimes=regimes,
         rounds=rounds,
         seed=seed if seed is not None else int.from_bytes(os.urandom(4), "little"),
@@ -64,4 +109,4 @@ def bench(
     return worker.run_plan(plan, on_result=on_result)
 
 
-__all__ = ["BenchRun", "Job", "Plan", "Result", "bench", "variant_job"]
+__all__ = ["BenchRun", "Job", "Plan", "Result", "bench", "plan_jobs", "shipped_job", "shipped_job_of", "variant_job"]

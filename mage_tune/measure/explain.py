@@ -32,7 +32,12 @@ def explain_bench(record: dict, counters: dict | None = None, regime: str = "col
         )
         + f": {floor / t:.0%} of the floor",
     ]
-    for kind, name in (("triton", "Triton at its best config"), ("torch", "torch"), ("copy", "the same-bytes copy")):
+    for kind, name in (
+        ("triton", "Triton at its best config"),
+        ("torch", "torch"),
+        ("copy", "the same-bytes copy"),
+        ("shipped", "the config its authors ship"),
+    ):
         other = best_result(record, kind, regime)
         if other:
             o = result_time(other, regime)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from mage_tune.errors import MeasureError
 from mage_tune.kernels import load_family
-from mage_tune.measure import device, harness
+from mage_tune.measure import device, harness, shipped
 from mage_tune.measure.records import BenchRun, Job, Plan, Result, Session
 
 SESSION_TIMEOUT_S = 600.0
@@ -168,13 +168,15 @@ class Measurer:
 def run_plan(plan: Plan, on_result: Callable[[Result], None] | None = None) -> BenchRun:
     """Measure every job of the plan: baselines first in each session, then the variants."""
     family = load_family(plan.family)
-    measurer = Measurer(plan, [j for j in plan.jobs if j.kind != "variant"], on_result)
+    # the shipped config launches as a variant but is a baseline: timed again in every session
+    is_variant = [j.kind == "variant" and not shipped.is_shipped(j) for j in plan.jobs]
+    variants = [j for j, v in zip(plan.jobs, is_variant, strict=True) if v]
+    measurer = Measurer(plan, [j for j, v in zip(plan.jobs, is_variant, strict=True) if not v], on_result)
     try:
-        if not any(j.kind == "variant" for j in plan.jobs):
+        if not variants:
             measurer.start()
-        for job in plan.jobs:
-            if job.kind == "variant":
-                measurer.measure(job)
+        for job in variants:
+            measurer.measure(job)
     finally:
         measurer.close()
     return BenchRun(

@@ -5,7 +5,10 @@ run.json           the study this directory belongs to (study, storage, family, 
 environment.jsonl  machine, GPU, versions (one entry per process that worked on the run)
 search.json        the command's parameters
 trials.jsonl       one line per finished trial: config, outcome, value, census features, measurement
-baselines.jsonl    baselines measured in the same run, with their session's ceilings and control kernel
+baselines.jsonl    baselines measured in the same run, with their session's ceilings and control kernel (the
+                   family's own config, `as shipped`, among them: kind "shipped")
+shipped.json       the family's as_shipped config: its label and config, its modelled value in a static search, or
+                   why it was left out (not valid at the shape, or it does not build)
 best/              the best kernel: kernel.cu, kernel.ptx, kernel.sass, census.json, best.json
 report.md          tables rebuilt by `mage-tune report`
 
@@ -31,6 +34,9 @@ from mage_tune.errors import InputError, MageError
 from mage_tune.records import reader, schema
 
 SCORED = schema.SCORED
+COUNTED = ("measured", "modelled", "pruned", "compile_error", "failed")  # the outcomes that count toward --trials
+RECORDED = (*COUNTED, "duplicate")  # the outcomes a trials.jsonl line is written for: a duplicate never counts
+SHIPPED = "shipped.json"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 _FILE_MODE = 0o666 & ~_UMASK  # what open() would give: mkstemp's 0600 would hide a shared run from its readers
@@ -107,6 +113,25 @@ def append_baseline(run_dir: Path, result, session) -> None:
 
 def add_environment(run_dir: Path, env: dict) -> None:
     _append(run_dir / "environment.jsonl", env)
+
+
+def write_shipped(run_dir: Path, data: dict) -> None:
+    write_atomic(run_dir / SHIPPED, json.dumps(data, indent=1, default=str))
+
+
+def read_shipped(run_dir: Path) -> dict | None:
+    """shipped.json, or None where the search wrote none (its family names no as_shipped config); a damaged one is
+    reported on stderr and read as none."""
+    path = run_dir / SHIPPED
+    try:
+        data = read_identity(path)
+    except MageError as exc:
+        skipped(path, 1, f"not readable ({exc.message})", "read without it")
+        return None
+    if data is not None and not (isinstance(data.get("label", ""), str) and isinstance(data.get("error", ""), str)):
+        skipped(path, 1, "not a record of the shipped config", "read without it")
+        return None
+    return data
 
 
 # --- the run directory's study ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from mage_tune.census import census_artifact
 from mage_tune.census.features import diff, features, fmt, spearman
 from mage_tune.errors import MageError
 from mage_tune.kernels import recorded
+from mage_tune.measure import shipped as shipped_config
 from mage_tune.search import record
 from mage_tune.textwidth import constant_columns, short_config, table
 
@@ -140,8 +141,61 @@ def outcome_counts(run_dir: Path) -> dict[str, int]:
 
 
 def recorded_trials(study) -> int:
-    """Trials of an Optuna study that ended with an outcome (resumed from an earlier run)."""
-    return sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get("outcome"))
+    """Trials of an Optuna study that ended with an outcome that counts toward --trials (resumed from an earlier
+    run)."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get("outcome") in record.COUNTED)
+
+
+def shipped(run_dir: Path) -> dict | None:
+    """The family's as_shipped config beside the run's best: label, config, value (µs, modelled or measured; None
+    where no passing timing of it is recorded), best and ratio (best / shipped: ours / yours); {"error": why} where
+    it was left out; None where the family names none. A measured value is the one timed in the best trial's
+    session where there is one (the last such), else the last timed."""
+    data = record.read_shipped(run_dir)
+    if data is None:
+        return None
+    if data.get("error"):
+        return {"error": data["error"]}
+    best = (scored(run_dir)[:1] or [None])[0]
+    out = {"label": data.get("label"), "config": data.get("config"), "objective": data.get("objective")}
+    modelled = "value" in data
+    value = data["value"] if modelled and isinstance(data["value"], int | float) else None
+    session = None
+    if not modelled:
+        timed, why = [], ""
+        for b in baselines(run_dir):
+            r = b["result"]
+            if not shipped_config.is_shipped(r):
+                continue
+            t = next((x["median_us"] for x in r["timings"] if x["regime"] == "cold"), None)
+            if r["ok"] and t:
+                timed.append((r.get("session"), t))
+            elif not r["ok"]:
+                why = str(r.get("error") or "")
+        same = [pair for pair in timed if best is not None and pair[0] == best.get("session")]
+        session, value = (same or timed or [(None, None)])[-1]
+        if value is None and why:
+            out["error"] = why
+    ratio = best["value"] / value if best is not None and value else None
+    return {**out, "value": value, "modelled": modelled, "session": session,
+            "best": best["value"] if best else None, "ratio": ratio}  # fmt: skip
+
+
+def shipped_line(run_dir: Path) -> str | None:
+    """ "as shipped: 17.03 µs; best 14.48 µs, 0.85 × as shipped", or why there is no such line; None where the family
+    names no as_shipped config."""
+    info = shipped(run_dir)
+    if info is None:
+        return None
+    if "label" not in info:
+        return info["error"]
+    if info["value"] is None:
+        why = info.get("error", "").split("\n")[0][:200]
+        return f"as shipped: {info['label']} has no passing timing in this run" + (f" ({why})" if why else "")
+    unit = " µs (model)" if info["modelled"] else " µs"
+    if info["best"] is None:
+        return f"as shipped: {info['value']:.2f}{unit}; no trial scored"
+    return f"as shipped: {info['value']:.2f}{unit}; best {info['best']:.2f}{unit}, {info['ratio']:.2f} × as shipped"
 
 
 def markdown(run_dir: Path) -> str:
@@ -152,6 +206,9 @@ def markdown(run_dir: Path) -> str:
         f"Objective: {(best[0].get('objective') if best else '?')}. Trials by outcome: "
         f"{', '.join(f'{k} {v}' for k, v in sorted(outcome_counts(run_dir).items()))}."
     )
+    said = shipped_line(run_dir)
+    if said:
+        lines += ["", said]
     lines += ["", "## Top configs", "", top_table(run_dir), ""]
     lines += ["## Where the trials came from", "", source_table(run_dir), ""]
     if baselines(run_dir):
@@ -173,6 +230,7 @@ def terminal(run_dir: Path) -> str:
         f"search {meta.get('family', '?')} {' '.join(f'{k}={v}' for k, v in meta.get('shape', {}).items())} on "
         f"{meta.get('arch', '?')}; trials by outcome: "
         + ", ".join(f"{k} {v}" for k, v in sorted(outcome_counts(run_dir).items())),
+        *filter(None, [shipped_line(run_dir)]),
         "",
         top_table(run_dir, fit=True),
         "",

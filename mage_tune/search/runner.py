@@ -1,13 +1,19 @@
 """The search loop: Optuna suggests, a process pool compiles ahead, the census prunes, the GPU (or the static
 model) scores, and every trial lands in Optuna's storage and in the run directory's trials.jsonl.
 
-Counting: a trial counts toward --trials once it carries a `outcome` user attr (measured, modelled, duplicate,
-pruned, compile_error, failed), and its trials.jsonl line is written right after that attr. A trial whose process is
+Counting: a trial counts toward --trials once it carries an `outcome` user attr of COUNTED (measured, modelled,
+pruned, compile_error, failed), and its trials.jsonl line is written right after that attr. A duplicate (a config
+already tried, or the same SASS and launch as a scored trial) is recorded the same way, its value told to the
+sampler, but never counts: a search runs --trials distinct kernels or stops. In a space small enough to list
+(space.py) a trial whose draw, and every one-knob neighbour of it, was tried runs an untried valid config instead,
+and once every valid config has been tried the search stops and says so (unless spec.keep_going); DUPLICATE_RUN
+duplicates in a row also stop it, so a search whose sampler finds nothing new ends. A trial whose process is
 killed before its outcome never gets one; once its heartbeat has been silent for the grace period (storage.py: 30 s,
 or MAGE_TUNE_HEARTBEAT_GRACE) it is failed and a re-run of the same command takes its place, so no finished trial is
 lost and none runs twice; a kill between a trial's outcome and its line leaves a counted trial without one, and
 the search that reaches the count writes it from the study's attrs. Several workers on one study share the count:
-a worker whose freshly asked trial would exceed it marks that trial `surplus` and stops.
+a worker whose freshly asked trial would exceed it marks that trial `surplus` and stops. A trial running elsewhere
+is counted as if it will count; one that ends a duplicate leaves its place to the next trial asked.
 """
 
 from __future__ import annotations
@@ -30,21 +36,25 @@ from mage_tune.kernels.base import Config, Family, Variant, block_json, block_te
 from mage_tune.kernels.neighbours import config_key, neighbours
 from mage_tune.kernels.pool import build_one, exit_with_parent
 from mage_tune.kernels.recorded import family_digest, family_record
-from mage_tune.measure import baseline_jobs, device, variant_job
+from mage_tune.measure import baseline_jobs, device, shipped, shipped_job_of, variant_job
 from mage_tune.measure.records import Plan
 from mage_tune.measure.worker import Measurer
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
 from mage_tune.search.heartbeat import Heartbeat
 from mage_tune.search.model import estimate_variant
+from mage_tune.search.record import COUNTED, RECORDED
 from mage_tune.search.samplers import make_sampler
+from mage_tune.search.space import Space
 from mage_tune.search.spec import SearchSpec, run_identity
 from mage_tune.search.veto import census_veto
 from mage_tune.storage import grace_s, open_storage, redact, storage_errors
 from mage_tune.tuning import warm
 from mage_tune.tuning.db import Recorder, RunInfo, TuningDB, run_name, versions
 
-COUNTED = ("measured", "modelled", "duplicate", "pruned", "compile_error", "failed")
+__all__ = ["COUNTED", "DUPLICATE_RUN", "RECORDED", "Search"]
+
+DUPLICATE_RUN = 50  # duplicates in a row after which a search stops: its sampler finds nothing new
 
 
 def _counted(study) -> tuple[int, int]:
@@ -96,6 +106,11 @@ class Search:
         self.recorder = None if spec.db == "off" else Recorder(spec.db, self.run_info())
         self.polish_trials = polish.default_trials(spec.trials, spec.sampler) if spec.polish is None else spec.polish
         self.polish_model = None  # the warm start's model, when it fitted one: it ranks the neighbours
+        self.space: Space | None = None  # the valid configs, where the space is small enough to list (run())
+        self._members: dict[str, bool] = {}  # config key -> whether it is one of the space's valid configs
+        self.duplicates_in_a_row = 0
+        self.stopped = ""  # why the search stopped before --trials counted, where it did
+        self.shipped_job = None  # the family's as_shipped config, timed with the baselines of each session
 
     def run_info(self):
         gpu = ""
@@ -180,20 +195,53 @@ class Search:
         trial.set_user_attr("repaired_from", {k: v for k, v in proposal.items() if repaired[k] != v})
         return self._untried(trial, repaired), []  # neighbours and repairs are valid by construction
 
-    def _untried(self, trial, config: Config) -> Config:
+    def _untried(self, trial, config: Config, drawn: Config | None = None) -> Config:
         """A config this study has already tried would only be handed its first value back (the duplicate check), so
         an untried one-knob neighbour of it runs instead where there is one, the model's pick where there is a model
         (search/polish.py); the record keeps the values it replaced as `redrawn_from`. A sampler such as TPE redraws
-        its best configs: 7-23 % of the trials of each earlier 100-trial layer-norm search under runs/ repeated one."""
-        tried = polish.tried_keys([t for t in self.study.get_trials(deepcopy=False) if t.number != trial.number])
+        its best configs: 7-23 % of the trials of each earlier 100-trial layer-norm search under runs/ repeated one.
+        `drawn`: what redrawn_from is against (default `config`; _claim redraws a config that was redrawn already)."""
+        others = [t for t in self.study.get_trials(deepcopy=False) if t.number != trial.number]
+        tried = polish.tried_keys(others)
         if config_key(config) not in tried:
             return config
         found = list(neighbours(self.family, [(f"#{trial.number}", config)], self.spec.shape, self.spec.arch, tried))
-        if not found:
-            return config
-        pick = polish.ranked(self.family, found, self.spec.shape, self.spec.arch, self.polish_model, trial.number)[0]
-        trial.set_user_attr("redrawn_from", {k: v for k, v in config.items() if pick.config[k] != v})
-        return pick.config
+        if found:
+            ranked = polish.ranked(self.family, found, self.spec.shape, self.spec.arch, self.polish_model, trial.number)
+            pick = ranked[0].config
+        else:  # every neighbour tried too: any untried config of a space small enough to list
+            pick = self.space.untried(_taken(others), f"{self.spec.seed}-{trial.number}") if self.space else None
+            if pick is None:
+                return config  # nothing untried: it runs again, a duplicate where it was scored
+        trial.set_user_attr("redrawn_from", {k: v for k, v in (drawn or config).items() if pick[k] != v})
+        return pick
+
+    def _claim(self, trial, config: Config) -> Config:
+        """Set the config the trial runs where other workers see it; where another running trial has set the same
+        one (two workers drew it at once), draw again. Of two claims of one config at least the later reader sees
+        the other, so no config runs twice at once; after a few draws the trial runs what it has (at worst a
+        duplicate, which never counts)."""
+        drawn = {**config, **trial.user_attrs.get("redrawn_from", {})}
+        trial.set_user_attr("config", config)
+        for _ in range(3):
+            if not self._sampler_draws or not any(
+                t.number != trial.number
+                and t.state == optuna.trial.TrialState.RUNNING
+                and t.user_attrs.get("config") == config
+                for t in self._trials()
+            ):
+                return config
+            again = self._untried(trial, config, drawn)
+            if again == config:
+                return config
+            config = again
+            trial.set_user_attr("config", config)
+        return config
+
+    @property
+    def _sampler_draws(self) -> bool:
+        """The grid walks its points as they are; every other sampler's draws are redrawn where tried."""
+        return self.spec.sampler != "grid"
 
     def _finish(self, trial, outcome: str, value: float | None, attrs: dict) -> None:
         """The outcome attr makes the trial count, so its trials.jsonl line follows it at once, before the tell: a
@@ -214,6 +262,7 @@ class Search:
             self.heartbeat.discard(trial)
             self.echo(f"trial {trial.number} was finished by another worker first; this result of it is dropped")
             return
+        self.duplicates_in_a_row = self.duplicates_in_a_row + 1 if outcome == "duplicate" else 0
         record.append_trial(
             self.spec.run_dir,
             {
@@ -287,6 +336,10 @@ class Search:
 
     # --- the loop -------------------------------------------------------------------------------------------------
     def run(self, progress) -> None:
+        self.space = Space.listed(self.family, self.spec.shape, self.spec.arch)
+        if self.space is not None and not self.space.size:  # no valid config: the draws are pruned, each with its why
+            self.space = None
+        self._prepare_shipped()
         if not self.spec.static:
             self._start_measurer()
         pool = ProcessPoolExecutor(max(1, self.spec.workers), initializer=_compile_worker_init)
@@ -294,15 +347,16 @@ class Search:
             while True:
                 counted, running = _counted(self.study)
                 progress(counted, self.best_value)
-                if counted >= self.spec.trials:
+                if counted >= self.spec.trials or self._stops(counted):
                     self._restore_lines()
                     return
-                if counted + running >= self.spec.trials:
+                left = self._untried_left()
+                if counted + running >= self.spec.trials or (left == 0 and running):  # the last ones run elsewhere
                     self._fail_stale()
                     self._say_waiting(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
                     time.sleep(2)
                     continue
-                room = min(self.spec.workers, self.spec.trials - counted - running)
+                room = min(self.spec.workers, self.spec.trials - counted - running, left or self.spec.workers)
                 polish_from = self.spec.trials - self.polish_trials
                 if counted >= polish_from:
                     self._polish(room)
@@ -318,6 +372,7 @@ class Search:
                         self._mark(trial, "surplus")
                         break
                     config, problems = self._suggest(trial)
+                    config = self._claim(trial, config) if not problems else config  # other workers avoid it
                     if problems:
                         self._finish(
                             trial,
@@ -344,6 +399,48 @@ class Search:
             self.heartbeat.close()
             if self.measurer is not None:
                 self.measurer.close()
+
+    def _stops(self, counted: int) -> bool:
+        """Whether the search ends before --trials count: every valid config of a listed space tried (unless
+        spec.keep_going), or DUPLICATE_RUN duplicates in a row. Said once, as it happens."""
+        trials = f"{counted} trial" + ("" if counted == 1 else "s")
+        if self.duplicates_in_a_row >= DUPLICATE_RUN:
+            why = (
+                f"the last {DUPLICATE_RUN} trials were all duplicates of configs already tried (recorded, never "
+                f"counted): the sampler finds nothing new; stopping after {trials}"
+            )
+        elif self._exhausted():
+            verb = "modelled" if self.spec.static else "measured"
+            why = f"all {self.space.size} valid configs of the space have been {verb}; stopping after {trials}"
+        else:
+            return False
+        if why != self.stopped:
+            self.echo(why)
+        self.stopped = why
+        return True
+
+    def _exhausted(self) -> bool:
+        """Every valid config of a listed space has run (and spec.keep_going is off)."""
+        if self.space is None or self.spec.keep_going:
+            return False
+        return self._valid(_done(self._trials())) >= self.space.size
+
+    def _untried_left(self) -> int | None:
+        """How many valid configs of a listed space no trial has run nor runs now (None: unknown, or spec.keep_going,
+        which draws on whatever is left)."""
+        if self.space is None or self.spec.keep_going:
+            return None
+        return self.space.size - self._valid(_taken(self._trials()))
+
+    def _valid(self, keys: dict[str, dict]) -> int:
+        """How many of these configs (by key) are the listed space's."""
+        for key, config in keys.items():
+            if key not in self._members:
+                self._members[key] = self.space.member(config)
+        return sum(self._members[key] for key in keys)
+
+    def _trials(self) -> list:
+        return self.study.get_trials(deepcopy=False)
 
     def _polish(self, room: int) -> None:
         """Enqueue up to `room` untried neighbours of the best few configs, unless enqueued trials still wait."""
@@ -385,7 +482,7 @@ class Search:
             counted = [
                 t
                 for t in self.study.get_trials(deepcopy=False)
-                if t.user_attrs.get("outcome") in COUNTED and t.user_attrs.get("run_dir") == ours
+                if t.user_attrs.get("outcome") in RECORDED and t.user_attrs.get("run_dir") == ours
             ]
             for t in counted:
                 if t.state != optuna.trial.TrialState.RUNNING and t.number not in lined:
@@ -419,6 +516,27 @@ class Search:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
 
+    def _prepare_shipped(self) -> None:
+        """Build the family's as_shipped config here: a measured search times it with the baselines of every session,
+        a static one models it like a trial. shipped.json says which, with the value where modelled, or the one line
+        that says why it is left out (said here too)."""
+        self.shipped_job = None
+        if self.family.as_shipped is None:
+            return
+        variant, note = shipped.build(self.family, self.spec.shape, self.spec.arch)
+        if variant is None:
+            self.echo(note)
+            record.write_shipped(self.spec.run_dir, {"error": note, "objective": self.objective})
+            return
+        label = shipped.label(self.family, variant.config)
+        data = {"label": label, "config": variant.config, "objective": self.objective}
+        if self.spec.static:
+            value, parts = estimate_variant(self.family, variant, census_variant(variant))
+            data |= {"value": value, "model": parts}
+        else:
+            self.shipped_job = shipped_job_of(self.family, variant)
+        record.write_shipped(self.spec.run_dir, data)
+
     def _start_measurer(self) -> None:
         device.require_gpu()
         plan = Plan(
@@ -430,18 +548,40 @@ class Search:
         )
         self.measurer = Measurer(
             plan,
-            baseline_jobs(self.family, self.spec.shape),
+            baseline_jobs(self.family, self.spec.shape) + ([self.shipped_job] if self.shipped_job else []),
             on_result=self._baseline_measured,
         )
         self.measurer.start()
 
     def _baseline_measured(self, result) -> None:
-        if result.kind == "variant":
+        if result.kind == "variant" and not shipped.is_shipped(result):
             return
+        result = shipped.recorded(result)
         record.append_baseline(self.spec.run_dir, result, self.measurer.sessions[-1])
-        if result.ok and self.recorder is not None:
+        # the tuning database measures a run against other kernels (its model's reference), not the family's own
+        if result.ok and self.recorder is not None and result.kind != shipped.KIND:
             self.baselines[result.label] = result.time("cold")
             self.recorder.baselines(dict(self.baselines))
+
+
+def _done(trials) -> dict[str, dict]:
+    """Key -> config of every config a trial has run to its end (a recorded outcome, duplicates included)."""
+    return {
+        config_key(t.user_attrs["config"]): t.user_attrs["config"]
+        for t in trials
+        if t.user_attrs.get("outcome") in RECORDED and isinstance(t.user_attrs.get("config"), dict)
+    }
+
+
+def _taken(trials) -> dict[str, dict]:
+    """Key -> config of every config run to its end or running now (what it runs, set before its build; its draw
+    until then). A trial a killed process left (failed without an outcome) takes none: its config is still to run."""
+    taken = _done(trials)
+    for t in trials:
+        config = t.user_attrs.get("config") or t.params
+        if t.state == optuna.trial.TrialState.RUNNING and isinstance(config, dict) and config:
+            taken[config_key(config)] = config
+    return taken
 
 
 def _family_entries(db, family: Family, arch: str) -> list:

@@ -30,9 +30,12 @@ def _arch_of(env: dict) -> str:
 
 
 def _baselines(results: list[dict]) -> dict[str, float]:
-    """Label -> the median over the run's sessions of its cold time (results already checked by their reader)."""
+    """Label -> the median over the run's sessions of its cold time (results already checked by their reader). The
+    family's own shipped config is left out: the model measures a run against other kernels (learned.py)."""
     times: dict[str, list[float]] = {}
     for r in results:
+        if r.get("kind") == "shipped":
+            continue
         value = result_time(r) if r["ok"] else None
         if value is not None:
             times.setdefault(r["label"], []).append(value)

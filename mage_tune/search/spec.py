@@ -27,6 +27,7 @@ class SearchSpec:
     static: bool
     seed: int | None
     origin: str = ""  # how the registry finds the family again (a built-in name, a file, an entry point)
+    keep_going: bool = False  # every valid config of a listed space tried: draw on (duplicates) instead of stopping
     warm_start: str = "auto"  # auto: from the tuning database; off; other-shapes: this shape's own records left out
     db: str | None = None  # tuning database URL (None: the default; "off": not written nor read)
     polish: int | None = None  # the last trials, given to neighbours of the best (search/polish.py); None: default

@@ -42,7 +42,7 @@ from mage_tune.kernels.layernorm import LayerNorm
 from mage_tune.kernels.neighbours import neighbours
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
-from mage_tune.search.runner import COUNTED, Search
+from mage_tune.search.runner import COUNTED, RECORDED, Search
 from mage_tune.search.spec import SearchSpec
 from mage_tune.storage import GRACE_S, open_storage
 
@@ -132,13 +132,14 @@ def proposal_of(line: dict) -> dict:
 
 
 def check_record_matches_study(run_dir: Path, study: optuna.Study, killed: bool = False) -> None:
-    """Every trials.jsonl line is a counted trial of the study with the same config, outcome and value.
+    """Every trials.jsonl line is a recorded trial of the study (counted, or a duplicate) with the same config,
+    outcome and value.
 
     killed: a process was killed; a trial it had recorded but not yet told is failed in the study, value-less."""
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     for line in record.trials(run_dir):
         trial = by_number[line["number"]]
-        assert trial.user_attrs["outcome"] == line["outcome"] in COUNTED
+        assert trial.user_attrs["outcome"] == line["outcome"] in RECORDED
         # the sampler's proposal; a drawn one that broke a constraint ran as its nearest valid config, one already
         # tried as an untried neighbour
         assert trial.params == proposal_of(line)
@@ -406,14 +407,15 @@ def test_two_workers_share_a_postgres_study(tmp_path, env):
         assert len(numbers) == 12
         assert len(set(numbers)) == 12
         outcomes = {t.number: t.user_attrs.get("outcome") for t in study.get_trials(deepcopy=False)}
-        assert set(outcomes.values()) <= {*COUNTED, "surplus"}  # every trial either counts or is surplus
+        assert set(outcomes.values()) <= {*RECORDED, "surplus"}  # every trial counts, is a duplicate or surplus
         for t in study.get_trials(deepcopy=False):
             if outcomes[t.number] == "surplus":
                 assert t.state == optuna.trial.TrialState.FAIL
 
         a, b = (line_numbers(tmp_path / f"run-{worker}") for worker in ("a", "b"))
         assert not set(a) & set(b), "a trial recorded by both workers"
-        assert sorted(a + b) == sorted(numbers)
+        recorded = [t.number for t in study.get_trials(deepcopy=False) if outcomes[t.number] in RECORDED]
+        assert sorted(a + b) == sorted(recorded)
         for worker in ("a", "b"):
             check_record_matches_study(tmp_path / f"run-{worker}", study)
     finally:
@@ -441,17 +443,19 @@ class BrokenLayerNorm(LayerNorm):
 def test_compile_errors_and_pruned_configs_are_trials(tmp_path):
     family = BrokenLayerNorm()
     run_dir = tmp_path / "run"
-    # Grid over the six configs, then two more trials past the grid (its points repeat; Optuna's own GridSampler
-    # would call Study.stop() there, which raises outside Study.optimize).
-    spec = SearchSpec("layernorm", {"m": 256, "d": 64}, "sm_90", 8, "grid", None, "broken", run_dir, 2, True, 0)
+    # Grid over the six configs; keep_going: the search would otherwise stop once the five valid ones have run,
+    # whether or not the grid has reached the sixth yet.
+    spec = SearchSpec(
+        "layernorm", {"m": 256, "d": 64}, "sm_90", 6, "grid", None, "broken", run_dir, 2, True, 0, keep_going=True
+    )
     progress = []
     Search(spec, family, print).run(lambda done, best: progress.append(done))
-    assert progress[-1] == 8
+    assert progress[-1] == 6
 
     study = optuna.load_study(study_name="broken", storage=sqlite_url(run_dir))
-    assert len(counted(study)) == 8
+    assert len(counted(study)) == 6
     lines = record.trials(run_dir)
-    assert len(lines) == 8
+    assert len(lines) == 6
     check_record_matches_study(run_dir, study)
     seen = {(t["config"]["threads"], t["config"]["rows"]) for t in lines}
     assert seen == {(threads, rows) for threads in (128, 64, 1024) for rows in (1, 2)}  # the whole grid ran
@@ -544,10 +548,12 @@ def test_a_trial_killed_between_its_line_and_tell_is_failed_before_the_search_en
     states = {t.number: t.state for t in search.study.get_trials(deepcopy=False)}
     assert states[killed.number] == optuna.trial.TrialState.FAIL
     assert sorted(line["number"] for line in record.trials(run_dir)) == sorted(states)
-    # the wait is said once, with the trial and the grace
+    # its one config has been modelled, so the search runs no other; the wait is said once, with the trial and
+    # the grace
     assert said == [
+        "all 1 valid configs of the space have been modelled; stopping after 1 trial",
         f"waiting for trial(s) {killed.number}, running elsewhere: a live worker ends its own; a stopped process's "
-        "are given up after 3 s without a heartbeat"
+        "are given up after 3 s without a heartbeat",
     ]
 
 
