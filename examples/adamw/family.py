@@ -197,7 +197,9 @@ class AdamW(CudaFamily):
         if job.kind != "torch":
             return None
         torch = gpu.torch()
-        h = self.hyper()
+        # the scalars as the kernel receives them (float32), as the reference takes them: 1 - beta2 from a float32
+        # beta2 is 1.3e-5 away from 1 - 0.999, which shows in v
+        h = {k: float(np.float32(v)) if isinstance(v, float) else v for k, v in self.hyper().items()}
         lr, b1, b2, eps, wd = h["lr"], h["beta1"], h["beta2"], h["eps"], h["weight_decay"]
         if job.config["impl"] == "fused":
             if not hasattr(torch, "_fused_adamw_"):
