@@ -282,10 +282,9 @@ def triton_norm():
 # take the module name `conftest` that pickled test helpers are found by
 @pytest.fixture(scope="module")
 def layernorm_db(tmp_path_factory) -> str:
-
+    """Layer norm at three shapes on the test GPU, 14 configs each: enough for the learned model."""
     from tuning_data import layernorm_configs, make_db, run  # the tuning tests' helpers; they import mage_tune
 
-    """Layer norm at three shapes on the test GPU, 14 configs each: enough for the learned model."""
     runs = [
         run("layernorm", shape, layernorm_configs(shape, 14, seed))
         for seed, shape in enumerate(({"m": 4096, "d": 768}, {"m": 4096, "d": 2048}, {"m": 1024, "d": 1024}))
