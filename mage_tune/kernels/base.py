@@ -279,57 +279,13 @@ def _environment(folder: str):
 
 
 class Family(ABC):
-    """A kernel family. Subclass `CudaFamily` or `TritonFamily` (which implement `build`) and give:
+    """A kernel family. Subclass `CudaFamily` or `TritonFamily` (which implement `build`).
 
-    Class attributes
-      name          the family's name in tables, labels and run directories
-      dims          the shape dimensions it takes, e.g. ("m", "d"); each becomes a CLI option (`--shape m=4096,d=768`,
-                    and `--m`/`--d`/`--n`/`--k` where a dimension has that name)
-      default_dims  values of dims a user may leave out
-      dim_help      a few words per dimension for `--help` and `space`
-      knobs         Knob(name, domain, help) each; the first value of a domain is its default
-      baselines     kinds of baselines it is timed against by default ("triton", "torch", "copy")
-      tolerance     largest accepted ||out - ref|| / ||ref|| against the float64 reference (tolerance_for(shape)
-                    gives it per shape, where a family's error bound grows with the problem)
-      mma_passes    tensor-core products issued per product of the problem (1; 3xTF32 issues 3): the static
-                    model's tensor term charges them all
-      serial_turns(config)  how many times one output tile waits for another block's part of it (serial split-K's
-                    slices: split_k - 1; 0 by default): the static model charges each turn
-      walk_steps(config, shape, blocks)  pieces of work the busiest block does one after another (a persistent
-                    layer norm's row groups; 0 by default): the static model charges at least 3.5 µs a step
-      copy_of       an input whose bytes equal the output's (layer norm's x): the same-bytes copy baseline
-                    (x → out, timed exactly like the variants) then measures the floor at the shape; None if none
-      max_elements  largest input or output, in elements: a larger shape is refused before anything is built
-      outputs       Output(name, metric, tolerance, inplace) each: the buffers the kernel writes, each checked and
-                    reported on its own; () (the default): one output, buffer "__out__", relative L2 error within
-                    tolerance_for(shape). An in-place output is an input too (see Output)
-      as_shipped    the config the kernel's authors ship (knob -> value; knobs left out take their defaults), or
-                    None: bench and search time it beside the baselines as "as shipped" and report ours / yours
-
-    Methods (abstract ones must be given)
-      violations(config, shape, arch)   why a config cannot work (sentences); [] when it can
-      constraint_text()                 the constraints, as sentences for `mage-tune space`
-      launch(config, shape, arch)       Launch(grid, block, dynamic_shared) for the Arch named by `arch`
-      build(config, shape, arch)        a Variant: the compiled binary and how to launch it (the bases do this)
-      render(config, shape)             the source a config builds from (the bases do this)
-      make_inputs(shape, rng)           host inputs as float32 numpy arrays, by parameter name
-      reference(inputs, shape)          the output in float64, from the inputs as the device holds them; with
-                                        several outputs a dict name -> array (in-place ones one step from the
-                                        pristine inputs)
-      output_shape(shape)               shape of the one output buffer (a family with `outputs` gives
-                                        output_shapes(shape): name -> shape, in-place outputs left out)
-      bytes_moved(shape), flops(shape)  each input read once, each output written once; 2·M·N·K for a matmul
-      device_dtype(name)                "float32" (default), "bfloat16" or "float16" for an input or an output
-                                        (the one output of a family without `outputs` is "__out__")
-      baseline_kernels(shape)           the Baselines it offers (kinds as in `baselines`, copies aside)
-      launcher(job, shape)              GPU side, in the worker process: a callable(buffers) that launches a
-                                        baseline of this family (or a variant, for families that launch their own)
-                                        on torch's current stream; None lets the harness launch a variant's cubin
-      reference_kernels(shape, arch, specialize)
-                                        the Triton kernels `compare` puts beside a variant (compiled offline)
-      compare_facts(census, config, shape, reference)
-                                        its own rows for `compare` (CompareFact), e.g. passes over the row
-      best_files(configs)               files the search writes beside its best kernel (e.g. a triton.Config list)
+    The whole contract, every member with what it means and a worked example of each, is docs/families.md; in short:
+    the problem (name, dims, make_inputs, reference, outputs, output_shape(s), bytes_moved, flops, tolerance), the
+    space (knobs, violations, constraint_text, launch, as_shipped), the baselines (baselines, baseline_kernels,
+    launcher, copy_of) and what the static model and `compare` ask (mma_passes, serial_turns, walk_steps, walk_twin,
+    reference_kernels, compare_facts, best_files). Each method below says what it gives.
     """
 
     name: str
