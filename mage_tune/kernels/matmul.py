@@ -259,38 +259,38 @@ class Matmul(CudaFamily):
     def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
         """Triton's FP32 matmul (GROUP_M swizzle, IEEE products) at options["config"] (a dict of MATMUL_KEYS) or at
         every config of MATMUL_CONFIGS; options["num_warps"] overrides each config's."""
-        tk = gpu.triton_kernels()
-        m, n, k = shape["m"], shape["n"], shape["k"]
-        chosen = options.get("config")
-        configs = [dict(chosen)] if chosen else self.reference_configs()
-        out = []
-        for cfg in configs:
-            missing = [key for key in tk.MATMUL_KEYS if key not in cfg]
-            if missing:
-                raise InputError(f"Triton matmul config lacks {', '.join(missing)}")
-            constexprs = {key: int(cfg[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
-            warps = int(options.get("num_warps") or cfg["num_warps"])
-            values = {"A": None, "B": None, "C": None, "M": m, "N": n, "K": k}
-            values.update(stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1, stride_cm=n, stride_cn=1)
-            kernel = compile_jit(
-                tk.matmul_kernel,
-                dict(tk.MATMUL_SIGNATURE),
-                constexprs,
-                arch,
-                warps,
-                int(cfg["num_stages"]),
-                "triton",
-                values,
-                specialize,
-            )
-            grid = (_cdiv(m, constexprs["BLOCK_M"]) * _cdiv(n, constexprs["BLOCK_N"]), 1, 1)
-            out.append(dataclasses.replace(kernel, grid=grid))
-        return out
+        configs = [dict(options["config"])] if options.get("config") else self.reference_configs()
+        signature = dict(gpu.triton_kernels().MATMUL_SIGNATURE)
+        return triton_matmul_kernels(shape, arch, configs, signature, options.get("num_warps"), specialize)
 
     def reference_configs(self) -> list[dict]:
         """The Triton configs `compare --config INDEX` picks from."""
         tk = gpu.triton_kernels()
         return [dict(zip(tk.MATMUL_KEYS, c, strict=True)) for c in tk.MATMUL_CONFIGS]
+
+
+def triton_matmul_kernels(
+    shape: Shape, arch: str, configs: list[dict], signature: dict, num_warps: int | None, specialize: bool
+) -> list:
+    """Triton's tutorial matmul (GROUP_M swizzle) compiled offline at each config (a dict of MATMUL_KEYS), pointers
+    typed by `signature`, row-major strides, one program per output tile; `num_warps` overrides each config's."""
+    tk = gpu.triton_kernels()
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    out = []
+    for cfg in configs:
+        missing = [key for key in tk.MATMUL_KEYS if key not in cfg]
+        if missing:
+            raise InputError(f"Triton matmul config lacks {', '.join(missing)}")
+        constexprs = {key: int(cfg[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+        warps = int(num_warps or cfg["num_warps"])
+        values = {"A": None, "B": None, "C": None, "M": m, "N": n, "K": k}
+        values.update(stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1, stride_cm=n, stride_cn=1)
+        kernel = compile_jit(
+            tk.matmul_kernel, signature, constexprs, arch, warps, int(cfg["num_stages"]), "triton", values, specialize
+        )
+        grid = (_cdiv(m, constexprs["BLOCK_M"]) * _cdiv(n, constexprs["BLOCK_N"]), 1, 1)
+        out.append(dataclasses.replace(kernel, grid=grid))
+    return out
 
 
 FAMILY = Matmul()

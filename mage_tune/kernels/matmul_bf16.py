@@ -106,7 +106,6 @@ grids under a wave, a ping-pong schedule of the consumers, and 3xTF32 on wgmma.
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import functools
 import math
 from typing import ClassVar
@@ -115,10 +114,10 @@ import numpy as np
 
 from mage_tune import gpu
 from mage_tune.arch import get_arch
-from mage_tune.errors import ConfigError, InputError
+from mage_tune.errors import ConfigError
 from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape
+from mage_tune.kernels.matmul import triton_matmul_kernels
 from mage_tune.ptx_parts import entry_params
-from mage_tune.triton_ref import compile_jit
 
 BF16 = 2  # bytes
 BK = 64  # k-tile depth: one 128-byte swizzle row of bf16
@@ -422,38 +421,12 @@ class MatmulBF16(CudaFamily):
     def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
         """The Triton tutorial matmul on bf16 pointers (C in the output dtype), at options["config"] or at every
         config of reference_configs; Triton compiles for the plain target (sm_90 for sm_90a)."""
-        tk = gpu.triton_kernels()
-        m, n, k = shape["m"], shape["n"], shape["k"]
-        chosen = options.get("config")
-        configs = [dict(chosen)] if chosen else self.reference_configs()
-        signature = {**tk.MATMUL_SIGNATURE, "A": "*bf16", "B": "*bf16"}
+        configs = [dict(options["config"])] if options.get("config") else self.reference_configs()
+        signature = {**gpu.triton_kernels().MATMUL_SIGNATURE, "A": "*bf16", "B": "*bf16"}
         signature["C"] = "*bf16" if self.out_dtype == "bfloat16" else "*fp32"
-        out = []
-        for cfg in configs:
-            missing = [key for key in tk.MATMUL_KEYS if key not in cfg]
-            if missing:
-                raise InputError(f"Triton matmul config lacks {', '.join(missing)}")
-            constexprs = {key: int(cfg[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
-            warps = int(options.get("num_warps") or cfg["num_warps"])
-            values = {"A": None, "B": None, "C": None, "M": m, "N": n, "K": k}
-            values.update(stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1, stride_cm=n, stride_cn=1)
-            kernel = compile_jit(
-                tk.matmul_kernel,
-                signature,
-                constexprs,
-                get_arch(arch).base,
-                warps,
-                int(cfg["num_stages"]),
-                "triton",
-                values,
-                specialize,
-            )
-            out.append(_with_grid(kernel, (_cdiv(m, constexprs["BLOCK_M"]) * _cdiv(n, constexprs["BLOCK_N"]), 1, 1)))
-        return out
-
-
-def _with_grid(kernel, grid: tuple[int, int, int]):
-    return dataclasses.replace(kernel, grid=grid)
+        return triton_matmul_kernels(
+            shape, get_arch(arch).base, configs, signature, options.get("num_warps"), specialize
+        )
 
 
 # --- the GPU side: tensor maps and the launch, through the driver -----------------------------------------------
