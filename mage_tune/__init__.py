@@ -18,8 +18,8 @@ def __getattr__(name: str):
         from mage_tune.comparison import compare
 
         return compare
-    if name == "load":  # a family with its tuning data, choosing a config per shape: mage_tune.tuning.choice.load
-        from mage_tune.tuning.choice import load
+    if name == "load":  # a family with its tuning data, choosing and launching a config per shape
+        from mage_tune.runtime import load
 
         return load
     raise AttributeError(f"module 'mage_tune' has no attribute {name!r}")

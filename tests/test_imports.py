@@ -169,9 +169,14 @@ def test_help_loads_no_heavy_library(args):
 
 
 def test_the_cpu_path_imports_without_the_gpu_libraries():
-    """Every module but the Triton kernels' (triton itself) imports where cupy and torch will not (None in
-    sys.modules makes `import torch` fail), and none of them loads either where they would."""
-    names = sorted(_module_name(p) for p in PACKAGE.rglob("*.py") if p.stem not in ("__main__", "triton_kernels"))
+    """Every module but the Triton kernels' (triton itself) and the PyTorch operators' (mage_tune.torch: torch
+    itself) imports where cupy and torch will not (None in sys.modules makes `import torch` fail), and none of them
+    loads either where they would."""
+    names = sorted(
+        _module_name(p)
+        for p in PACKAGE.rglob("*.py")
+        if p.stem not in ("__main__", "triton_kernels") and not _module_name(p).startswith("mage_tune.torch")
+    )
     blocked = "import sys\nsys.modules['torch'] = sys.modules['cupy'] = None\n"
     for setup in (blocked, "import sys\n"):
         code = (
@@ -183,3 +188,10 @@ def test_the_cpu_path_imports_without_the_gpu_libraries():
         assert done.returncode == 0, done.stderr
         if setup != blocked:
             assert done.stdout.split() == ["False", "False"]
+
+
+def test_the_pytorch_operators_without_torch_say_how_to_get_it():
+    code = "import sys\nsys.modules['torch'] = None\nimport mage_tune.torch\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "NoDeviceError: torch will not import" in done.stderr and "gpu" in done.stderr

@@ -218,8 +218,8 @@ def export(out, db_url, fmt, family, gpu, arch, top, no_shipped, force):
         n = store.export(sys.stdout, family) if out == "-" else _export_to(store, Path(out), family, force)
         click.echo(f"exported {n} trial(s)", err=True)
         return
+    from mage_tune.runtime import load
     from mage_tune.tuning import exports
-    from mage_tune.tuning.choice import load
 
     if not family:
         raise InputError(f"--format {fmt} needs --family: the family whose code validates and launches its configs")

@@ -299,6 +299,7 @@ class Family(ABC):
     copy_of: str | None = None
     max_elements: int = DEFAULT_MAX_ELEMENTS
     outputs: tuple[Output, ...] = ()
+    input_dims: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # each input's dimensions by dim name, for shape_of
     as_shipped: Mapping[str, int | str] | None = None
     origin: str = ""  # how the registry found it (a built-in name, path.py:NAME, or entry-point name); set there
 
@@ -459,6 +460,35 @@ class Family(ABC):
             shape[dim] = int(value)
         self.check_shape(shape)
         return shape
+
+    def shape_of(self, inputs: Mapping[str, tuple[int, ...]]) -> Shape:
+        """The shape a launch on inputs of these dimensions (by input name) is for: what lets a tuned kernel run on
+        tensors without being told its shape (`mage_tune.load(family)(x, ...)`). By default read through
+        `input_dims` (each input's dimensions by the family's dim names); InputError where the inputs disagree."""
+        if not self.input_dims:
+            raise InputError(
+                f"{self.name} does not say how its shape follows from its inputs (input_dims or shape_of): "
+                "pass shape={...}"
+            )
+        shape: dict[str, int] = {}
+        for name, names in self.input_dims.items():
+            if name not in inputs:
+                raise InputError(f"{self.name} takes an input {name!r}; given {', '.join(inputs) or 'none'}")
+            got = tuple(inputs[name])
+            if len(got) != len(names):
+                raise InputError(
+                    f"{self.name}: input {name} has {len(got)} dimensions {got}; it takes {len(names)} "
+                    f"({' × '.join(names)})"
+                )
+            for dim, size in zip(names, got, strict=True):
+                if shape.setdefault(dim, int(size)) != size:
+                    raise InputError(
+                        f"{self.name}: input {name} has {dim} = {size} where an earlier input has {shape[dim]}"
+                    )
+        missing = [d for d in self.dims if d not in shape and d not in self.default_dims]
+        if missing:
+            raise InputError(f"{self.name}: no input gives the dimension {', '.join(missing)}: pass shape={{...}}")
+        return self.shape_from({d: shape.get(d) for d in self.dims})
 
     def check_shape(self, shape: Shape) -> None:
         """Refuse a shape whose buffers exceed max_elements (32-bit indexing, memory) before anything is built."""

@@ -161,6 +161,7 @@ class LayerNorm(CudaFamily):
     dim_help: ClassVar[dict[str, str]] = {"m": "rows", "d": "row width (normalized over)"}
     kernel_name = "layernorm"
     param_names = ("x", "scale", "bias", "y")
+    input_dims: ClassVar[dict[str, tuple[str, ...]]] = {"x": ("m", "d"), "scale": ("d",), "bias": ("d",)}
     baselines = ("triton", "torch", "copy")
     copy_of = "x"
 

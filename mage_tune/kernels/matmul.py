@@ -89,6 +89,7 @@ class Matmul(CudaFamily):
     dim_help: ClassVar[dict[str, str]] = {"m": "rows of A and C", "n": "columns of B and C", "k": "the inner size"}
     kernel_name = "matmul"
     param_names = ("A", "B", "C")
+    input_dims: ClassVar[dict[str, tuple[str, ...]]] = {"A": ("m", "k"), "B": ("k", "n")}
     baselines = ("triton", "torch")
     tolerance = 1e-4  # FP32 sums over K products: the bound for matmul
 

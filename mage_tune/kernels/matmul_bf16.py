@@ -155,6 +155,7 @@ class MatmulBF16(CudaFamily):
     template = "matmul_bf16.cu.j2"
     kernel_name = "matmul_bf16"
     param_names = ("A", "B", "C")  # A and B reach the kernel as their tensor maps; C is the output
+    input_dims: ClassVar[dict[str, tuple[str, ...]]] = {"A": ("m", "k"), "B": ("k", "n")}
     scalar_params = (Scalar("M", "int"), Scalar("N", "int"), Scalar("K", "int"))
     dims = ("m", "n", "k")
     default_dims: ClassVar[dict[str, int]] = {"m": 4096, "n": 4096, "k": 4096}

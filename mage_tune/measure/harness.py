@@ -135,12 +135,14 @@ class VariantLauncher:
                 )
         return tuple(keys)
 
-    def __call__(self, bufs: dict) -> None:
+    def __call__(self, bufs: dict, scalars: tuple | None = None) -> None:
+        """Launch on `bufs` (tensors by name) on torch's current stream; `scalars` (packed) in place of the shape's."""
         if self.keys is None:
             self.keys = self._keys(bufs)
         args = [np.uint64(bufs[key].data_ptr()) for key in self.keys]
+        packed = self.scalars if scalars is None else scalars
         with torch_stream():
-            self.fn(self.job.grid, self.job.block, (*args, *self.scalars), shared_mem=self.job.dynamic_shared)
+            self.fn(self.job.grid, self.job.block, (*args, *packed), shared_mem=self.job.dynamic_shared)
 
 
 def make_launcher(job: Job, family, shape: dict) -> Callable[[dict], None]:

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from mage_tune.arch import DEFAULT_ARCH
 from mage_tune.compile import check_arch
 from mage_tune.kernels.base import Config, Family, Launch, Shape
-from mage_tune.kernels.registry import load_family
 from mage_tune.measure import device
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.storage import redact
@@ -298,10 +297,3 @@ def _most_common(values: list[str]) -> str | None:
         return None
     top = counted[0][1]
     return min(v for v, n in counted if n == top)  # ties to the first by name: the same answer every time
-
-
-def load(family: str | Family, db: str | TuningDB | None = None, use_shipped: bool = True) -> TunedKernel:
-    """A family (a built-in name, a family file `path/family.py[:NAME]`, an entry point, or a Family) with its
-    tuning data: `mage_tune.load("layernorm").choice({"m": 4096, "d": 768})`."""
-    found = load_family(family) if isinstance(family, str) else family
-    return TunedKernel(found, db, use_shipped)

@@ -15,9 +15,10 @@ from tuning_data import ARCH, GPU, layernorm_configs, made_up_time, make_db, run
 
 import mage_tune
 from mage_tune.kernels import get_family
+from mage_tune.runtime import load
 from mage_tune.tuning import choice as choice_module
 from mage_tune.tuning import shipped
-from mage_tune.tuning.choice import TunedKernel, load
+from mage_tune.tuning.choice import TunedKernel
 
 FAMILY = get_family("layernorm")
 SHAPES = ({"m": 4096, "d": 768}, {"m": 4096, "d": 2048}, {"m": 1024, "d": 1024})

@@ -1,0 +1,165 @@
+"""PyTorch operators run by tuned kernels: `torch.ops.mage_tune.layer_norm` and `torch.ops.mage_tune.matmul_fp32`.
+
+Each is a `torch.library.custom_op` with a fake implementation, so `torch.compile(fullgraph=True)` traces through it
+(the graph holds one opaque call), and an autograd formula, so a model that trains can use it. The forward runs the
+config the tuning data chooses at the call's shape (mage_tune.runtime: measured here, nearest measured shape, model,
+default) on torch's current stream; a CUDA graph captures it as one kernel once a launch at that shape has run.
+
+What the kernels do not cover is computed by PyTorch inside the operator, and said once per reason: a tensor not
+contiguous, a shape no config of the family takes. (Dtype and device are decided before the operator, by the
+modules in mage_tune/torch/modules.py, so that torch.compile keeps its own kernels for what it alone covers.)
+
+The kernels' tuning data: the default database and the shipped data, unless `configure(db=..., use_shipped=...)`.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+
+from mage_tune import gpu
+from mage_tune.errors import ConfigError, ToolchainError
+from mage_tune.runtime import RunnableKernel, load
+from mage_tune.tuning.db import TuningDB
+
+torch = gpu.torch()
+Tensor = torch.Tensor
+
+LAYERNORM = "layernorm"
+MATMUL_FP32 = "matmul-3xtf32"
+
+_kernels: dict[str, RunnableKernel] = {}
+_settings: dict[str, object] = {"db": None, "use_shipped": True}
+_said: set[str] = set()
+_lock = threading.Lock()
+
+
+def configure(db: str | TuningDB | None = None, use_shipped: bool = True) -> None:
+    """Where the operators' kernels take their tuning data from: a database (a URL or TuningDB; None: the default
+    one, "off": none) and whether the shipped data counts. Kernels already built at a shape are built again."""
+    with _lock:
+        _settings.update(db=db, use_shipped=use_shipped)
+        _kernels.clear()
+
+
+def kernel(family: str) -> RunnableKernel:
+    """The process's tuned kernel of a built-in family, with the configured tuning data."""
+    found = _kernels.get(family)
+    if found is None:
+        with _lock:
+            found = _kernels.get(family)
+            if found is None:
+                found = _kernels[family] = load(family, _settings["db"], bool(_settings["use_shipped"]))
+    return found
+
+
+def say_once(what: str) -> None:
+    """A fallback to PyTorch, said once per process and reason (a RuntimeWarning)."""
+    if what not in _said:
+        _said.add(what)
+        warnings.warn(f"mage_tune.torch: {what}; PyTorch computes it", RuntimeWarning, stacklevel=3)
+
+
+def _prepared(family: str, shape: dict) -> RunnableKernel | None:
+    """The family's kernel where it can run at `shape`, else None (said once). A first launch inside a graph
+    capture is not such a case: its InputError says to launch once before capturing."""
+    tuned = kernel(family)
+    try:
+        tuned.prepare(shape)
+    except (ConfigError, ToolchainError) as exc:
+        say_once(f"{family} has no kernel for {shape} ({exc})")
+        return None
+    return tuned
+
+
+# --- layer norm -----------------------------------------------------------------------------------------------------
+@torch.library.custom_op("mage_tune::layer_norm", mutates_args=(), device_types="cuda")
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over x's last dimension (FP32 CUDA tensors, weight and bias
+    of that dimension)."""
+    d = x.shape[-1]
+    if x.numel() == 0:
+        return torch.empty_like(x)
+    if not (x.is_contiguous() and weight.is_contiguous() and bias.is_contiguous()):
+        say_once("layer_norm on a tensor that is not contiguous")
+        return torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)
+    rows = x.view(-1, d)
+    tuned = _prepared(LAYERNORM, {"m": rows.shape[0], "d": d})
+    if tuned is None:
+        return torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)
+    y = tuned(rows, weight, bias, scalars=(np.int32(rows.shape[0]), np.float32(eps)))
+    return y.view(x.shape)
+
+
+@layer_norm.register_fake
+def _(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    return torch.empty_like(x)
+
+
+def _layer_norm_context(ctx, inputs, output) -> None:
+    x, weight, bias, eps = inputs
+    ctx.save_for_backward(x, weight, bias)
+    ctx.eps = eps
+
+
+def _layer_norm_backward(ctx, grad: Tensor):
+    # PyTorch's own backward, from the mean and rstd recomputed (the forward kernel keeps neither)
+    x, weight, bias = ctx.saved_tensors
+    d = x.shape[-1]
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [d], weight, bias, ctx.eps)
+    mask = list(ctx.needs_input_grad[:3])
+    gx, gw, gb = torch.ops.aten.native_layer_norm_backward(grad, x, [d], mean, rstd, weight, bias, mask)
+    return gx, gw, gb, None
+
+
+layer_norm.register_autograd(_layer_norm_backward, setup_context=_layer_norm_context)
+
+
+# --- FP32 matmul ------------------------------------------------------------------------------------------------------
+@torch.library.custom_op("mage_tune::matmul_fp32", mutates_args=(), device_types="cuda")
+def matmul_fp32(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b for FP32 CUDA matrices, accurate to FP32 (three TF32 tensor-core products: matmul-3xtf32)."""
+    m, k = a.shape
+    n = b.shape[1]
+    if a.numel() == 0 or b.numel() == 0:
+        return torch.zeros((m, n), dtype=a.dtype, device=a.device)
+    if not (a.is_contiguous() and b.is_contiguous()):
+        say_once("matmul_fp32 on a matrix that is not contiguous")
+        return _fp32_matmul(a, b)
+    tuned = _prepared(MATMUL_FP32, {"m": m, "n": n, "k": k})
+    if tuned is None:
+        return _fp32_matmul(a, b)
+    return tuned(a, b)
+
+
+@matmul_fp32.register_fake
+def _(a: Tensor, b: Tensor) -> Tensor:
+    torch._check(a.shape[1] == b.shape[0], lambda: f"matmul_fp32: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+def _fp32_matmul(a: Tensor, b: Tensor) -> Tensor:
+    """cuBLAS in FP32 whatever torch's TF32 setting: the operator promises FP32 accuracy."""
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return a @ b
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+
+
+def _matmul_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _matmul_backward(ctx, grad: Tensor):
+    # the gradients through the same FP32-accurate operator
+    a, b = ctx.saved_tensors
+    ga = matmul_fp32(grad.contiguous(), b.t().contiguous()) if ctx.needs_input_grad[0] else None
+    gb = matmul_fp32(a.t().contiguous(), grad.contiguous()) if ctx.needs_input_grad[1] else None
+    return ga, gb
+
+
+matmul_fp32.register_autograd(_matmul_backward, setup_context=_matmul_context)
