@@ -1,0 +1,185 @@
+"""A small PyTorch model with mage-tune's layer norm, against the same model with PyTorch's, on a GPU.
+
+The model: embedding → LayerNorm → Linear → LayerNorm over `--rows` tokens, at each `--d`; compiled with
+torch.compile (default mode), its forward timed end to end (CUDA events around `--calls` forwards, `--rounds`
+rounds, the two models interleaved round by round), and again as one captured CUDA graph of the compiled forward
+(replays timed). Variants: PyTorch's layer norm ("torch"), mage_tune.torch.LayerNorm ("mage LN"), and for context
+mage_tune.torch.LayerNorm with mage_tune.torch.Linear ("mage LN+Linear"). Outputs are checked against the torch
+model's (relative L2). Run at each float32 matmul precision given ("highest": FP32; "high": TF32 allowed).
+
+Also the operator's own time at each (rows, d): torch.ops.mage_tune.layer_norm timed by the harness's cold method
+(measure/harness.py: a CUDA graph of launches rotating over ≥ 256 MB of input sets, median of 7 replays), beside
+the same config timed as a variant job in the same process and the time the tuning database recorded for it.
+
+    python benchmarks/torch_model.py --db sqlite:///t.db --out model.json [--d 768 --d 4096] [--rows 8192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def _rel(a, b) -> float:
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm())
+
+
+def _model(torch, ln, linear, vocab: int, d: int):
+    return torch.nn.Sequential(torch.nn.Embedding(vocab, d), ln(d), linear(d, d), ln(d)).cuda()
+
+
+def _time_calls(torch, fn, ids, calls: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(calls):
+        fn(ids)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000.0 / calls
+
+
+def _graphed(torch, fn, ids, calls: int):
+    """The compiled forward captured `calls` times in one CUDA graph (after warm-up launches outside it)."""
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn(ids)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        for _ in range(calls):
+            out = fn(ids)
+    torch.cuda.synchronize()
+    return graph, out
+
+
+def _time_graph(torch, graph, calls: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000.0 / calls
+
+
+def model_rows(torch, mt, rows: int, d: int, precision: str, calls: int, rounds: int) -> list[dict]:
+    torch.set_float32_matmul_precision(precision)
+    torch.manual_seed(0)
+    vocab = 32000
+    variants = {
+        "torch": (torch.nn.LayerNorm, torch.nn.Linear),
+        "mage LN": (mt.LayerNorm, torch.nn.Linear),
+        "mage LN+Linear": (mt.LayerNorm, mt.Linear),
+    }
+    models = {name: _model(torch, ln, lin, vocab, d) for name, (ln, lin) in variants.items()}
+    state = models["torch"].state_dict()
+    for m in models.values():
+        m.load_state_dict(state)
+        m.eval()
+    ids = torch.randint(0, vocab, (rows,), device="cuda")
+    torch._dynamo.reset()
+    compiled = {name: torch.compile(m, fullgraph=True) for name, m in models.items()}
+    out = []
+    with torch.no_grad():
+        outputs = {name: fn(ids) for name, fn in compiled.items()}
+        eager = {name: [] for name in compiled}
+        for _ in range(rounds):
+            for name, fn in compiled.items():
+                eager[name].append(_time_calls(torch, fn, ids, calls))
+        graphs = {name: _graphed(torch, fn, ids, calls) for name, fn in compiled.items()}
+        replayed = {name: [] for name in compiled}
+        for _ in range(rounds):
+            for name, (graph, _) in graphs.items():
+                replayed[name].append(_time_graph(torch, graph, calls))
+        for name in compiled:
+            graph_out = graphs[name][1]
+            out.append(
+                {
+                    "rows": rows,
+                    "d": d,
+                    "precision": precision,
+                    "model": name,
+                    "compiled_us": statistics.median(eager[name]),
+                    "compiled_us_range": [min(eager[name]), max(eager[name])],
+                    "graph_us": statistics.median(replayed[name]),
+                    "graph_us_range": [min(replayed[name]), max(replayed[name])],
+                    "rel_err_vs_torch": _rel(outputs[name], outputs["torch"]),
+                    "graph_rel_err_vs_torch": _rel(graph_out, outputs["torch"]),
+                }
+            )
+    return out
+
+
+def op_row(torch, mt, rows: int, d: int) -> dict:
+    from mage_tune.measure import variant_job
+    from mage_tune.measure.harness import Runner, plan_launches, single_launch_us, time_graph
+    from mage_tune.measure.records import Plan
+
+    shape = {"m": rows, "d": d}
+    kernel = mt.kernel("layernorm")
+    choice = kernel.choice(shape)
+    runner = Runner(Plan(family="layernorm", shape=shape, jobs=(), regimes=("cold",)), 0)
+    sets = runner.bufs.sets
+
+    def op(bufs):
+        return torch.ops.mage_tune.layer_norm(bufs["x"], bufs["scale"], bufs["bias"], 1e-5)
+
+    single = single_launch_us(op, sets[0])
+    samples = time_graph(op, sets, plan_launches(single), 7)
+    variant = kernel.family.build(choice.config, shape, choice.arch)
+    job = runner.run(variant_job(variant))
+    return {
+        "rows": rows,
+        "d": d,
+        "choice": choice.to_json(),
+        "op_us": statistics.median(samples),
+        "op_us_range": [min(samples), max(samples)],
+        "variant_job_us": job.timings[0].median_us if job.ok else None,
+        "variant_job_error": job.error or "",
+        "recorded_us": choice.time_us,
+        "op_over_recorded": statistics.median(samples) / choice.time_us if choice.time_us else None,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", default=None, help="tuning database URL (default: the default database)")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--rows", type=int, default=8192)
+    ap.add_argument("--d", type=int, action="append")
+    ap.add_argument("--precision", action="append", choices=("highest", "high"))
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    import torch
+
+    import mage_tune.torch as mt
+    from mage_tune.measure.device import environment
+
+    mt.configure(db=args.db)
+    record = {"environment": environment(), "ops": [], "models": []}
+    for d in args.d or [768, 4096]:
+        record["ops"].append(op_row(torch, mt, args.rows, d))
+        for precision in args.precision or ["highest", "high"]:
+            record["models"].extend(model_rows(torch, mt, args.rows, d, precision, args.calls, args.rounds))
+    args.out.write_text(json.dumps(record, indent=1))
+    for row in record["ops"]:
+        print(
+            f"op layernorm m={row['rows']} d={row['d']}: {row['op_us']:.2f} µs; same config as a job "
+            f"{row['variant_job_us']}; recorded {row['recorded_us']} ({row['choice']['source']})"
+        )
+    for row in record["models"]:
+        print(
+            f"model d={row['d']} {row['precision']:<7} {row['model']:<15} compiled {row['compiled_us']:9.1f} µs  "
+            f"graph {row['graph_us']:9.1f} µs  err {row['rel_err_vs_torch']:.1e}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
