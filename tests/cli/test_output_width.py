@@ -20,12 +20,17 @@ from conftest import has_gpu
 from mage_tune import textwidth
 from mage_tune.cli import cli, main_error_text
 from mage_tune.errors import MageError
+from mage_tune.kernels.registry import load_family
+from mage_tune.search.space import SAMPLED
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "fixtures"  # real records, cut down (tests/fixtures/make_fixtures.py)
 LN_ALL = RUNS / "h200-2026-11-29" / "ln_d768_all.json"
 SHAPES = RUNS / "h200-2026-11-29-shapes"
 MM = ("--m", "1024", "--n", "1024", "--k", "1024")
+DATA = ROOT / "tests" / "fixtures" / "data"
+ENDLESS = str(DATA / "endless_family.py")  # 10^12 combinations: a walk of its space would never end
+TINY = f"{DATA / 'tiny_layernorm_family.py'}:TINY"
 
 
 class Ran:
@@ -165,8 +170,8 @@ def mage(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 def test_space_json_lists_up_to_limit_with_the_count_without_building_the_space():
-    """matmul at 1024³ has 7.5 M valid configs: --json --limit 5 is a header, 5 configs and the count (seconds, not
-    the minutes and gigabytes of building every config)."""
+    """matmul at 1024³ has 7.5 M valid configs: --json --limit 5 is a header, 5 configs and the count, an estimate
+    said as one (a second, not the ten of counting every one, nor the minutes and gigabytes of building them)."""
     ran = mage("space", "matmul", *MM, "--json", "--limit", "5", timeout=120)
     assert ran.returncode == 0, ran.stderr
     header, *configs, last = (json.loads(line) for line in ran.stdout.splitlines())
@@ -174,7 +179,41 @@ def test_space_json_lists_up_to_limit_with_the_count_without_building_the_space(
     assert header["arch"] == "sm_90" and [k["name"] for k in header["knobs"]][:2] == ["bm", "bn"]
     assert header["constraints"] and header["size"] == 39813120
     assert len(configs) == 5 and all(set(c["config"]) == {k["name"] for k in header["knobs"]} for c in configs)
-    assert last == {"valid": 7531680, "listed": 5}
+    estimate = last.pop("estimate")
+    assert last == {"valid": None, "listed": 5, "count": "estimate"}
+    assert estimate["low"] <= 7531680 <= estimate["high"] and estimate["low"] <= estimate["valid"] <= estimate["high"]
+    assert estimate == {**estimate, "confidence": 0.95, "sampled": SAMPLED, "combinations": 1990656}
+
+
+def test_space_limit_never_walks_the_space(monkeypatch):
+    """Counted, not timed: --limit N checks the constraints for the first N configs and the sample, never for
+    matmul's 2 million combinations; nor for the endless family's 10^12, where a walk would never end."""
+    from mage_tune.kernels import get_family
+
+    matmul = type(get_family("matmul"))
+    calls = [0]
+    check = matmul.violations
+
+    def counted(self, *args):
+        calls[0] += 1
+        return check(self, *args)
+
+    monkeypatch.setattr(matmul, "violations", counted)
+    listed = run("space", "matmul", *MM, "--json", "--limit", "5")
+    assert listed.exit_code == 0 and json.loads(listed.stdout.splitlines()[-1])["count"] == "estimate"
+    assert calls[0] <= SAMPLED + 5
+
+    endless = load_family(ENDLESS)
+    type(endless).checked = 0
+    streamed = run("space", ENDLESS, "--d", "64", "--json", "--limit", "3")
+    assert streamed.exit_code == 0 and len(streamed.stdout.splitlines()) == 5
+    last = json.loads(streamed.stdout.splitlines()[-1])
+    assert last["valid"] is None and last["listed"] == 3 and last["count"] == "estimate"
+    assert last["estimate"]["low"] <= 1_500_000_000_000 <= last["estimate"]["high"]
+    assert type(endless).checked <= SAMPLED + 1
+    table = run("space", ENDLESS, "--d", "64", "--list", "--limit", "3")
+    assert table.exit_code == 0 and not too_wide(table.output) and "the first 3 (--limit 3):" in table.output
+    assert "about 1.5" in table.output and "--exact counts them all" in table.output
 
 
 def test_space_json_streams_its_first_lines_at_once_and_a_reader_may_stop():
@@ -195,11 +234,19 @@ def test_space_json_streams_its_first_lines_at_once_and_a_reader_may_stop():
 
 
 def test_space_list_limit_and_whole_small_space():
+    """layernorm at d = 768 has 1 078 272 combinations of its constrained knobs: estimated unless --exact, counted
+    (857 664 valid) with it; a space listed whole is counted as it is listed."""
     listed = run("space", "layernorm", "--d", "768", "--list", "--limit", "3")
     assert listed.exit_code == 0 and "the first 3 (--limit 3):" in listed.output and not too_wide(listed.output)
-    assert "857664 valid configs" in listed.output
-    whole = run("space", "layernorm", "--d", "768", "--json", "--limit", "0")
-    assert whole.exit_code == 0 and json.loads(whole.stdout.splitlines()[-1]) == {"valid": 857664, "listed": 0}
+    assert re.search(r"\nabout 8\d\d thousand valid configs of 6469632 ", listed.output)
+    assert "estimated from 50,000 of the 1,078,272 combinations" in " ".join(listed.output.split())
+    whole = run("space", "layernorm", "--d", "768", "--json", "--limit", "0", "--exact")
+    last = json.loads(whole.stdout.splitlines()[-1])
+    assert whole.exit_code == 0 and last == {"valid": 857664, "listed": 0, "count": "exact"}
+    small = run("space", "matmul-3xtf32", *MM, "--json", "--limit", "0")
+    assert json.loads(small.stdout.splitlines()[-1]) == {"valid": 12192, "listed": 0, "count": "exact"}
+    every = run("space", str(TINY), "--shape", "m=256,d=64", "--json")
+    assert json.loads(every.stdout.splitlines()[-1]) == {"valid": 6, "listed": 6, "count": "exact"}
 
 
 def test_progress_in_a_log_is_plain_lines(tmp_path):
