@@ -115,6 +115,20 @@ def model_rows(torch, mt, rows: int, d: int, precision: str, calls: int, rounds:
     return out
 
 
+def call_overhead_us(torch, fn, args, calls: int = 2000) -> float:
+    """Wall time per eager call on a tiny input (the GPU idles: what is left is the host's cost of a launch)."""
+    import time
+
+    for _ in range(20):
+        fn(*args)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e6 / calls
+
+
 def op_row(torch, mt, rows: int, d: int) -> dict:
     from mage_tune.measure import variant_job
     from mage_tune.measure.harness import Runner, plan_launches, single_launch_us, time_graph
@@ -133,9 +147,14 @@ def op_row(torch, mt, rows: int, d: int) -> dict:
     samples = time_graph(op, sets, plan_launches(single), 7)
     variant = kernel.family.build(choice.config, shape, choice.arch)
     job = runner.run(variant_job(variant))
+    tiny = (torch.randn(8, d, device="cuda"), torch.ones(d, device="cuda"), torch.zeros(d, device="cuda"))
     return {
         "rows": rows,
         "d": d,
+        "op_call_us": call_overhead_us(torch, lambda *a: torch.ops.mage_tune.layer_norm(*a, 1e-5), tiny),
+        "torch_call_us": call_overhead_us(
+            torch, lambda x, w, b: torch.nn.functional.layer_norm(x, (d,), w, b, 1e-5), tiny
+        ),
         "choice": choice.to_json(),
         "op_us": statistics.median(samples),
         "op_us_range": [min(samples), max(samples)],
@@ -171,7 +190,8 @@ def main() -> int:
     for row in record["ops"]:
         print(
             f"op layernorm m={row['rows']} d={row['d']}: {row['op_us']:.2f} µs; same config as a job "
-            f"{row['variant_job_us']}; recorded {row['recorded_us']} ({row['choice']['source']})"
+            f"{row['variant_job_us']}; recorded {row['recorded_us']} ({row['choice']['source']}); eager call "
+            f"{row['op_call_us']:.1f} µs (torch's {row['torch_call_us']:.1f})"
         )
     for row in record["models"]:
         print(

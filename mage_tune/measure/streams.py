@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from mage_tune import gpu
 
+_streams: dict[int, object] = {}  # cupy's handle of each torch stream met: one launch costs microseconds, not tens
+
 
 def torch_stream():
-    return gpu.cupy().cuda.ExternalStream(gpu.torch().cuda.current_stream().cuda_stream)
+    handle = gpu.torch().cuda.current_stream().cuda_stream
+    found = _streams.get(handle)
+    if found is None:
+        found = _streams[handle] = gpu.cupy().cuda.ExternalStream(handle)
+    return found

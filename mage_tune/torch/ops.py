@@ -62,16 +62,14 @@ def say_once(what: str) -> None:
         warnings.warn(f"mage_tune.torch: {what}; PyTorch computes it", RuntimeWarning, stacklevel=3)
 
 
-def _prepared(family: str, shape: dict) -> RunnableKernel | None:
-    """The family's kernel where it can run at `shape`, else None (said once). A first launch inside a graph
-    capture is not such a case: its InputError says to launch once before capturing."""
-    tuned = kernel(family)
+def _launched(family: str, *tensors, **options):
+    """The family's kernel launched on `tensors`; None where it has no kernel at their shape (said once). A first
+    launch inside a graph capture is not such a case: its InputError says to launch once before capturing."""
     try:
-        tuned.prepare(shape)
+        return kernel(family)(*tensors, **options)
     except (ConfigError, ToolchainError) as exc:
-        say_once(f"{family} has no kernel for {shape} ({exc})")
+        say_once(f"{family} has no kernel for these inputs ({exc})")
         return None
-    return tuned
 
 
 # --- layer norm -----------------------------------------------------------------------------------------------------
@@ -86,10 +84,9 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
         say_once("layer_norm on a tensor that is not contiguous")
         return torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)
     rows = x.view(-1, d)
-    tuned = _prepared(LAYERNORM, {"m": rows.shape[0], "d": d})
-    if tuned is None:
+    y = _launched(LAYERNORM, rows, weight, bias, scalars=(np.int32(rows.shape[0]), np.float32(eps)))
+    if y is None:
         return torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)
-    y = tuned(rows, weight, bias, scalars=(np.int32(rows.shape[0]), np.float32(eps)))
     return y.view(x.shape)
 
 
@@ -121,17 +118,14 @@ layer_norm.register_autograd(_layer_norm_backward, setup_context=_layer_norm_con
 @torch.library.custom_op("mage_tune::matmul_fp32", mutates_args=(), device_types="cuda")
 def matmul_fp32(a: Tensor, b: Tensor) -> Tensor:
     """a @ b for FP32 CUDA matrices, accurate to FP32 (three TF32 tensor-core products: matmul-3xtf32)."""
-    m, k = a.shape
-    n = b.shape[1]
+    m, n = a.shape[0], b.shape[1]
     if a.numel() == 0 or b.numel() == 0:
         return torch.zeros((m, n), dtype=a.dtype, device=a.device)
     if not (a.is_contiguous() and b.is_contiguous()):
         say_once("matmul_fp32 on a matrix that is not contiguous")
         return _fp32_matmul(a, b)
-    tuned = _prepared(MATMUL_FP32, {"m": m, "n": n, "k": k})
-    if tuned is None:
-        return _fp32_matmul(a, b)
-    return tuned(a, b)
+    c = _launched(MATMUL_FP32, a, b)
+    return _fp32_matmul(a, b) if c is None else c
 
 
 @matmul_fp32.register_fake
