@@ -17,6 +17,7 @@ input; mage_tune.torch's modules check the same conditions first and fall back t
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ class RunnableKernel(TunedKernel):
         self._fast: dict[tuple, Prepared] = {}  # by the inputs' sizes, dtypes and device: a launch's quick way in
         self._lock = threading.Lock()
 
-    @property
+    @functools.cached_property
     def inputs(self) -> tuple[str, ...]:
         """The kernel parameters a caller gives, in order: the pointers that are no written output (in-place
         outputs included). A family launched through its own JIT (Triton) names none: it is not launched here."""
