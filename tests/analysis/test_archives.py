@@ -30,8 +30,8 @@ def _archives():
 def campaign(tmp_path) -> Path:
     """A campaign folder: a bench-record folder and a run directory of the fixtures, with a study.db and a winner's
     PTX and SASS beside them (what pack leaves out)."""
-    folder = tmp_path / "h200-2026-12-01-tensor-core"
-    shutil.copytree(FIXTURES / "h200-2026-12-01-tensor-core", folder)
+    folder = tmp_path / "gpu-2026-12-01-campaign"  # a campaign's name carries its date
+    shutil.copytree(FIXTURES / "matmul-3xtf32", folder)
     run = folder / "searches" / "matmul-3xtf32-m512n512k512"
     for name in ("study.db", "best/kernel.ptx", "best/kernel.sass"):
         (run / name).write_text("derivable")
@@ -42,7 +42,7 @@ def test_pack_is_deterministic_and_leaves_out_what_is_derivable(campaign, tmp_pa
     archives = _archives()
     first, members, skipped = archives.pack(campaign, tmp_path / "a")
     again, _, _ = archives.pack(campaign, tmp_path / "b")
-    assert first.read_bytes() == again.read_bytes() and first.name == "h200-2026-12-01-tensor-core.tar.xz"
+    assert first.read_bytes() == again.read_bytes() and first.name == "gpu-2026-12-01-campaign.tar.xz"
     derivable = ("best/kernel.ptx", "best/kernel.sass", "study.db")
     assert sorted(skipped) == [f"searches/matmul-3xtf32-m512n512k512/{n}" for n in derivable]
     with tarfile.open(first, "r:xz") as tar:

@@ -214,7 +214,7 @@ def test_results_table_gives_a_row_per_shape(tmp_path):
                                            {"triton[num_warps=2]": ("triton", [8.5]),
                                             "copy[copy_two_per_thread]": ("copy", [8.2])})),
     ]  # fmt: skip
-    rows[1]["run"] = "records/h200-2026-12-01-inner-loop.tar.xz:searches/layernorm-m2048d1536"
+    rows[1]["run"] = "records/gpu-campaign.tar.xz:searches/layernorm-m2048d1536"  # a member of an archive
     path = tmp_path / "record.json"
     path.write_text(json.dumps(suite_record.make(suite, rows, "test")))
     done = _script("results_table.py", str(path), "--markdown", "--links-from", "docs")
@@ -224,7 +224,7 @@ def test_results_table_gives_a_row_per_shape(tmp_path):
                         "(ours − copy)/(Triton − copy)", "trials to within 3 %", "record"]  # fmt: skip
     # the suite's order; the torch baseline missing from the second run; 8.0 µs under the copy's 8.2
     assert lines[2] == ["2048 × 1536", "8.00", "8.50", "–", "8.20", "0.941", "-0.67", "4",
-                        "[h200-2026-12-01-inner-loop](../records/h200-2026-12-01-inner-loop.tar.xz) "
+                        "[gpu-campaign](../records/gpu-campaign.tar.xz) "
                         "`searches/layernorm-m2048d1536`"]  # fmt: skip
     assert lines[3] == ["1024 × 512", "10.00", "12.00", "20.00", "9.00", "0.833", "0.33", "3", f"`{tmp_path / 'a'}`"]
     assert "Suite `ln-small`, family `layernorm`:" in done.stdout

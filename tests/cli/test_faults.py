@@ -554,7 +554,7 @@ def test_damaged_run_record_is_read_around(tmp_path, env):
     ids=["no-sessions", "copy-gbs-0", "results-not-a-list", "empty-sessions"],
 )
 def test_damaged_bench_record(tmp_path, env, damage):
-    source = Path(__file__).resolve().parents[1] / "fixtures/h200-2026-11-29-shapes/rerun/ln_m4096_d768.json"
+    source = Path(__file__).resolve().parents[1] / "fixtures/shape-benches/rerun/ln_m4096_d768.json"
     data = json.loads(source.read_text())
     damage(data)
     path = tmp_path / "bench.json"
@@ -563,7 +563,7 @@ def test_damaged_bench_record(tmp_path, env, damage):
 
 
 def test_bench_record_with_one_damaged_result(tmp_path, env):
-    source = Path(__file__).resolve().parents[1] / "fixtures/h200-2026-11-29-shapes/rerun/ln_m4096_d768.json"
+    source = Path(__file__).resolve().parents[1] / "fixtures/shape-benches/rerun/ln_m4096_d768.json"
     data = json.loads(source.read_text())
     data["results"].insert(0, {"label": "x", "kind": "variant", "ok": True, "timings": [{"regime": "cold"}]})
     path = tmp_path / "bench.json"

@@ -24,9 +24,9 @@ from mage_tune.kernels.registry import load_family
 from mage_tune.search.space import SAMPLED
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS = ROOT / "tests" / "fixtures"  # real records, cut down (tests/fixtures/make_fixtures.py)
-LN_ALL = RUNS / "h200-2026-11-29" / "ln_d768_all.json"
-SHAPES = RUNS / "h200-2026-11-29-shapes"
+RUNS = ROOT / "tests" / "fixtures"  # real records, cut down (analysis/make_fixtures.py)
+LN_ALL = RUNS / "oldest-records" / "ln_d768_all.json"
+SHAPES = RUNS / "shape-benches"
 MM = ("--m", "1024", "--n", "1024", "--k", "1024")
 DATA = ROOT / "tests" / "fixtures" / "data"
 ENDLESS = str(DATA / "endless_family.py")  # 10^12 combinations: a walk of its space would never end
@@ -66,7 +66,7 @@ COMMANDS = [
     ("compare", "layernorm", "--d", "768"),
     ("compare", "matmul", *MM),
     ("report", str(LN_ALL)),
-    ("report", str(RUNS / "h200-2026-11-29" / "planted.json")),
+    ("report", str(RUNS / "oldest-records" / "planted.json")),
     ("explain", str(LN_ALL)),
     (
         "explain",
@@ -126,7 +126,7 @@ def test_search_says_new_study_then_resuming_with_outcomes_and_run_dir(tmp_path)
 
 def test_report_of_a_search_run_fits(tmp_path):
     run_dir = tmp_path / "search_mm"
-    shutil.copytree(RUNS / "h200-2026-11-29" / "search_mm", run_dir)
+    shutil.copytree(RUNS / "oldest-records" / "search_mm", run_dir)
     result = run("report", str(run_dir), "--no-plots")
     assert result.exit_code == 0 and not too_wide(result.output)
     assert "trials by outcome:" in result.output

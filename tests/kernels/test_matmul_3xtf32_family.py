@@ -1,6 +1,7 @@
 """The 3xTF32 tensor-core matmul family without a GPU: real compiles show its mma count, chains and registers; its
 space refuses what cannot fit; its tolerance, FP32's bound for a K-term sum, sits between what cuBLAS FP32 and one
-long mma chain reached on an H200 (records/h200-2026-12-01-tensor-core.tar.xz; the fixtures cut from it); and the
+long mma chain reached on an H200 (the tensor-core campaign of records/README.md; tests/fixtures/matmul-3xtf32 is
+cut from it); and the
 tuning database reads those records by today's tolerance."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from mage_tune.search.sources import bench_record
 
 ARCH = "sm_90"
 SHAPE = {"m": 1024, "n": 4096, "k": 1024}
-RUN = Path(__file__).resolve().parents[1] / "fixtures/h200-2026-12-01-tensor-core/tensor_core"
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "tests/fixtures/matmul-3xtf32/tensor_core"
 RECORDS = sorted(RUN.glob("matmul-3xtf32-*[0-9].json"))
 FAMILY = load_family("matmul-3xtf32")
 
@@ -158,6 +160,7 @@ def test_the_winners_hold_their_ratio_to_cublas_in_an_independent_harness():
     winners = record["winners"]
     searches = sorted((RUN.parent / "searches").glob("matmul-3xtf32-m*[0-9]"))
     assert sorted(Path(w["run"]).name for w in winners) == [s.name for s in searches] and len(searches) >= 2
+    assert {ROOT / w["run"] for w in winners} == set(searches)  # each winner's run: a fixture's run directory
     assert any(w["search_ours_us"] > 40 for w in winners) and any(min(w["shape"].values()) >= 1024 for w in winners)
     for w in winners:
         assert w["ok"] and w["rel_err"] <= FAMILY.tolerance_for(w["shape"])

@@ -399,7 +399,7 @@ def test_pipelines_match_the_reference_in_a_host_emulation():
 def test_census_veto_catches_fragments_demoted_to_local_memory():
     """With stages=2, NVVM leaves pipe=1's group loop rolled at this tile, so the double-buffered fragments are indexed
     at run time and live in local memory (no spill: a stack frame). Timed on the H200 it ran 4.4x slower than with
-    stages=3 (records/h200-2026-11-29-shapes.tar.xz member matmul/mm_2048.json); the search's census veto prunes it
+    stages=3 (the shapes campaign's matmul/mm_2048.json, records/README.md); the search's census veto prunes it
     before any GPU time."""
     from mage_tune.search.veto import census_veto
 

@@ -12,8 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = [
-    ROOT / "tests/fixtures/h200-2026-12-01-tensor-core/searches/matmul-3xtf32-m512n512k512",
-    ROOT / "tests/fixtures/h200-2026-12-01-inner-loop/searches/layernorm-m2048d1536",
+    ROOT / "tests/fixtures/matmul-3xtf32/searches/matmul-3xtf32-m512n512k512",
+    ROOT / "tests/fixtures/layernorm-winner/searches/layernorm-m2048d1536",
 ]
 
 pytestmark = pytest.mark.gpu

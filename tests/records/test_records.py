@@ -2,7 +2,7 @@
 explain` and `report` on bench records and run directories of every age, the same-bytes copy baseline, `bench
 --configs` lists, and the tables analysis/ rebuilds from records (shapes, crossed benches, leave-shape-out), each
 checked against numbers this file computes from the same records. The records are the fixtures of tests/fixtures/:
-real runs (records/*.tar.xz) with fewer results and trials (tests/fixtures/make_fixtures.py)."""
+real runs (records/*.tar.xz) with fewer results and trials (analysis/make_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from mage_tune.search import record as run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-RUNS = FIXTURES / "h200-2026-11-29-shapes"
+RUNS = FIXTURES / "shape-benches"
 LN_COUNTERS = RUNS / "ln" / "counters_ln_16384x4096.json"
 
 
@@ -196,7 +196,7 @@ def _table_rows(text: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize(
     ("folder", "flags"),
-    [("h200-2026-12-01-tensor-core/tensor_core", ["--errors"]), ("h200-2026-12-01-wide-rows/rows_sweep", [])],
+    [("matmul-3xtf32/tensor_core", ["--errors"]), ("wide-row-bench/rows_sweep", [])],
 )
 def test_crossed_bench_tables_rebuild_from_the_records(folder, flags):
     """analysis/crossed_bench.py: per bench record a heading with its baseline (cuBLAS for a matmul family, Triton's
@@ -230,7 +230,7 @@ def test_crossed_bench_tables_rebuild_from_the_records(folder, flags):
             assert [float(c) for c in cells] == [float(e) for e in expected], (name, cells)
 
 
-LSO_FOLDERS = [FIXTURES / "h200-2026-11-30-warm-start/layernorm", FIXTURES / "h200-2026-12-01-affine-shared/searches"]
+LSO_FOLDERS = [FIXTURES / "warm-start-searches/layernorm", FIXTURES / "later-layernorm-search/searches"]
 
 
 def test_leave_shape_out_rows_are_what_the_run_directories_say(tmp_path):
@@ -354,7 +354,7 @@ def test_the_fixtures_hold_records_of_every_age():
 def test_search_efficiency_replays_the_space_the_record_measured(tmp_path):
     """analysis/search_efficiency.py replays samplers over the knobs and values of the record's configs (knobs added
     since stay at their defaults, as the record reads them), each draw looked up in the record's table of times."""
-    out, record = tmp_path / "replay.json", FIXTURES / "h200-2026-11-29/ln_d768_all.json"
+    out, record = tmp_path / "replay.json", FIXTURES / "oldest-records/ln_d768_all.json"
     script = ROOT / "analysis" / "search_efficiency.py"
     done = subprocess.run(
         [sys.executable, str(script), str(record), "--seeds", "2", "--budget", "50", "--out", str(out)],

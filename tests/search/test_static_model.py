@@ -1,6 +1,6 @@
 """The static model on real compiles: a matrix op's shape, type and warp count read from real SASS and PTX; the
-tensor term ranks 3xTF32 warp tiles as an H200 measured them (records/h200-2026-12-01-tensor-core.tar.xz; trials of
-one of its searches in tests/fixtures/); SIMT kernels and
+tensor term ranks 3xTF32 warp tiles as an H200 measured them (the tensor-core campaign of records/README.md;
+trials of one of its searches in tests/fixtures/matmul-3xtf32/); SIMT kernels and
 FP64 mma keep the FP32 term; a grid is charged by the rounds of its busiest SM, serial split-K by its turns, and a
 persistent layer norm by the row groups its blocks walk one after another."""
 
@@ -17,7 +17,7 @@ from mage_tune.kernels.registry import load_family
 from mage_tune.search import model
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN = ROOT / "tests/fixtures/h200-2026-12-01-tensor-core/searches/matmul-3xtf32-m2048n2048k6144"
+RUN = ROOT / "tests/fixtures/matmul-3xtf32/searches/matmul-3xtf32-m2048n2048k6144"
 SHAPE = {"m": 2048, "n": 2048, "k": 1024}
 ONE_CHAIN = {"bm": 128, "bn": 128, "chain": 0, "split_k": 8}  # 64×64 warp tiles need chain=0: chains of 128 products
 
@@ -66,7 +66,7 @@ def test_fp64_mma_keeps_the_fp32_term(build):
 
 def test_bigger_warp_tiles_model_faster():
     """An H200 timed 64×64 warp tiles (8 warps) at 821 µs and 32×32 (16 warps) at 1044 µs at 2048×2048×6144, one
-    chain each (records/h200-2026-12-01-tensor-core.tar.xz member tensor_core/matmul-3xtf32-m2048n2048k6144.json;
+    chain each (the tensor-core campaign's tensor_core/matmul-3xtf32-m2048n2048k6144.json, records/README.md;
     too long a chain for the space today); the FP32
     term ranked them the other way round. Here with chains short enough to be accurate."""
     big = _census("matmul-3xtf32", {**ONE_CHAIN, "wm": 64, "wn": 64}, SHAPE)

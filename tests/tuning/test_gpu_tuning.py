@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = [ROOT / f"tests/fixtures/h200-2026-11-29-shapes/rerun/mm_{n}.json" for n in (1000, 1024, 2048)]
-BENCH.append(ROOT / "tests/fixtures/h200-2026-11-29-shapes/explore/mm_1000_sample.json")
+BENCH = [ROOT / f"tests/fixtures/shape-benches/rerun/mm_{n}.json" for n in (1000, 1024, 2048)]
+BENCH.append(ROOT / "tests/fixtures/shape-benches/explore/mm_1000_sample.json")
 
 pytestmark = pytest.mark.gpu
 

@@ -32,12 +32,12 @@ from mage_tune.tuning.db import Entry, TuningDB, shape_distance
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "fixtures"
 BENCH = [
-    RUNS / "h200-2026-11-29-shapes/rerun/mm_1000.json",
-    RUNS / "h200-2026-11-29-shapes/rerun/mm_1024.json",
-    RUNS / "h200-2026-11-29-shapes/rerun/mm_2048.json",
-    RUNS / "h200-2026-11-29-shapes/explore/mm_1000_sample.json",  # a second record of one shape
+    RUNS / "shape-benches/rerun/mm_1000.json",
+    RUNS / "shape-benches/rerun/mm_1024.json",
+    RUNS / "shape-benches/rerun/mm_2048.json",
+    RUNS / "shape-benches/explore/mm_1000_sample.json",  # a second record of one shape
 ]
-SEARCH_DIR = RUNS / "h200-2026-11-29/search_mm"  # the oldest run directory: search.json, no run.json
+SEARCH_DIR = RUNS / "oldest-records/search_mm"  # the oldest run directory: search.json, no run.json
 TIMEOUT = 600
 
 
@@ -325,7 +325,7 @@ def test_one_worker_per_device_counts_exactly(storage, tmp_path):
 def test_the_model_learns_times_over_the_fastest_baseline_of_each_run():
     """A trial's training target is its log time over the fastest baseline measured in its run (here the same-bytes
     copy), recomputed from the bench record itself; a run without baselines is measured against its trials' mean."""
-    path = RUNS / "h200-2026-12-01-wide-rows/rows_sweep/layernorm-m8192d6144.json"
+    path = RUNS / "wide-row-bench/rows_sweep/layernorm-m8192d6144.json"
     run, rows = sources.bench_record(path)
     entries = [Entry(run, r["number"], r["config"], r["outcome"], r["value"]) for r in rows]
     data = json.loads(path.read_text())
