@@ -17,8 +17,8 @@ from tuning_data import ARCH, GPU, make_db, run
 
 from mage_tune.compile import SourceOptions, build_from_cu
 from mage_tune.kernels import get_family
-from mage_tune.tuning import choice as choice_module
 from mage_tune.runtime import load
+from mage_tune.tuning import choice as choice_module
 
 ROOT = Path(__file__).resolve().parents[2]
 TRITON_FAMILY = str(ROOT / "tests/fixtures/data/triton_scale_family.py")
