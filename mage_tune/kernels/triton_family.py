@@ -12,9 +12,12 @@ a config outside the list is invalid.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import json
+import operator
+import textwrap
 from typing import ClassVar
 
 import numpy as np
@@ -90,6 +93,23 @@ class TritonFamily(Family):
     def constexpr_names(self) -> list[str]:
         fn = self.jit_function
         return [p.name for p in fn.params if getattr(p, "is_constexpr", False)]
+
+    def equivalents(self, config: Config, shape: Shape, arch: str) -> list[Config]:
+        """The configs that build the same kernel as `config`, itself first: what a search need not try once it has
+        tried one. num_stages only sets how Triton pipelines loops, so where the kernel at this config's constexprs
+        has no loop (no `for` or `while` in its source, or in a @triton.jit function it names, outside the branches
+        its constexprs rule out) every value of the num_stages knob builds one kernel."""
+        knob = next((k for k in self.knobs if k.name == "num_stages"), None)
+        if knob is None or "num_stages" not in config:
+            return [config]
+        try:
+            consts = self.constexprs(config, shape)
+            looped = may_loop(self.jit_function, consts)
+        except Exception:  # a config the family cannot make constexprs of (invalid): only itself
+            return [config]
+        if looped:
+            return [config]
+        return [config, *({**config, "num_stages": v} for v in knob.domain if v != config["num_stages"])]
 
     def autotune_configs(self) -> list[Config]:
         """The kernel's @triton.autotune configs as flat dicts (constexprs and launch options)."""
@@ -242,3 +262,99 @@ class TritonFamily(Family):
 
 def _key(config: Config) -> tuple:
     return tuple(sorted(config.items()))
+
+
+# --- whether a kernel can hold a loop for Triton to pipeline ---------------------------------------------------------
+
+_LOOPS: dict[tuple, bool] = {}
+
+
+def may_loop(fn, constexprs: dict) -> bool:
+    """Whether the @triton.jit function `fn`, given these constexpr values, may hold a loop: a `for` or `while` in
+    its source or in a @triton.jit function it names, outside the `if` branches the constexprs decide against (an
+    `if` Triton evaluates at compile time: a test of constexprs and literals only). False only where no loop can be
+    generated; anything it cannot tell counts as a loop."""
+    key = (id(fn), json.dumps(constexprs, sort_keys=True, default=repr))
+    if key not in _LOOPS:
+        _LOOPS[key] = _source_loops(fn, constexprs, set())
+    return _LOOPS[key]
+
+
+def _source_loops(fn, constexprs: dict, seen: set[int]) -> bool:
+    seen.add(id(fn))
+    try:
+        tree = ast.parse(textwrap.dedent(fn.src))
+    except (AttributeError, SyntaxError, TypeError):
+        return True
+    names = getattr(getattr(fn, "fn", None), "__globals__", {})
+    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    known = {k: v for k, v in constexprs.items() if k not in assigned}  # a name the body sets is not the argument
+    return any(_loops(node, known, names, seen) for node in tree.body)
+
+
+def _loops(node, constexprs: dict, names: dict, seen: set[int]) -> bool:
+    if isinstance(node, ast.For | ast.AsyncFor | ast.While | ast.comprehension):
+        return True
+    if isinstance(node, ast.If):
+        known = _decided(node.test, constexprs)
+        parts = [node.test, *(node.body if known is not False else ()), *(node.orelse if known is not True else ())]
+        return any(_loops(part, constexprs, names, seen) for part in parts)
+    if isinstance(node, ast.Name | ast.Attribute):
+        named = _named(node, names)
+        jitted = named is not None and hasattr(named, "src") and hasattr(named, "arg_names")
+        if jitted and id(named) not in seen and _source_loops(named, {}, seen):
+            return True  # a @triton.jit function it calls (or passes): its loops count
+    return any(_loops(child, constexprs, names, seen) for child in ast.iter_child_nodes(node))
+
+
+def _named(node, names: dict):
+    """What a name or dotted name refers to in the kernel's module (None where it cannot tell)."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Attribute):
+        owner = _named(node.value, names)
+        return getattr(owner, node.attr, None) if owner is not None else None
+    return None
+
+
+_COMPARE = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
+    ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+}  # fmt: skip
+
+
+def _decided(test, constexprs: dict) -> bool | None:
+    """The value of an `if` test made of constexprs and literals only (None: decided at run time, or unknown)."""
+    if isinstance(test, ast.Constant):
+        return bool(test.value)
+    if isinstance(test, ast.Name):
+        return bool(constexprs[test.id]) if test.id in constexprs else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _decided(test.operand, constexprs)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_decided(v, constexprs) for v in test.values]
+        stop = isinstance(test.op, ast.Or)  # the value that decides: True for `or`, False for `and`
+        if stop in values:
+            return stop
+        return None if None in values else not stop
+    if isinstance(test, ast.Compare) and all(type(op) in _COMPARE for op in test.ops):
+        operands = [_value(n, constexprs) for n in (test.left, *test.comparators)]
+        if any(v is _UNKNOWN for v in operands):
+            return None
+        try:
+            return all(_COMPARE[type(op)](a, b) for op, a, b in zip(test.ops, operands, operands[1:], strict=False))
+        except TypeError:
+            return None
+    return None
+
+
+_UNKNOWN = object()
+
+
+def _value(node, constexprs: dict):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in constexprs:
+        return constexprs[node.id]
+    return _UNKNOWN

@@ -7,18 +7,21 @@ already tried, or the same SASS and launch as a scored trial) is recorded the sa
 sampler, but never counts: a search runs --trials distinct kernels or stops. In a space small enough to list
 (space.py) a trial whose draw, and every one-knob neighbour of it, was tried runs an untried valid config instead,
 and once every valid config has been tried the search stops and says so (unless spec.keep_going); DUPLICATE_RUN
-duplicates in a row also stop it, so a search whose sampler finds nothing new ends. A trial whose process is
-killed before its outcome never gets one; once its heartbeat has been silent for the grace period (storage.py: 30 s,
-or MAGE_TUNE_HEARTBEAT_GRACE) it is failed and a re-run of the same command takes its place, so no finished trial is
-lost and none runs twice; a kill between a trial's outcome and its line leaves a counted trial without one, and
-the search that reaches the count writes it from the study's attrs. Several workers on one study share the count:
-a worker whose freshly asked trial would exceed it marks that trial `surplus` and stops. A trial running elsewhere
-is counted as if it will count; one that ends a duplicate leaves its place to the next trial asked.
+duplicates in a row also stop it, so a search whose sampler finds nothing new ends. Configs a family says build one
+kernel (TritonFamily.equivalents: every num_stages of a kernel without a loop) are tried once between them: a draw
+of one whose kernel was tried is redrawn as a tried one is, and the space is exhausted when its kernels are. A trial
+whose process is killed before its outcome never gets one; once its heartbeat has been silent for the grace period
+(storage.py: 30 s, or MAGE_TUNE_HEARTBEAT_GRACE) it is failed and a re-run of the same command takes its place, so no
+finished trial is lost and none runs twice; a kill between a trial's outcome and its line leaves a counted trial
+without one, and the search that reaches the count writes it from the study's attrs. Several workers on one study
+share the count: a worker whose freshly asked trial would exceed it marks that trial `surplus` and stops. A trial
+running elsewhere is counted as if it will count; one that ends a duplicate leaves its place to the next trial asked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import signal
 import time
@@ -55,6 +58,7 @@ from mage_tune.tuning.db import Recorder, RunInfo, TuningDB, run_name, versions
 __all__ = ["COUNTED", "DUPLICATE_RUN", "RECORDED", "Search"]
 
 DUPLICATE_RUN = 50  # duplicates in a row after which a search stops: its sampler finds nothing new
+SAME_KERNELS_LISTED = 100_000  # the most configs of a listed space whose kernels a search counts (equivalents)
 
 
 def _counted(study) -> tuple[int, int]:
@@ -108,6 +112,8 @@ class Search:
         self.polish_model = None  # the warm start's model, when it fitted one: it ranks the neighbours
         self.space: Space | None = None  # the valid configs, where the space is small enough to list (run())
         self._members: dict[str, bool] = {}  # config key -> whether it is one of the space's valid configs
+        self._same: dict[str, dict[str, Config]] = {}  # config key -> the configs that build its kernel, by key
+        self._kernels: int | None = None  # how many kernels a listed space's configs build, where they may share
         self.duplicates_in_a_row = 0
         self.stopped = ""  # why the search stopped before --trials counted, where it did
         self.shipped_job = None  # the family's as_shipped config, timed with the baselines of each session
@@ -202,7 +208,7 @@ class Search:
         its best configs: 7-23 % of the trials of each earlier 100-trial layer-norm search under runs/ repeated one.
         `drawn`: what redrawn_from is against (default `config`; _claim redraws a config that was redrawn already)."""
         others = [t for t in self.study.get_trials(deepcopy=False) if t.number != trial.number]
-        tried = polish.tried_keys(others)
+        tried = set(self._same_kernels(polish.tried_keys(others)))
         if config_key(config) not in tried:
             return config
         found = list(neighbours(self.family, [(f"#{trial.number}", config)], self.spec.shape, self.spec.arch, tried))
@@ -210,7 +216,8 @@ class Search:
             ranked = polish.ranked(self.family, found, self.spec.shape, self.spec.arch, self.polish_model, trial.number)
             pick = ranked[0].config
         else:  # every neighbour tried too: any untried config of a space small enough to list
-            pick = self.space.untried(_taken(others), f"{self.spec.seed}-{trial.number}") if self.space else None
+            taken = set(self._same_kernels(_taken(others)))
+            pick = self.space.untried(taken, f"{self.spec.seed}-{trial.number}") if self.space else None
             if pick is None:
                 return config  # nothing untried: it runs again, a duplicate where it was scored
         trial.set_user_attr("redrawn_from", {k: v for k, v in (drawn or config).items() if pick[k] != v})
@@ -339,6 +346,9 @@ class Search:
         self.space = Space.listed(self.family, self.spec.shape, self.spec.arch)
         if self.space is not None and not self.space.size:  # no valid config: the draws are pruned, each with its why
             self.space = None
+        if self.space is not None and hasattr(self.family, "equivalents") and self.space.size <= SAME_KERNELS_LISTED:
+            listed = (self.space.config(i) for i in range(self.space.size))
+            self._kernels = len({self._kernel_of(config_key(c), c) for c in listed})
         self._prepare_shipped()
         if not self.spec.static:
             self._start_measurer()
@@ -411,7 +421,8 @@ class Search:
             )
         elif self._exhausted():
             verb = "modelled" if self.spec.static else "measured"
-            why = f"all {self.space.size} valid configs of the space have been {verb}; stopping after {trials}"
+            same = " (or build the same kernel as one that has)" if hasattr(self.family, "equivalents") else ""
+            why = f"all {self.space.size} valid configs of the space have been {verb}{same}; stopping after {trials}"
         else:
             return False
         if why != self.stopped:
@@ -423,14 +434,37 @@ class Search:
         """Every valid config of a listed space has run (and spec.keep_going is off)."""
         if self.space is None or self.spec.keep_going:
             return False
-        return self._valid(_done(self._trials())) >= self.space.size
+        return self._valid(self._same_kernels(_done(self._trials()))) >= self.space.size
 
     def _untried_left(self) -> int | None:
         """How many valid configs of a listed space no trial has run nor runs now (None: unknown, or spec.keep_going,
         which draws on whatever is left)."""
         if self.space is None or self.spec.keep_going:
             return None
-        return self.space.size - self._valid(_taken(self._trials()))
+        taken = _taken(self._trials())
+        if self._kernels is not None:  # by kernel: the configs left may build fewer
+            return self._kernels - len({self._kernel_of(k, c) for k, c in taken.items() if self._valid({k: c})})
+        return self.space.size - self._valid(self._same_kernels(taken))
+
+    def _same_kernels(self, keys) -> dict[str, dict]:
+        """Key -> config of `keys` (configs by key, or keys) and of every config that builds the same kernel as one
+        of them (TritonFamily.equivalents: each num_stages of a kernel without a loop to pipeline), so a search
+        redraws those as it redraws a config already tried, and counts them tried."""
+        configs = keys if isinstance(keys, dict) else {key: json.loads(key) for key in keys}
+        equivalents = getattr(self.family, "equivalents", None)
+        if equivalents is None:
+            return configs
+        out = dict(configs)
+        for key, config in configs.items():
+            if key not in self._same:
+                same = equivalents(config, self.spec.shape, self.spec.arch) if config else [config]
+                self._same[key] = {config_key(c): c for c in same}
+            out.update(self._same[key])
+        return out
+
+    def _kernel_of(self, key: str, config: Config) -> str:
+        """The kernel a config builds, named by the least key of the configs that build it."""
+        return min(self._same_kernels({key: config}))
 
     def _valid(self, keys: dict[str, dict]) -> int:
         """How many of these configs (by key) are the listed space's."""
@@ -447,7 +481,7 @@ class Search:
         trials = self.study.get_trials(deepcopy=False)
         if any(t.state == optuna.trial.TrialState.WAITING for t in trials):
             return
-        tried = polish.tried_keys(trials)
+        tried = set(self._same_kernels(polish.tried_keys(trials)))
         scored = [
             t
             for t in trials
