@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from pathlib import Path
 
 import click
 
-from mage_tune.cli.options import compile_options, family_and_shape, family_options
+from mage_tune.cli.options import compile_options, family_options
 
 
 @click.command()
@@ -76,203 +74,44 @@ def bench(
     Baselines (Triton's reference kernel at each config, torch) run in the same worker process, on the same inputs,
     with the same timer. Without a GPU this exits with code 2.
     """
-    from mage_tune.measure import bench as run_bench
-    from mage_tune.measure import device, shipped
+    from mage_tune.api import OptionConflict
+    from mage_tune.api import bench as run_bench
+    from mage_tune.api.common import source_kwargs
 
-    if configs_file and (settings or all_configs or source):
-        raise click.UsageError("--configs lists the configs itself: leave out --set, --all and --source")
-    if out_path and Path(out_path).exists() and not force:
-        from mage_tune.errors import InputError
-
-        raise InputError("exists; give --force to replace it, or another --out", file=out_path)
-    device.require_gpu()
-    click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
-    if arch == "auto" or arch is None:
-        arch = device.arch_of_device()
-    fam, shape = family_and_shape(family, dims, source_options)
-    variants = _variants(fam, shape, arch, settings, source, configs_file, all_configs, sample)
-    regimes = ("cold", "hot") if regime == "both" else (regime,)
-    if baselines is None:
-        names = None  # the family's own
-    else:
-        names = () if baselines == "none" else tuple(b.strip() for b in baselines.split(",") if b.strip())
-    partial = Path(out_path + ".partial.jsonl") if out_path else None
-
-    def on_result(result) -> None:
-        bar.update(1)
-        if partial:  # results so far survive a killed run
-            with open(partial, "a") as f:
-                f.write(json.dumps(shipped.recorded(result).to_json()) + "\n")
-
-    notes = []
-
-    def on_note(line: str) -> None:  # the shipped config left out: said, and kept in the record
-        notes.append(line)
-        click.echo(line, err=True)
-
-    from mage_tune.progress import Progress
-
-    with Progress(len(variants) + 1, "measuring", unit="result") as bar:  # a bar on a terminal, lines in a log
-        run = run_bench(
-            fam,
-            shape,
-            variants,
-            regimes=regimes,
-            baselines=names,
-            rounds=rounds,
-            seed=seed,
-            job_timeout_s=timeout_s,
-            timed=not check_only,
-            on_result=on_result,
-            on_plan=bar.set_total,  # baselines count too: Triton's configs, torch, the copies
+    try:
+        result = run_bench(
+            family,
+            dims,
             arch=arch,
-            on_note=on_note,
+            settings=settings,
+            sources=source,
+            configs=configs_file,
+            all_configs=all_configs,
+            sample=sample,
+            check_only=check_only,
+            regime=regime,
+            baselines=baselines,
+            rounds=rounds,
+            timeout_s=timeout_s,
+            seed=seed,
+            out=out_path,
+            force=force,
+            progress=True,
+            echo=lambda line: click.echo(line, err=True),
+            **source_kwargs(source_options),
         )
-    record = run_record(run, variants, fam, "; ".join(notes))
-    if out_path:
-        from mage_tune.search.record import write_atomic
-
-        write_atomic(Path(out_path), json.dumps(record, indent=1))
-        partial.unlink(missing_ok=True)
-    if as_json:
-        click.echo(json.dumps(record, indent=1))
-    else:
-        click.echo(format_run(run, regimes))
-    failed = [r for r in run.results if not r.ok and r.kind == "variant"]
-    if check_only and failed:
+    except OptionConflict as exc:
+        raise click.UsageError(exc.message) from None
+    click.echo(json.dumps(result.to_json(), indent=1) if as_json else result.table())
+    if check_only and result.failed:
         raise click.exceptions.Exit(1)
 
 
-def _variants(fam, shape, arch, settings, sources, configs_file, all_configs, sample):
-    from mage_tune.kernels import select
+def __getattr__(name: str):
+    # The record and the table moved to mage_tune.api.bench_loop with the rest of bench; imported on first use, so
+    # `mage-tune bench --help` stays instant.
+    if name in ("format_run", "run_record"):
+        from mage_tune.api import bench_loop
 
-    def failed(error) -> None:
-        click.echo(f"compile failed: {error}", err=True)
-
-    if configs_file:
-        return select.build_all(fam, shape, arch, select.listed(fam, shape, arch, Path(configs_file)), failed)
-    if all_configs:
-        return select.build_all(fam, shape, arch, select.whole_space(fam, shape, arch, sample), failed)
-    if select.is_sweep(settings):
-        configs = select.sweep(fam, shape, arch, settings, lambda why: click.echo(f"skipped: {why}", err=True))
-        return select.build_all(fam, shape, arch, configs, failed)
-    config = fam.parse_settings(settings, shape, arch)
-    # Hand-written sources first, then the template variant itself: a broken source must not stop the next one.
-    return [select.from_source(fam, shape, arch, config, path) for path in sources] + [fam.build(config, shape, arch)]
-
-
-def run_record(run, variants, family, shipped_note: str = "") -> dict:
-    import uuid
-
-    from mage_tune.census import census_variant
-    from mage_tune.kernels.base import block_json
-    from mage_tune.kernels.recorded import family_record
-    from mage_tune.measure import shipped
-    from mage_tune.measure.summary import rows
-
-    censuses = {}
-    for v in variants:
-        c = census_variant(v)
-        censuses[v.label] = c.to_json()
-    regimes = sorted({t.regime for r in run.results for t in r.timings})
-    return {
-        "schema": "mage-tune.bench/1",
-        "record_id": uuid.uuid4().hex,
-        "family": run.family,
-        "family_origin": run.family_origin,
-        "family_digest": family_record(family)["family_digest"],
-        "defaults": family.with_defaults({}),
-        "source_options": _source_record(family),
-        "launches": {v.label: {"grid": list(v.launch.grid), "block": block_json(v.launch.block)} for v in variants},
-        "shape": run.shape,
-        "bytes_moved": run.bytes_moved,
-        "flops": run.flops,
-        "environment": run.environment,
-        "sessions": [dataclasses.asdict(s) for s in run.sessions],
-        "results": [shipped.recorded(r).to_json() for r in run.results],
-        "summary": {
-            regime: [
-                {
-                    "label": row.result.label,
-                    "kind": shipped.kind(row.result),
-                    "session": row.result.session,
-                    "time_us": row.time_us,
-                    "floor_us": row.floor_us,
-                    "pct_of_floor": row.pct_of_floor,
-                    "vs": shipped.vs(run, row, regime),  # "shipped": ours / yours
-                }
-                for row in rows(run, regime)
-            ]
-            for regime in regimes
-        },
-        "census": censuses,
-        "as_shipped": shipped.bench_summary(run, regimes, shipped_note),
-    }
-
-
-def _source_record(family) -> dict | None:
-    """The command line's -I, -D and compiler options the variants were built with (None: as the family declares)."""
-    extra = getattr(family, "extra_source_options", None)
-    return extra.to_json() if extra is not None else None
-
-
-def format_run(run, regimes) -> str:
-    from tabulate import tabulate
-
-    from mage_tune.measure import shipped
-    from mage_tune.measure.summary import rows
-
-    env = run.environment
-    lines = [
-        f"{run.family} {run.shape} on {env.get('gpu', '?')} (driver {env.get('driver', '?')}, "
-        f"torch {env.get('torch', '?')}, triton {env.get('triton', '?')})"
-    ]
-    for s in run.sessions:
-        lines.append(
-            f"session {s.index}: copy ceiling {s.copy_gbs:.0f} GB/s (best of {', '.join(s.copy_kernels)}), "
-            f"FP32 {s.fp32_tflops:.1f} TFLOP/s, control {s.control_us:.1f} µs"
-        )
-    for regime in regimes:
-        table = []
-        for row in rows(run, regime):
-            r = row.result
-            timing = next((t for t in r.timings if t.regime == regime), None)
-            table.append(
-                [
-                    r.label,
-                    shipped.kind(r),
-                    r.session,
-                    "ok" if r.ok else f"FAILED: {r.error}",
-                    row.errors,  # each declared output's error in its metric; one output: its relative error
-                    f"{timing.median_us:.2f} [{timing.min_us:.2f}-{timing.max_us:.2f}]" if timing else "-",
-                    f"{r.single_launch_us:.2f}" if r.single_launch_us else "-",
-                    row.rate,
-                    f"{row.pct_of_floor:.0%}" if row.pct_of_floor else "-",
-                    " ".join(f"{g} {x:.2f}x" for g, x in shipped.vs(run, row, regime).items()) or "-",
-                ]
-            )
-        floor = rows(run, regime)[0].floor_us if run.results else 0.0
-        lines.append(f"\n{regime} regime (µs per launch from graph replay; floor {floor:.2f} µs)")
-        lines.append(
-            tabulate(
-                table,
-                headers=[
-                    "kernel",
-                    "kind",
-                    "sess",
-                    "check",
-                    "error",
-                    "µs median [min-max]",
-                    "1 launch µs",
-                    "rate",
-                    "% floor",
-                    "time / best baseline",
-                ],
-                tablefmt="simple",
-                disable_numparse=True,
-            )
-        )
-        said = shipped.summary_line(run, regime)
-        if said:
-            lines.append(said)
-    return "\n".join(lines)
+        return getattr(bench_loop, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
-from mage_tune.arch import DEFAULT_ARCH
-from mage_tune.cli.options import compile_options, family_and_shape, family_options
+from mage_tune.cli.options import compile_options, family_options
 from mage_tune.search.samplers import SAMPLERS
 
 DUPLICATE_RUN = 50  # runner.DUPLICATE_RUN (the runner imports Optuna, which --help must not load)
@@ -106,139 +104,47 @@ def search(
     """
     import json
 
-    from mage_tune.compile import check_arch
-    from mage_tune.search import record, report
-    from mage_tune.search.runner import Search
-    from mage_tune.search.spec import SearchSpec, spec_json
-    from mage_tune.search.summary import write_summary
-    from mage_tune.storage import storage_errors
+    from mage_tune.api import NothingScored, OptionConflict, SearchInterrupted
+    from mage_tune.api import search as run_search
+    from mage_tune.api.common import source_kwargs
     from mage_tune.textwidth import wrap
 
-    if sampler == "grid" and polish:
-        raise click.UsageError("--polish does not apply to --sampler grid: the grid walks every config as it is")
-    fam, shape = family_and_shape(family, dims, source_options)
-    if gpus is not None:
-        if static:
-            raise click.UsageError("--gpus measures on GPUs; --static measures nothing: give one of them")
-        from mage_tune.search.gpus import parse_gpus
-
-        gpu_list = parse_gpus(gpus)
-    if not static:
-        from mage_tune.measure.device import arch_of_device, gpu_mode
-
-        mode_name, why = gpu_mode()  # a GPU here that cannot be used is an error, never a quiet static run
-        if mode_name == "static":
-            click.secho(
-                wrap(
-                    f"NOTICE: no CUDA device here: running the STATIC census model, not measurements ({why}; "
-                    "pass --static to silence this)."
-                ),
-                fg="yellow",
-                err=True,
-            )
-            static = True
-            said = ""
+    def say(text: str) -> None:  # stderr, wrapped; the notice that no GPU is here in yellow
+        if text.startswith("NOTICE:"):
+            click.secho(wrap(text), fg="yellow", err=True)
         else:
-            said = f"measuring on the GPU: {why}; "
-            if arch in (None, "auto"):
-                arch = arch_of_device()
-    else:
-        said = "static census model (--static), no GPU used; "
-    arch = check_arch(DEFAULT_ARCH if arch in (None, "auto") else arch)
-    mode = "static" if static else "measured"
-    shape_text = "-".join(f"{k}{v}" for k, v in shape.items())
-    study_name = study_name or f"{fam.name}-{shape_text}-{arch}-{mode}"
-    run_path = Path(run_dir or Path("runs") / f"search-{study_name}")
-    spec = SearchSpec(
-        fam.name,
-        shape,
-        arch,
-        trials,
-        sampler,
-        storage,
-        study_name,
-        run_path,
-        workers,
-        static,
-        seed,
-        fam.origin,
-        warm_start="off" if no_warm_start else warm_start,
-        db=db_url,
-        polish=polish,
-        source_options=source_options,
-        keep_going=keep_going,
-    )
-    runner = Search(spec, fam, lambda text: click.echo(wrap(text), err=True))
-    resumed = report.recorded_trials(runner.study)
-    click.echo(  # said once the run directory and study are known to match: a refused run says only why
-        wrap(
-            said
-            + (
-                f"resuming {resumed} recorded trial(s) of study {study_name} (asked for {trials})"
-                + ("; nothing left to run: raise --trials to search on" if resumed >= trials else "")
-                if resumed
-                else f"new study {study_name}"
-            )
-        ),
-        err=True,
-    )
-    for note in runner.warm_start():
-        click.echo(wrap(note), err=True)
-    record.write_atomic(run_path / "search.json", spec_json(spec))
-    from mage_tune.measure.device import environment
-
-    record.add_environment(run_path, environment())
-    from mage_tune.progress import Progress
-
-    bar = Progress(trials, f"search {study_name}", unit="trial")  # a bar on a terminal, plain lines in a log
-
-    def progress(done: int, best: float) -> None:
-        bar.set(done, f"best {best:.2f} µs" if best < float("inf") else "best -")
+            click.echo(wrap(text), err=True)
 
     try:
-        with storage_errors(spec):
-            if gpus is not None:
-                from mage_tune.search.gpus import run_on_gpus
-
-                click.echo(wrap(f"one measuring worker per GPU: {', '.join(gpu_list)}"), err=True)
-                runner.heartbeat.close()
-                run_on_gpus(spec, runner.study, gpu_list, progress, runner.polish_model)
-            else:
-                runner.run(progress)
-    except KeyboardInterrupt:
-        bar.close()
-        click.echo(f"interrupted; finished trials are kept in {run_path}: re-run the same command to resume", err=True)
-        sys.exit(130)
-    finally:
-        bar.close()
-    best = write_summary(spec, fam)
-    outcomes = report.outcome_counts(run_path)
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-    as_shipped = report.shipped(run_path)
-    if as_json:
-        said = {"run_dir": str(run_path), "resumed_trials": resumed, "outcomes": outcomes}
-        said |= {"as_shipped": as_shipped, "stopped": runner.stopped or None}
-        click.echo(json.dumps({**best, **said}, indent=1, default=str))
-    else:
-        if best:
-            click.echo("\n" + report.top_table(run_path, fit=True))
-        click.echo("\n" + report.source_table(run_path, fit=True))
-        if report.baselines(run_path):
-            click.echo("\n" + report.baseline_table(run_path, best.get("value"), fit=True))
-        click.echo(f"\ntrials by outcome: {counts}" + (f" ({resumed} recorded before this run)" if resumed else ""))
-        if as_shipped is not None:
-            click.echo(wrap(report.shipped_line(run_path)))
-    if not best:  # nothing to report: a failure, never an exit 0 that names a report and a best/ never written
-        from mage_tune.errors import MageError
-
-        first = next(iter(record.trials(run_path)), {})
-        why = str(first.get("reason") or first.get("error") or "").strip().split("\n")[0][:200]
-        example = f"; trial {first.get('number', '?')}: {why}" if why else ""
-        raise MageError(
-            f"no trial scored ({counts or 'none ran here'}{example}), so no report.md nor best/ was written; "
-            "this file says how each trial ended",
-            file=str(run_path / "trials.jsonl"),
+        result = run_search(
+            family,
+            dims,
+            arch=arch,
+            trials=trials,
+            sampler=sampler,
+            static=static,
+            gpus=gpus,
+            db=db_url,
+            warm_start="off" if no_warm_start else warm_start,
+            polish=polish,
+            keep_going_when_exhausted=keep_going,
+            seed=seed,
+            run_dir=run_dir,
+            study=study_name,
+            storage=storage,
+            workers=workers,
+            progress=True,
+            echo=say,
+            **source_kwargs(source_options),
         )
-    if not as_json:
-        kept = [name for name in ("report.md", "best/", "trials.jsonl") if (run_path / name).exists()]
-        click.echo(wrap(f"run directory: {run_path} ({', '.join(kept)})"))
+    except OptionConflict as exc:
+        raise click.UsageError(exc.message) from None
+    except SearchInterrupted as exc:
+        click.echo(
+            f"interrupted; finished trials are kept in {exc.run_dir}: re-run the same command to resume", err=True
+        )
+        sys.exit(130)
+    except NothingScored as exc:  # what ran is said first, then the error
+        click.echo(json.dumps(exc.result.to_json(), indent=1) if as_json else exc.result.table())
+        raise
+    click.echo(json.dumps(result.to_json(), indent=1) if as_json else result.table())
