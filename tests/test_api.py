@@ -18,16 +18,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import has_gpu
 
 import mage_tune
 from mage_tune.api import OptionConflict, SearchResult, TrialRecord
 from mage_tune.api.common import setting_items, source_kwargs
-from mage_tune.api.search_loop import NothingScored
+from mage_tune.api.search_loop import NothingScored, SearchInterrupted
+from mage_tune.cli import cli
 from mage_tune.compile import SourceOptions
 from mage_tune.errors import ConfigError, InputError, MageError, NoDeviceError
 from mage_tune.kernels import load_family
 from mage_tune.kernels.layernorm import LayerNorm
+from mage_tune.search.runner import Search
 from mage_tune.textwidth import wrap
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,10 +161,29 @@ def test_a_family_by_path_unknown_name_or_shape(tmp_path):
         mage_tune.search("layernorm", {"k": 3}, run_dir=tmp_path / "run", **ARGS)
 
 
-@pytest.mark.skipif(has_gpu(), reason="the error path of bench, where no GPU is present")
-def test_bench_without_a_gpu_says_so():
+@pytest.mark.skipif(has_gpu(), reason="the error paths of measuring, where no GPU is present")
+def test_bench_and_gpus_without_a_gpu_say_so(tmp_path):
     with pytest.raises(NoDeviceError, match="no CUDA device found \\(this command times kernels on a GPU\\)"):
         mage_tune.bench("layernorm", {"d": 768})
+    with pytest.raises(NoDeviceError, match="--gpus 0,1: no CUDA device is present here"):
+        mage_tune.search("layernorm", SHAPE, gpus=[0, 1], run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_interrupted_search_names_its_run_directory(tmp_path, monkeypatch):
+    def interrupted(self, progress):
+        progress(0, float("inf"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Search, "run", interrupted)
+    with pytest.raises(SearchInterrupted) as caught:
+        mage_tune.search("layernorm", SHAPE, run_dir=tmp_path / "api", **ARGS)
+    assert isinstance(caught.value, KeyboardInterrupt) and caught.value.run_dir == tmp_path / "api"
+    ran = CliRunner().invoke(cli, [*CLI, "--db", "off", "--run-dir", str(tmp_path / "cli")])
+    assert ran.exit_code == 130
+    assert f"interrupted; finished trials are kept in {tmp_path / 'cli'}: re-run the same command to resume" in (
+        ran.stderr
+    )
 
 
 def test_bench_refuses_what_the_command_line_refuses_before_looking_for_a_gpu(tmp_path):
