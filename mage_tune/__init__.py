@@ -8,7 +8,7 @@ from mage_tune.errors import MageError
 
 __version__ = "0.1.0"
 
-__all__ = ["MageError", "__version__", "bench", "census", "compare", "load", "search"]
+__all__ = ["MageError", "__version__", "autotune", "bench", "census", "compare", "load", "search"]
 
 
 def __getattr__(name: str):
@@ -26,6 +26,10 @@ def __getattr__(name: str):
         from mage_tune.runtime import load
 
         return load
+    if name == "autotune":  # a Triton autotune answered from the tuning database: mage_tune.tuning.autotune
+        from mage_tune.tuning.autotune import autotune
+
+        return autotune
     if name == "bench":  # check and time variants beside the baselines on the GPU: mage_tune.api.bench
         from mage_tune.api import bench
 
