@@ -91,6 +91,62 @@ def _optional_rows(view: View) -> list[tuple[str, str]]:
     return rows
 
 
+_SHAPE = re.compile(r"(?:^wgmma\.(m\d+n\d+k\d+)|^[A-Z]*GMMA\.(\d+)x(\d+)x(\d+))")
+
+
+def wgmma_shapes(view: View) -> dict[str, int]:
+    """Warpgroup matrix ops by shape, "m64n128k16" -> count, from `matrix_shapes` (PTX `wgmma.m64n128k16.…` or SASS
+    `HGMMA.64x128x16.…`; the types are dropped, mma.sync and HMMA are not warpgroup ops)."""
+    shapes: dict[str, int] = {}
+    for key, n in view.matrix_shapes.items():
+        m = _SHAPE.match(key)
+        if m:
+            shape = m.group(1) or "m{}n{}k{}".format(*m.group(2, 3, 4))
+            shapes[shape] = shapes.get(shape, 0) + n
+    return shapes
+
+
+def hopper_rows(c: Census) -> list[tuple[str, str]]:
+    """The Hopper profile of a kernel, from census fields alone, in the SASS view where there is one (what runs; the
+    PTX view otherwise): tensor (TMA) and bulk copies, wgmma by shape with its fences / commits / waits, mbarrier
+    waits and arrives, setmaxnreg, the cluster. No rows for a kernel that uses none of them."""
+    view = c.sass or c.ptx
+    if view is None:
+        return []
+    tag = "SASS" if c.sass is not None else "PTX"
+    out = []
+    bulk = view.bulk
+    if bulk:
+        cells = [f"{bulk.get('load', 0) + bulk.get('multicast', 0)} loads"]
+        cells += [f"{bulk['multicast']} multicast"] if bulk.get("multicast") else []
+        cells += [f"{bulk.get('store', 0)} stores"]
+        cells += [f"{bulk[k]} {k}" for k in ("prefetch", "reduce", "shared") if bulk.get(k)]
+        out.append((f"Hopper TMA / bulk copies [{tag}]", ", ".join(cells)))
+    shapes = wgmma_shapes(view)
+    if shapes or view.wgmma_fences or view.wgmma_commits or view.wgmma_waits:
+        by_shape = ", ".join(f"{shape} ×{n}" for shape, n in sorted(shapes.items())) or "no wgmma"
+        waits = "/".join(map(str, view.wgmma_waits)) or "-"
+        fences = f"fences {view.wgmma_fences}, commits {view.wgmma_commits}, waits {waits}"
+        out.append((f"Hopper wgmma [{tag}]", f"{by_shape}; {fences}"))
+    if view.mbarrier:
+        mb = view.mbarrier
+        waits = sum(n for k, n in mb.items() if k.endswith("_wait"))
+        arrives = sum(n for k, n in mb.items() if k.startswith("arrive") or k == "cp_async_arrive")
+        out.append((f"Hopper mbarrier [{tag}]", f"{waits} waits, {arrives} arrives ({_mapping(mb)})"))
+    if view.setmaxnreg:
+        regs = ", ".join(f"{action} {n}" for action, n in sorted(view.setmaxnreg))
+        out.append((f"Hopper setmaxnreg [{tag}]", regs))
+    if c.cluster is not None or view.cluster_barriers or bulk.get("multicast"):
+        dims = "none declared"
+        if c.cluster is not None:
+            dims = "x".join(map(str, c.cluster.dims)) if c.cluster.dims else "set at launch"
+        cells = [dims, f"{bulk.get('multicast', 0)} multicast loads"]
+        if view.cluster_barriers:
+            cells.append(f"barriers {_mapping(view.cluster_barriers)}")
+        out.append((f"Hopper cluster [{tag}]", ", ".join(cells)))
+    return out
+
+
 def block_cell(threads: int, dims: tuple[int, int, int] | None) -> str:
     """256 for a 1-D block; 32×8 (256 threads) for a block of 2 or 3 dimensions."""
     if not dims or dims[1:] == (1, 1):
@@ -133,6 +189,7 @@ def rows(c: Census) -> list[tuple[str, str]]:
         dims = "x".join(map(str, cl.dims)) if cl.dims else "set at launch"
         extra = (", explicit" if cl.explicit else "") + (f", at most {cl.max_rank}" if cl.max_rank else "")
         out.append(("cluster", f"{dims}{extra} [{cl.source}]"))
+    out += hopper_rows(c)
     if "ptxas options" in c.tools:
         out.append(("ptxas options", c.tools["ptxas options"]))
     out += [("note", note) for note in c.notes[:1]]
