@@ -21,7 +21,17 @@ from dataclasses import dataclass
 from mage_tune import toolchain
 from mage_tune.errors import InputError
 
-__all__ = ["ARCH_NAMES", "DEFAULT_ARCH", "Arch", "arch_of_ptx_target", "assemblable", "get_arch", "parse_arch_name"]
+__all__ = [
+    "ARCH_NAMES",
+    "DEFAULT_ARCH",
+    "Arch",
+    "arch_of_ptx_target",
+    "assemblable",
+    "get_arch",
+    "nominal_bandwidth_gbs",
+    "parse_arch_name",
+    "peak_tflops",
+]
 
 KB = 1024
 SM_COUNT_UNKNOWN_PART = 132  # Arch.sms where parts of an arch differ widely (H200)
@@ -164,6 +174,27 @@ def get_arch(name: str | Arch) -> Arch:
         return ARCHS[key]
     except KeyError:
         raise InputError(f"unknown arch {name!r}; supported: {', '.join(ARCH_NAMES)}") from None
+
+
+# Peak dense rates in TFLOP/s by compute capability and input type, for the part this project times on (H100 / H200
+# SXM for 9.0, at boost clock, NVIDIA's data sheet): the tensor cores' dense (not 2:4 sparse) rate for BF16, FP16 and
+# TF32 inputs, and "FP32" the non-tensor FMA pipe. An arch or type not listed has no known peak (None).
+PEAK_TFLOPS: dict[tuple[int, int], dict[str, float]] = {
+    (9, 0): {"BF16": 989.4, "FP16": 989.4, "TF32": 494.7, "FP32": 66.9},
+}
+# Nominal DRAM bandwidth in GB/s by part, where an arch's parts differ (H100 SXM HBM3, H200 HBM3e); matched against
+# the GPU's name as the driver reports it ("NVIDIA H200").
+NOMINAL_GBS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0}
+
+
+def peak_tflops(arch: str | Arch, dtype: str) -> float | None:
+    """The peak dense rate of `arch`'s part for `dtype` ("BF16", "FP16", "TF32", "FP32"); None where unknown."""
+    return PEAK_TFLOPS.get(get_arch(arch).capability, {}).get(dtype)
+
+
+def nominal_bandwidth_gbs(gpu: str | None) -> float | None:
+    """The nominal DRAM bandwidth of the part named `gpu` ("NVIDIA H200"); None where unknown."""
+    return next((gbs for part, gbs in NOMINAL_GBS.items() if part in str(gpu or "")), None)
 
 
 def arch_of_ptx_target(target: str) -> Arch:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
+from mage_tune.arch import nominal_bandwidth_gbs, peak_tflops
 from mage_tune.census.features import diff, features_json, fmt, spearman
+from mage_tune.errors import InputError
 from mage_tune.kernels import recorded
 from mage_tune.measure.counters import pick
 from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
@@ -46,6 +48,7 @@ def explain_bench(record: dict, counters: dict | None = None, regime: str = "col
                 f"  vs {name}: {other['label']} {o:.2f} µs; ours/{kind} {t / o:.3f}; "
                 f"our distance to the floor is {gap:.2f} of its"
             )
+    lines.append(bound_line(record, best, t, family))
     lines += _held_back(record, best, family)
     lines += _runner_ups(record, variants, regime)
     lines += _tracking(record, variants, regime)
@@ -86,6 +89,125 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
                 f"costs up to {1 - blocks / (waves * slots):.0%} of the SMs' time)"
             )
     return lines
+
+
+PIPE_BOUND = 0.6  # a pipe or memory at this fraction of its peak or more bounds the kernel
+TAIL_BOUND = 0.2  # otherwise a last wave that leaves this share of the SMs' time idle or more bounds it
+
+
+def compute_dtype(census: dict) -> str | None:
+    """The input type of a variant's math from its census: the tensor-core input type its matrix ops name ("BF16",
+    "FP16", "TF32", "FP8"), "FP32" for a kernel without matrix ops, None where the census cannot say."""
+    if not census:
+        return None
+    views = [census.get(name) or {} for name in ("ptx", "sass")]
+    shapes = " ".join(key for view in views for key in (view.get("matrix_shapes") or {})).lower()
+    for token, dtype in (("bf16", "BF16"), ("tf32", "TF32"), ("e4m3", "FP8"), ("e5m2", "FP8"), ("f16", "FP16")):
+        if token in shapes:
+            return dtype
+    return None if any(view.get("matrix") for view in views) else "FP32"
+
+
+def bound_fractions(record: dict, best: dict, t: float, named: str | None = None) -> dict:
+    """What bounds the winner, with the numbers: `pipe` (the FLOPs' rate against the arch's peak for the variant's
+    dtype; only where the family counts FLOPs), `memory` (bytes moved against the session's copy bandwidth, else the
+    part's nominal one), `tail` (wave quantisation of tiles or blocks over the resident blocks) and `bound`."""
+    census = record["census"].get(best["label"]) or {}
+    arch = record_arch(record)
+    out: dict = {}
+    if record["flops"]:
+        dtype = compute_dtype(census)
+        tensor = dtype not in (None, "FP32")
+        try:
+            peak = peak_tflops(arch, dtype) if dtype else None
+        except InputError:  # an arch mage-tune does not model
+            peak = None
+        rate = record["flops"] / t / 1e6  # TFLOP/s
+        out["pipe"] = {
+            "name": "tensor pipe" if tensor else "FMA pipe" if dtype else "math pipe",
+            "dtype": dtype,
+            "tflops": rate,
+            "peak_tflops": peak,
+            "fraction": rate / peak if peak else None,
+        }
+    session = record["sessions"][best.get("session", 0)]
+    gbs, source = session.get("copy_gbs"), "copy"
+    if not gbs:
+        gbs, source = nominal_bandwidth_gbs(record["environment"].get("gpu")), "nominal"
+    moved = record["bytes_moved"] / t / 1e3  # GB/s
+    out["memory"] = {"gbs": moved, "peak_gbs": gbs, "source": source, "fraction": moved / gbs if gbs else None}
+    out["tail"] = _tail(record, best, census, named)
+    pipe = (out.get("pipe") or {}).get("fraction")
+    limits = {(out["pipe"]["name"] if pipe is not None else "pipe"): pipe, "memory": out["memory"]["fraction"]}
+    name, fraction = max(((k, v) for k, v in limits.items() if v is not None), key=lambda kv: kv[1], default=("", 0))
+    if fraction >= PIPE_BOUND:
+        out["bound"] = name
+    elif out["tail"] and out["tail"]["idle"] >= TAIL_BOUND:
+        out["bound"] = "tail"
+    else:
+        out["bound"] = "latency"
+    return out
+
+
+def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | None:
+    """Waves of work: the family's tiles where it counts them (a persistent grid walks them; without the family's
+    code, ⌈m/bm⌉·⌈n/bn⌉ from bm / bn knobs), else the grid's blocks, over the blocks resident at once (the grid's
+    blocks, at most SMs × blocks per SM from the census occupancy)."""
+    occ = census.get("occupancy") or {}
+    grid = _grid(record, best, named)
+    if not grid or not occ.get("blocks_per_sm"):
+        return None
+    sms = record["environment"].get("sm_count", 132)
+    blocks = grid[0] * grid[1] * grid[2]
+    workers = min(blocks, sms * occ["blocks_per_sm"])
+    units, what = blocks, "blocks"
+    family, _ = recorded.family_for(record, named)
+    config, shape = best["config"], record["shape"]
+    if family is not None and hasattr(family, "tiles") and "source" not in config:
+        units, what = family.tiles(family.with_defaults(config), shape), "tiles"
+    elif all(isinstance(config.get(k), int) and config[k] > 0 for k in ("bm", "bn")) and {"m", "n"} <= set(shape):
+        # a matmul's output tiles, read from the knobs where no family code says (a record never loads it)
+        units, what = math.ceil(shape["m"] / config["bm"]) * math.ceil(shape["n"] / config["bn"]), "tiles"
+    waves = math.ceil(units / workers)
+    return {
+        "units": units,
+        "what": what,
+        "workers": workers,
+        "waves": units / workers,
+        "last_full": units / workers - waves + 1,
+        "idle": 1 - units / (waves * workers),
+    }
+
+
+def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> str:
+    """ "bound: tensor pipe; tensor pipe 72% of 989 TFLOP/s (BF16 dense); memory 18% of 4.25 TB/s (copy); last wave
+    88% full (512 tiles over 132 resident blocks)"."""
+    b = bound_fractions(record, best, t, named)
+    cells = []
+    pipe = b.get("pipe")
+    if pipe:
+        if pipe["fraction"] is not None:
+            kind = "dense" if pipe["name"] == "tensor pipe" else "non-tensor"
+            peak = pipe["peak_tflops"]
+            shown = f"{peak:.0f}" if peak >= 100 else f"{peak:.1f}"
+            cells.append(f"{pipe['name']} {pipe['fraction']:.0%} of {shown} TFLOP/s ({pipe['dtype']} {kind})")
+        else:
+            why = f"no known peak for {pipe['dtype']} on {record_arch(record)}" if pipe["dtype"] else "dtype unknown"
+            cells.append(f"{pipe['name']} {pipe['tflops']:.1f} TFLOP/s ({why})")
+    mem = b["memory"]
+    if mem["fraction"] is not None:
+        cells.append(f"memory {mem['fraction']:.0%} of {mem['peak_gbs'] / 1e3:.2f} TB/s ({mem['source']})")
+    else:
+        cells.append(f"memory {mem['gbs'] / 1e3:.2f} TB/s (no known bandwidth)")
+    tail = b["tail"]
+    if tail:
+        cells.append(
+            f"last wave {tail['last_full']:.0%} full ({tail['units']} {tail['what']} over {tail['workers']} resident "
+            f"blocks, {tail['waves']:.2f} waves)"
+        )
+    else:
+        cells.append("waves unknown (no grid or occupancy)")
+    return f"bound: {b['bound']}; " + "; ".join(cells)
 
 
 def record_arch(record: dict) -> str:

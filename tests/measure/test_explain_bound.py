@@ -1,0 +1,94 @@
+"""`mage-tune explain`'s bound line on two small hand-made bench records (tests/fixtures/data/bench_*.json), read
+through the one validated record reader: a Hopper BF16 matmul (tensor pipe against the arch's dense BF16 peak, memory
+against the session's copy bandwidth, the last wave of its persistent grid's tiles) and a layer norm (no FLOPs: no pipe
+fraction; memory bound)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mage_tune import arch
+from mage_tune.cli import cli
+from mage_tune.measure.explain import bound_fractions, bound_line, compute_dtype, explain_bench
+from mage_tune.measure.saved import read_json, result_time, timed_results
+
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+MATMUL = DATA / "bench_matmul_bf16_4096.json"
+LAYERNORM = DATA / "bench_layernorm_16384x4096.json"
+
+
+def _best(record):
+    best = timed_results(record, "variant")[0]
+    return best, result_time(best)
+
+
+def test_peaks_live_in_arch():
+    assert arch.peak_tflops("sm_90a", "BF16") == arch.peak_tflops("sm_90", "BF16") == 989.4
+    assert (arch.peak_tflops("sm_90", "TF32"), arch.peak_tflops("sm_90", "FP32")) == (494.7, 66.9)
+    assert arch.peak_tflops("sm_80", "BF16") is None and arch.peak_tflops("sm_90", "FP8") is None
+    assert arch.nominal_bandwidth_gbs("NVIDIA H200") == 4800.0 and arch.nominal_bandwidth_gbs("RTX 9999") is None
+
+
+def test_matmul_bf16_is_tensor_pipe_bound():
+    record = read_json(MATMUL)
+    best, t = _best(record)
+    assert t == 200.0 and compute_dtype(record["census"][best["label"]]) == "BF16"
+    b = bound_fractions(record, best, t)
+    assert b["pipe"]["tflops"] == pytest.approx(2 * 4096**3 / 200e-6 / 1e12)  # 687.2 TFLOP/s
+    assert b["pipe"]["fraction"] == pytest.approx(687.19476736 / 989.4)  # 69%
+    assert b["memory"]["fraction"] == pytest.approx(3 * 4096 * 4096 * 2 / 200e-6 / 4200e9)  # 12% of the copy
+    assert b["memory"]["source"] == "copy"
+    tail = b["tail"]  # 32 × 16 tiles of 128 × 256 walked by 132 persistent blocks, one per SM
+    assert (tail["units"], tail["what"], tail["workers"]) == (512, "tiles", 132)
+    assert tail["last_full"] == pytest.approx(512 / 132 - 3) and tail["idle"] == pytest.approx(1 - 512 / 528)
+    assert b["bound"] == "tensor pipe"
+    assert bound_line(record, best, t) == (
+        "bound: tensor pipe; tensor pipe 69% of 989 TFLOP/s (BF16 dense); memory 12% of 4.20 TB/s (copy); "
+        "last wave 88% full (512 tiles over 132 resident blocks, 3.88 waves)"
+    )
+    # the family's own tile count, where its code is named, agrees
+    named = bound_fractions(record, best, t, "mage_tune/kernels/matmul_bf16.py")
+    assert named["tail"] == tail
+
+
+def test_layernorm_is_memory_bound_without_a_pipe_fraction():
+    record = read_json(LAYERNORM)
+    best, t = _best(record)
+    b = bound_fractions(record, best, t)
+    assert "pipe" not in b and record["flops"] == 0
+    assert b["memory"]["fraction"] == pytest.approx(record["bytes_moved"] / (t * 1e-6) / 4200e9)
+    assert round(b["memory"]["fraction"], 2) == 0.95
+    tail = b["tail"]  # one row per block, 3 blocks of 512 threads per SM
+    assert (tail["units"], tail["what"], tail["workers"]) == (16384, "blocks", 396)
+    assert tail["last_full"] == pytest.approx(16384 / 396 - 41)
+    assert b["bound"] == "memory"
+    assert bound_line(record, best, t).startswith("bound: memory; memory 95% of 4.20 TB/s (copy); last wave 37% full")
+
+
+def test_latency_tail_and_unknown_peaks():
+    record = read_json(LAYERNORM)
+    best, _ = _best(record)
+    assert bound_fractions(record, best, 10 * 134.48)["bound"] == "latency"  # 10% of the copy, a full last wave
+    few = copy.deepcopy(record)
+    few["shape"] = {"m": 500, "d": 4096}  # 500 blocks over 396 slots: the second wave is 26% full
+    b = bound_fractions(few, best, 10 * 134.48)
+    assert b["bound"] == "tail" and b["tail"]["idle"] == pytest.approx(1 - 500 / 792)
+    mm = read_json(MATMUL)
+    best, t = _best(mm)
+    mm["environment"]["compute_capability"] = "8.0"
+    line = bound_line(mm, best, t)
+    assert "tensor pipe 687.2 TFLOP/s (no known peak for BF16 on sm_80)" in line
+    mm["sessions"][0]["copy_gbs"] = None  # no measured copy: the part's nominal bandwidth
+    assert "memory 10% of 4.80 TB/s (nominal)" in bound_line(mm, best, t)
+
+
+def test_explain_prints_the_bound_line():
+    text = explain_bench(read_json(MATMUL))
+    assert "\nbound: tensor pipe; tensor pipe 69% of 989 TFLOP/s (BF16 dense)" in text
+    out = CliRunner().invoke(cli, ["explain", str(LAYERNORM), "--wide"])
+    assert out.exit_code == 0, out.output
+    assert "bound: memory; memory 95% of 4.20 TB/s (copy); last wave 37% full" in out.output
