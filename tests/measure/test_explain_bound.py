@@ -92,3 +92,17 @@ def test_explain_prints_the_bound_line():
     out = CliRunner().invoke(cli, ["explain", str(LAYERNORM), "--wide"])
     assert out.exit_code == 0, out.output
     assert "bound: memory; memory 95% of 4.20 TB/s (copy); last wave 37% full" in out.output
+
+
+def test_a_bf16_winners_floor_is_the_tensor_peak_not_the_fma_rate():
+    record = read_json(MATMUL)
+    text = explain_bench(record)
+    floor = record["flops"] / 989.4e12 * 1e6
+    assert f"floor {floor:.2f} µs (FLOPs at the BF16 dense tensor peak, 989 TFLOP/s): 69% of the floor" in text
+    fp32 = read_json(MATMUL)
+    for c in fp32["census"].values():  # the same record with an FMA-only winner keeps the measured FMA floor
+        for view in c.values():
+            if isinstance(view, dict):
+                view.pop("matrix", None)
+                view.pop("matrix_shapes", None)
+    assert "(FLOPs at the measured FMA rate" in explain_bench(fp32)
