@@ -20,6 +20,7 @@ from pathlib import Path
 from mage_tune.errors import MageError
 from mage_tune.kernels.base import Config, Family
 from mage_tune.kernels.registry import BUILTINS, load_family, looks_like_path
+from mage_tune.textwidth import wrap
 
 
 def family_digest(family: Family) -> str:
@@ -68,6 +69,7 @@ def defaults(recorded: dict) -> Config:
     return family.with_defaults({}) if family is not None else {}
 
 
+NOTE_WIDTH = 100  # a note goes to stderr, often a log: wrapped at the width of the tables, terminal or not
 _said: set[tuple[str, str]] = set()
 
 
@@ -88,8 +90,9 @@ def family_for(recorded: dict, named: str | None = None) -> tuple[Family | None,
     recorded_digest = recorded.get("family_digest")
     if recorded_digest and recorded_digest != family_digest(family) and (origin, recorded_digest) not in _said:
         _said.add((origin, recorded_digest))
-        sys.stderr.write(
+        note = (
             f"mage-tune: note: {family.origin or family.name} is not the code that made this record (its file's "
-            f"sha256 differs from the record's {recorded_digest[:12]}); read with the code as it is now\n"
+            f"sha256 differs from the record's {recorded_digest[:12]}); read with the code as it is now"
         )
+        sys.stderr.write(wrap(note, NOTE_WIDTH) + "\n")
     return family, ""
