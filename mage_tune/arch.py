@@ -24,7 +24,9 @@ from mage_tune.errors import InputError
 __all__ = [
     "ARCH_NAMES",
     "DEFAULT_ARCH",
+    "SM_COUNT_UNKNOWN_PART",
     "Arch",
+    "NominalPart",
     "arch_of_ptx_target",
     "assemblable",
     "get_arch",
@@ -34,12 +36,34 @@ __all__ = [
 ]
 
 KB = 1024
-SM_COUNT_UNKNOWN_PART = 132  # Arch.sms where parts of an arch differ widely (H200)
+SM_COUNT_UNKNOWN_PART = 132  # SMs to plan for where the part is unknown: the H200's (Arch.sms, records without one)
 
 # Carveout steps (bytes) the SM's unified L1/shared memory can be configured to, ascending (cuda_occupancy.h).
 _STEPS_100 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100))  # cc 8.6, 8.9, 12.x
 _STEPS_164 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100, 132, 164))  # cc 8.0
 _STEPS_228 = tuple(s * KB for s in (0, 8, 16, 32, 64, 100, 132, 164, 196, 228))  # cc 9.0, 10.0
+
+
+@dataclass(frozen=True)
+class NominalPart:
+    """Datasheet figures of one representative part of an arch: the static search model's constants, not
+    measurements (its SM count is the Arch's)."""
+
+    name: str
+    dram_gbs: float
+    fp32_tflops: float
+    tf32_tflops: float  # dense tensor-core rate with TF32 inputs; 16-bit inputs twice, 8-bit four times that
+    fp32_lanes: int  # FP32 FMA lanes per SM: with fp32_tflops, they give the clock
+
+
+# Base arch -> its representative part; a suffixed arch (sm_90a) is its base part. None for sm_120 (parts differ).
+_NOMINAL_PARTS = {
+    "sm_80": NominalPart("A100-SXM (nominal)", 2039.0, 19.5, 156.0, 64),
+    "sm_86": NominalPart("RTX A6000 (nominal)", 768.0, 38.7, 77.4, 128),
+    "sm_89": NominalPart("RTX 4090 (nominal)", 1008.0, 82.6, 82.6, 128),
+    "sm_90": NominalPart("H200-SXM (nominal)", 4800.0, 67.0, 494.7, 128),
+    "sm_100": NominalPart("B200 (nominal)", 8000.0, 80.0, 1100.0, 128),
+}
 
 
 @dataclass(frozen=True)
@@ -75,6 +99,11 @@ class Arch:
         return f"sm_{self.capability[0]}{self.capability[1]}"
 
     @property
+    def plain(self) -> Arch:
+        """The same hardware without the feature suffix: sm_90a -> sm_90 (what Triton compiles for)."""
+        return ARCHS[self.base]
+
+    @property
     def compute(self) -> str:
         """The virtual architecture NVRTC and nvcc compile for: "compute_90a"."""
         return f"compute_{self.capability[0]}{self.capability[1]}{self.suffix}"
@@ -94,11 +123,32 @@ class Arch:
         return self.sm_count or SM_COUNT_UNKNOWN_PART
 
     @property
+    def nominal(self) -> NominalPart | None:
+        """The representative part's datasheet figures (the static model's); None where the arch's parts differ
+        too widely for one (sm_120) or it has no SM count."""
+        return _NOMINAL_PARTS.get(self.base) if self.sm_count else None
+
+    @property
     def max_threads_per_sm(self) -> int:
         return self.max_warps_per_sm * self.warp_size
 
+    # An Arch stands where an arch name stood (family plug-ins written before Arch compare and format the name they
+    # were given): it formats as its name, equals its name, and hashes as it, so a dict keyed by either finds both.
     def __str__(self) -> str:
         return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Arch):
+            return self.name == other.name
+        if isinstance(other, str):
+            return self.name == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
 
 
 def _family(

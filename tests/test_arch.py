@@ -97,10 +97,30 @@ def test_the_families_take_their_arch_facts_from_arch_py():
     from mage_tune.kernels import get_family
 
     layernorm = get_family("layernorm")
-    config = layernorm.complete({"persist": 2}, {"m": 1 << 20, "d": 768}, "sm_100")
-    assert layernorm.launch(config, {"m": 1 << 20, "d": 768}, "sm_100").grid[0] == 2 * 148
+    blackwell, hopper = get_arch("sm_100"), get_arch("sm_90")
+    config = layernorm.complete({"persist": 2}, {"m": 1 << 20, "d": 768}, blackwell)
+    assert layernorm.launch(config, {"m": 1 << 20, "d": 768}, blackwell).grid[0] == 2 * 148
     matmul = get_family("matmul")
     shape = {"m": 1024, "n": 1024, "k": 1024}
-    big = next(c for c in matmul.configs(shape, "sm_90") if 99 * KB < matmul.shared_bytes(c) <= 227 * KB)
-    assert any("exceeds" in v for v in matmul.copy_violations(big, shape, "sm_120"))
-    assert not any("exceeds" in v for v in matmul.copy_violations(big, shape, "sm_90"))
+    big = next(c for c in matmul.configs(shape, hopper) if 99 * KB < matmul.shared_bytes(c) <= 227 * KB)
+    assert any("exceeds" in v for v in matmul.copy_violations(big, shape, get_arch("sm_120")))
+    assert not any("exceeds" in v for v in matmul.copy_violations(big, shape, hopper))
+
+
+def test_an_arch_stands_where_its_name_stood():
+    """Family plug-ins written when they were handed the arch's name compare, format and key by it still."""
+    h = get_arch("sm_90a")
+    assert str(h) == f"{h}" == f"{h:>6}".strip() == "sm_90a" and f"on {h}" == "on sm_90a"
+    assert h == "sm_90a" and h == "sm_90a" and h != "sm_90" and h in ("sm_80", "sm_90a")
+    assert h == get_arch("90a") and h != get_arch("sm_90") and h.plain == get_arch("sm_90")
+    assert {"sm_90a": 1}[h] == 1 and {h: 1}["sm_90a"] == 1
+    assert get_arch(h) is h  # already an Arch: nothing to convert
+
+
+def test_the_static_models_part_figures_live_on_the_arch():
+    from mage_tune.search.model import MACHINES
+
+    assert get_arch("sm_120").nominal is None and "sm_120" not in MACHINES
+    h200 = MACHINES["sm_90a"]
+    assert (h200.name, h200.sms, h200.dram_gbs) == ("H200-SXM (nominal)", 132, 4800.0)
+    assert {name for name in MACHINES} == {a for a in ARCH_NAMES if get_arch(a).nominal}

@@ -13,8 +13,6 @@ _PTXAS_USED = re.compile(r"Used (\d+) registers(.*)")
 _RES_FN = re.compile(r"^\s*Function ([\w$.]+):")
 _RES_KV = re.compile(r"([A-Z_]+(?:\[\d+\])?):(\d+)")
 
-RESERVED_SMEM = 1024  # per block on sm_80+; cuobjdump's SHARED includes it from sm_90 on, ptxas never does
-
 
 @dataclass(frozen=True)
 class PtxasReport:
@@ -66,6 +64,6 @@ def parse_res_usage(text: str) -> dict[str, dict[str, int]]:
     return found
 
 
-def reserved_in_res_usage(arch: str) -> int:
-    """Bytes of the per-block reservation that cuobjdump -res-usage folds into SHARED for this arch."""
-    return get_arch(arch).res_usage_reserved
+def reserved_in_res_usage(arch_name: str) -> int:
+    """Bytes of the per-block reservation that cuobjdump -res-usage folds into SHARED for the arch a binary names."""
+    return get_arch(arch_name).res_usage_reserved

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mage_tune import gpu
+from mage_tune.arch import SM_COUNT_UNKNOWN_PART
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family
 from mage_tune.kernels.base import OUT
@@ -412,7 +413,7 @@ def measure_session(index: int, environment: dict) -> Session:
     n4 = ceilings.COPY_BYTES // 16
     src = torch.empty(ceilings.COPY_BYTES // 4, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
-    sms = environment.get("sm_count", 132)
+    sms = environment.get("sm_count", SM_COUNT_UNKNOWN_PART)
     kernels = {
         "copy_grid_stride": (module.get_function("copy_grid_stride"), (sms * 8, 1, 1), 512),
         "copy_one_per_thread": (module.get_function("copy_one_per_thread"), ((n4 + 255) // 256, 1, 1), 256),

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from mage_tune.arch import ARCHS
 from mage_tune.census import census_variant
@@ -63,19 +63,11 @@ class Machine:
         return 4 * clock * self.sms
 
 
-# Nominal datasheet figures of one representative GPU per arch: the model's constants, not measurements. SM counts
-# come from the Arch (mage_tune.arch); a suffixed arch (sm_90a) uses its base part's figures.
-_NOMINAL = {  # base arch -> (part, DRAM GB/s, FP32 TFLOP/s, dense TF32 tensor TFLOP/s, FP32 lanes per SM)
-    "sm_80": ("A100-SXM (nominal)", 2039.0, 19.5, 156.0, 64),
-    "sm_86": ("RTX A6000 (nominal)", 768.0, 38.7, 77.4, 128),
-    "sm_89": ("RTX 4090 (nominal)", 1008.0, 82.6, 82.6, 128),
-    "sm_90": ("H200-SXM (nominal)", 4800.0, 67.0, 494.7, 128),
-    "sm_100": ("B200 (nominal)", 8000.0, 80.0, 1100.0, 128),
-}
+# The nominal figures of each arch's representative part (mage_tune.arch): the model's constants, not measurements.
 MACHINES = {
-    arch.name: Machine(_NOMINAL[arch.base][0], arch.sm_count, *_NOMINAL[arch.base][1:])
+    arch.name: Machine(arch.nominal.name, arch.sm_count, *astuple(arch.nominal)[1:])
     for arch in ARCHS.values()
-    if arch.base in _NOMINAL and arch.sm_count
+    if arch.nominal
 }
 LATENCY_S = 0.8e-6
 LAUNCH_US = 2.0
