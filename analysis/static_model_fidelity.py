@@ -21,6 +21,7 @@ from pathlib import Path
 from scipy.stats import spearmanr
 from tabulate import tabulate
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_variant
 from mage_tune.errors import MageError
 from mage_tune.kernels.registry import load_family
@@ -63,8 +64,8 @@ def _spearman(modelled: list[float], measured: list[float]) -> float | None:
 
 
 def fidelity(path: Path) -> dict:
-    family_name, shape, arch, rows = (_search_run if path.is_dir() else _bench_record)(path)
-    family = load_family(family_name)
+    family_name, shape, arch_name, rows = (_search_run if path.is_dir() else _bench_record)(path)
+    family, arch = load_family(family_name), get_arch(arch_name)  # the record's arch name, as an Arch
     tolerance = family.tolerance_for(shape)
     pairs, skipped = [], 0
     for config, measured, rel_err in rows:

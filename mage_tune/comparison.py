@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mage_tune.arch import DEFAULT_ARCH
+from mage_tune.arch import DEFAULT_ARCH, Arch, get_arch
 from mage_tune.census import census_artifact
 from mage_tune.census.model import Census
 from mage_tune.census.table import render, rows
@@ -43,7 +43,7 @@ class ComparedKernel:
 class Comparison:
     family: str
     shape: dict
-    arch: str
+    arch: str  # the arch's name, as the record keeps it
     kernels: tuple[ComparedKernel, ...]
     note: str = field(default="", compare=False)
 
@@ -72,7 +72,7 @@ def compare(
     family: str | Family,
     shape: dict | None = None,
     *,
-    arch: str = DEFAULT_ARCH,
+    arch: str | Arch = DEFAULT_ARCH,
     settings: list[str] | tuple[str, ...] = (),
     best: str | None = None,
     against: str = "triton",
@@ -98,6 +98,7 @@ def compare(
     if not reference_configs and config_index != "0":
         raise InputError(f"--config picks one of the reference's configs; {fam.name}'s reference has one kernel")
     items = [f"{key}={value}" for key, value in best_config(best).items()] if best else list(settings)
+    arch = get_arch(arch)  # the caller's arch name becomes an Arch here, once
     config = fam.parse_settings(items, shape, arch)
     variant = fam.build(config, shape, arch)
     (ours,) = census_artifact(
@@ -127,7 +128,7 @@ def compare(
         grid_of = tuple(tk.grid) if tk.grid else None
         role = "user" if user else "triton"
         kernels.append(ComparedKernel(role, tk.name, dict(tk.config), grid_of, tk.block, census, facts, tk.specialized))
-    return Comparison(fam.name, dict(shape), arch, tuple(kernels), fam.compare_note)
+    return Comparison(fam.name, dict(shape), arch.name, tuple(kernels), fam.compare_note)
 
 
 def best_config(run: str) -> dict:

@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mage_tune import ptx_parts, toolchain
-from mage_tune.arch import ARCH_NAMES, get_arch
+from mage_tune.arch import ARCH_NAMES, Arch, get_arch
 from mage_tune.errors import CompileError, InputError, MageError, ToolchainError
 
 SUPPORTED_ARCHS = ARCH_NAMES
 
 
-def check_arch(arch: str) -> str:
-    """The canonical name of `arch` ("90a" -> "sm_90a"); InputError naming the choices for an unknown one."""
-    return get_arch(arch).name
+def check_arch(name: str | Arch) -> str:
+    """The canonical name of an arch ("90a" -> "sm_90a"); InputError naming the choices for an unknown one."""
+    return get_arch(name).name
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Artifact:
     """Everything one compile produced, as the tools wrote it."""
 
     label: str  # file name or variant id: what errors and tables call it
-    arch: str
+    arch: str  # the arch's name, as the binary names it (a SASS listing may name one mage-tune has no facts for)
     ptx: str | None = None
     cubin: bytes | None = None
     ptxas_log: str | None = None
@@ -61,9 +61,9 @@ def cache_dir() -> Path:
     return Path(root) / "compile"
 
 
-def _key(kind: str, payload: bytes, arch: str, options: tuple[str, ...]) -> str:
+def _key(kind: str, payload: bytes, arch: Arch, options: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
-    digest.update(json.dumps([kind, arch, list(options), toolchain.fingerprint()]).encode())
+    digest.update(json.dumps([kind, arch.name, list(options), toolchain.fingerprint()]).encode())
     digest.update(payload)
     return digest.hexdigest()[:32]
 
@@ -78,7 +78,7 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _load_cached(key: str, label: str, arch: str, source: str | None) -> Artifact | None:
+def _load_cached(key: str, label: str, arch_name: str, source: str | None) -> Artifact | None:
     """A finished entry whose every file matches the digest its manifest recorded; None (compile again) for a
     missing, partial, older-format or damaged one."""
     folder = cache_dir() / key
@@ -102,7 +102,7 @@ def _load_cached(key: str, label: str, arch: str, source: str | None) -> Artifac
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return Artifact(
-        label=label, arch=arch, cubin=data.get("kernel.cubin"), source=source, tools=tools, notes=notes, **texts
+        label=label, arch=arch_name, cubin=data.get("kernel.cubin"), source=source, tools=tools, notes=notes, **texts
     )
 
 
@@ -296,7 +296,7 @@ _SHELL_SAFE = re.compile(r"[A-Za-z0-9_.+\-*/%:\[\]() =]*")  # means the same to 
 _FIXED_NAME = rf"(?P<name>{re.escape(NVCC_SOURCE)}(?!\w|\.\w)|inc\d+(?=/))"  # kernel.cu, or inc0/... of a header
 
 
-def nvcc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> str:
+def nvcc_ptx(source: str, arch: Arch, label: str, options: tuple[str, ...] = ()) -> str:
     """Compile CUDA C++ to PTX for `arch` with nvcc (for sources NVRTC cannot take); errors name `label`.
 
     nvcc runs its steps through /bin/sh, so nothing of the user's reaches it verbatim: the source is copied to
@@ -311,8 +311,7 @@ def nvcc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ()) 
             raise ToolchainError(f"temporary folder {tmp!r} is not shell-safe for nvcc; set TMPDIR", file=label)
         args, links = _nvcc_options(work, options, label)
         _scratch_write(work / NVCC_SOURCE, source.encode(), label)
-        compute = get_arch(arch).compute
-        cmd = [tool.path, "-ptx", f"-arch={compute}", *args, NVCC_SOURCE, "-o", "out.ptx"]
+        cmd = [tool.path, "-ptx", f"-arch={arch.compute}", *args, NVCC_SOURCE, "-o", "out.ptx"]
         run = _run_tool(cmd, label, None, cwd=tmp, limit=NVCC_TIMEOUT_S)
         log = _unmap_fixed_names(run.stdout + run.stderr, tmp, label, links)
         if run.returncode != 0:
@@ -368,7 +367,7 @@ def _compile_error(log: str, label: str, searched: tuple[str, ...], compiler: st
     return CompileError(f"{compiler} failed: {flat}", file=label)
 
 
-def nvrtc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ()) -> str:
+def nvrtc_ptx(source: str, arch: Arch, label: str, options: tuple[str, ...] = ()) -> str:
     """Compile CUDA C++ to PTX for `arch` with NVRTC; a compile error quotes NVRTC's log and names `label`."""
     toolchain.nvrtc_version()
     nvrtc = toolchain.nvrtc()
@@ -378,7 +377,7 @@ def nvrtc_ptx(source: str, arch: str, label: str, options: tuple[str, ...] = ())
         raise CompileError(f"NVRTC could not create a program: {err}", file=label)
     try:
         std = () if any(o.startswith(("-std", "--std")) for o in options) else (b"-std=c++17",)
-        opts = [f"--gpu-architecture=compute_{arch[3:]}".encode(), *std, *[o.encode() for o in options]]
+        opts = [f"--gpu-architecture={arch.compute}".encode(), *std, *[o.encode() for o in options]]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if status != ok:
             _, size = nvrtc.nvrtcGetProgramLogSize(prog)
@@ -404,7 +403,7 @@ _TOO_NEW = re.compile(r"Unsupported \.version|Unsupported \.target|not supported
 
 def ptxas(
     ptx: str,
-    arch: str,
+    arch: Arch,
     label: str,
     ptxas_tools: tuple[toolchain.Tool, ...] | None = None,
     options: tuple[str, ...] = (),
@@ -422,7 +421,9 @@ def ptxas(
         src, out = Path(tmp) / "in.ptx", Path(tmp) / "out.cubin"
         _scratch_write(src, ptx.encode(), label)
         for tool in tools:
-            run = _run_tool([tool.path, "-v", *options, f"-arch={arch}", str(src), "-o", str(out)], label, str(src))
+            run = _run_tool(
+                [tool.path, "-v", *options, f"-arch={arch.name}", str(src), "-o", str(out)], label, str(src)
+            )
             report = run.stdout + run.stderr
             if run.returncode == 0:
                 return out.read_bytes(), report, tool.version
@@ -432,7 +433,7 @@ def ptxas(
     if _TOO_NEW.search(last_error) or re.search(r"not defined for option 'gpu-name'", last_error):
         versions = ", ".join(t.version or "?" for t in tools)
         why = next((ln.strip() for ln in last_error.splitlines() if _TOO_NEW.search(ln)), last_error.strip()[:200])
-        raise UnsupportedTarget(f"no ptxas here ({versions}) can assemble it for {arch}: {why}", file=label)
+        raise UnsupportedTarget(f"no ptxas here ({versions}) can assemble it for {arch.name}: {why}", file=label)
     first = _PTXAS_ERROR.search(last_error)
     if first:
         raise InputError(f"ptxas: {first.group(2).strip()}", file=label, line=int(first.group(1)))
@@ -511,13 +512,13 @@ def disassemble(cubin: bytes, label: str) -> tuple[str, str, str]:
     return listing[split.start() if split else 0 :], dump, tool.version
 
 
-def cu_to_ptx(source: str, arch: str, label: str, opts: SourceOptions) -> tuple[str, dict[str, str]]:
+def cu_to_ptx(source: str, arch: Arch, label: str, opts: SourceOptions) -> tuple[str, dict[str, str]]:
     """PTX of a CUDA source with the compiler `opts` asks for: compile_cu without its notes."""
     ptx, tools, _ = compile_cu(source, arch, label, opts)
     return ptx, tools
 
 
-def compile_cu(source: str, arch: str, label: str, opts: SourceOptions) -> tuple[str, dict[str, str], tuple[str, ...]]:
+def compile_cu(source: str, arch: Arch, label: str, opts: SourceOptions) -> tuple[str, dict[str, str], tuple[str, ...]]:
     """PTX of a CUDA source with the compiler `opts` asks for; auto is NVRTC, then nvcc (when present) for a source
     NVRTC rejects. Returns (PTX, {compiler: version}, notes): after such a fallback, one note saying why nvcc
     compiled it (see compiler_notes). When both fail, the error holds both compilers' errors."""
@@ -566,12 +567,11 @@ def _both_failed(nvrtc_error: MageError, nvcc_error: MageError, label: str) -> C
 
 
 def build_from_cu(
-    source: str, arch: str, label: str, options: tuple[str, ...] = (), source_options: SourceOptions | None = None
+    source: str, arch: Arch, label: str, options: tuple[str, ...] = (), source_options: SourceOptions | None = None
 ) -> Artifact:
     """Compile a CUDA source: with `source_options` (census of user files) as its author would, headers found;
     without, through NVRTC with exactly `options` (mage-tune's own templates). A fallback to nvcc is kept in the
     artifact's notes (cached with it)."""
-    check_arch(arch)
     assembler = for_ptxas((*options, *(source_options.options if source_options else ())))
     key = None
     if source_options is None:
@@ -582,7 +582,7 @@ def build_from_cu(
         if headers is not None:  # else an #include through a macro: what it reads is unknown, so no cache entry
             extra = (f"compiler={source_options.compiler}", *source_options.flags(source_dir), f"headers={headers}")
             key = _key("cu+elf", source.encode(), arch, (*options, *assembler, *extra))
-    cached = _load_cached(key, label, arch, source) if key else None
+    cached = _load_cached(key, label, arch.name, source) if key else None
     if cached:
         return cached
     if source_options is None:
@@ -643,11 +643,10 @@ def headers_digest(source: str, dirs: list[str]) -> str | None:
     return digest.hexdigest()
 
 
-def build_from_ptx(ptx: str, arch: str, label: str, ptxas_options: tuple[str, ...] = ()) -> Artifact:
+def build_from_ptx(ptx: str, arch: Arch, label: str, ptxas_options: tuple[str, ...] = ()) -> Artifact:
     """Assemble and disassemble a PTX file; `ptxas_options` are passed to ptxas (Triton's, when known)."""
-    check_arch(arch)
     key = _key("ptx+elf", ptx.encode(), arch, ptxas_options)
-    cached = _load_cached(key, label, arch, None)
+    cached = _load_cached(key, label, arch.name, None)
     if cached:
         return cached
     art = _from_ptx_in_parts(ptx, arch, label, ptxas_options, _parts_for(ptx))
@@ -662,7 +661,7 @@ def _parts_for(ptx: str) -> int:
     return max(1, min(os.cpu_count() or 1, len(ptx) // PART_BYTES))
 
 
-def _from_ptx_in_parts(ptx: str, arch: str, label: str, ptxas_options: tuple[str, ...], parts: int) -> Artifact:
+def _from_ptx_in_parts(ptx: str, arch: Arch, label: str, ptxas_options: tuple[str, ...], parts: int) -> Artifact:
     """A PTX module of many kernels assembled and disassembled as `parts` modules side by side (ptx_parts.py says
     why each kernel's SASS is the same); the listings, ELF dumps and ptxas reports are joined, and there is no one
     cubin. Any failure assembles the whole module instead, so an error is ptxas's own about the file."""
@@ -680,7 +679,7 @@ def _from_ptx_in_parts(ptx: str, arch: str, label: str, ptxas_options: tuple[str
         return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)
     return Artifact(
         label,
-        arch,
+        arch.name,
         ptx=ptx,
         ptxas_log="".join(a.ptxas_log for a in done),
         sass="\n".join(a.sass for a in done),
@@ -691,7 +690,7 @@ def _from_ptx_in_parts(ptx: str, arch: str, label: str, ptxas_options: tuple[str
 
 def _from_ptx(
     ptx: str,
-    arch: str,
+    arch: Arch,
     label: str,
     source: str | None = None,
     tools: dict | None = None,
@@ -703,7 +702,7 @@ def _from_ptx(
     tools = {**(tools or {}), "ptxas": ptxas_version, "cuobjdump": cuobjdump_version}
     return Artifact(
         label,
-        arch,
+        arch.name,
         ptx=ptx,
         cubin=cubin,
         ptxas_log=report,

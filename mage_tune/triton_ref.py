@@ -35,7 +35,8 @@ from functools import cache
 from pathlib import Path
 
 from mage_tune import toolchain
-from mage_tune.compile import Artifact, check_arch, disassemble, ptxas
+from mage_tune.arch import Arch, get_arch
+from mage_tune.compile import Artifact, disassemble, ptxas
 from mage_tune.errors import InputError, ToolchainError
 from mage_tune.user_files import import_file
 
@@ -75,7 +76,7 @@ def compile_user(
     spec: str,
     signature: str | None,
     constexprs: list[str] | tuple[str, ...],
-    arch: str,
+    arch: Arch,
     num_warps: int | None = None,
     num_stages: int | None = None,
     grid: tuple[int, int, int] | None = None,
@@ -86,7 +87,6 @@ def compile_user(
     with `constexprs` may be left out of `signature` (it is a constexpr). Errors name the file (and line where
     Python or Triton says).
     """
-    check_arch(arch)
     path, name = _split_spec(spec)
     fn = _load_kernel(path, name)
     values = _parse_constexprs(constexprs, path)
@@ -274,7 +274,7 @@ def compile_jit(
     fn,
     signature: dict,
     constexprs: dict,
-    arch: str,
+    arch: Arch,
     num_warps: int,
     num_stages: int | None,
     origin: str,
@@ -283,7 +283,6 @@ def compile_jit(
     file: str | None = None,
     extra_options: dict | None = None,
 ) -> TritonKernel:
-    check_arch(arch)
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
     from triton.compiler import compile as triton_compile
@@ -291,7 +290,8 @@ def compile_jit(
 
     if num_warps < 1 or num_warps & (num_warps - 1):
         raise InputError(f"num_warps must be a power of two, got {num_warps}", file=file)
-    target = GPUTarget("cuda", int(arch[3:]), 32)
+    major, minor = arch.capability
+    target = GPUTarget("cuda", major * 10 + minor, 32)  # Triton names sm_90 (and sm_90a) 90
     attrs = {}
     constexprs = dict(constexprs)
     if specialize:
@@ -320,7 +320,8 @@ def compile_jit(
     cubin = compiled.asm["cubin"]
     target_line = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
     tool = triton_ptxas(target.arch)
-    _, report, ptxas_version = ptxas(ptx, target_line.group(1) if target_line else arch, label, ptxas_tools=(tool,))
+    assembled_for = get_arch(target_line.group(1)) if target_line else arch  # the arch Triton's PTX names
+    _, report, ptxas_version = ptxas(ptx, assembled_for, label, ptxas_tools=(tool,))
     sass, res_usage, cuobjdump_version = disassemble(cubin, label)
     said, counted = re.search(r"Used (\d+) registers", report), re.search(r"REG:(\d+)", res_usage)
     if said and counted and said.group(1) != counted.group(1):
@@ -328,7 +329,7 @@ def compile_jit(
     tools = {"triton": _triton_version(), "ptxas": ptxas_version, "cuobjdump": cuobjdump_version}
     art = Artifact(
         label,
-        arch,
+        arch.name,
         ptx=ptx,
         cubin=cubin,
         ptxas_log=report,

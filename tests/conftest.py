@@ -15,8 +15,12 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from mage_tune.arch import Arch
 
 TESTS = Path(__file__).parent
 KERNELS = TESTS / "fixtures" / "kernels"
@@ -88,19 +92,22 @@ def run_tool(*args: str) -> str:
 
 def nvrtc_compile(source: str, arch: str, name: str = "kernel.cu") -> str:
     """PTX from NVRTC, for making test input files (the counts are then checked against ptxas and cuobjdump)."""
+    from mage_tune.arch import get_arch
     from mage_tune.compile import nvrtc_ptx
 
-    return nvrtc_ptx(source, arch, name)
+    return nvrtc_ptx(source, get_arch(arch), name)
 
 
-def compile_job(family: str, arch: str, job: tuple[dict, dict]) -> str | None:
+def compile_job(family: str, arch: str | Arch, job: tuple[dict, dict]) -> str | None:
     """Render and compile one config to a cubin (NVRTC, ptxas); None when it compiles, else the error naming the
     config. The disassembly a full build adds (cuobjdump, most of its time) is left to the census tests."""
+    from mage_tune.arch import get_arch
     from mage_tune.compile import nvrtc_ptx, ptxas
     from mage_tune.errors import MageError
     from mage_tune.kernels import get_family
     from mage_tune.kernels.base import config_label
 
+    arch = get_arch(arch)
     fam = get_family(family)
     config, shape = job
     label = config_label(fam.name, config) + f" at {shape}"
@@ -267,7 +274,7 @@ def triton_norm():
     sass, res_usage, _ = disassemble(cubin, "norm_kernel")
     art = Artifact(
         "norm_kernel",
-        norm.ARCH,
+        norm.ARCH.name,
         ptx=ptx,
         cubin=cubin,
         sass=sass,

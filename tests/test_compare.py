@@ -10,6 +10,8 @@ import pytest
 import triton
 from conftest import read_ptxas_v
 
+from mage_tune.arch import get_arch
+
 SEED = ["--set", "threads=128", "--set", "rows=1", "--set", "vec=16", "--set", "passes=regs"]
 SEED += ["--set", "reduce=shfl", "--set", "rsqrt=approx"]
 LN = ["compare", "layernorm", "--d", "768", "--arch", "sm_89", "--against", "triton", "--num-warps", "4"]
@@ -131,7 +133,7 @@ def test_layernorm_against_triton_json():
 
     fam = get_family("layernorm")
     shape = fam.shape_from(d=768, m=None)
-    variant = fam.build(fam.parse_settings(SEED[1::2], shape, "sm_89"), shape, "sm_89")
+    variant = fam.build(fam.parse_settings(SEED[1::2], shape, get_arch("sm_89")), shape, get_arch("sm_89"))
     (report,) = read_ptxas_v(variant.artifact.ptxas_log).values()
     assert oc["registers"] == report["registers"]
     assert census_artifact(variant.artifact)[0].resources.registers == oc["registers"]
@@ -161,7 +163,7 @@ def test_default_variant_and_best_run(tmp_path):
     shape = fam.shape_from(d=768, m=None)
     run = mage(*LN, "--json")
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["kernels"][0]["config"] == fam.default_config(shape, "sm_89")
+    assert json.loads(run.stdout)["kernels"][0]["config"] == fam.default_config(shape, get_arch("sm_89"))
 
     config = {"threads": 256, "rows": 1, "vec": 8, "passes": "welford", "reduce": "smem", "rsqrt": "precise"}
     (tmp_path / "best").mkdir()

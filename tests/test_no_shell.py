@@ -21,6 +21,7 @@ from conftest import KERNELS, count, nvidia_view, nvrtc_compile, ptx_functions, 
 
 import mage_tune
 from mage_tune import toolchain
+from mage_tune.arch import get_arch
 from mage_tune.census import SourceOptions, census_path, load
 from mage_tune.compile import build_from_cu, nvcc_ptx
 from mage_tune.errors import CompileError, InputError
@@ -202,9 +203,9 @@ def test_nvcc_ptx_refuses_unsafe_options(pwned):
     """The last guard: whatever calls nvcc_ptx, an option the shell would read is refused before nvcc runs."""
     source = (KERNELS / "vec_scale.cu").read_text()
     with pytest.raises(InputError, match="not safe to give nvcc"):
-        nvcc_ptx(source, "sm_89", "vec_scale.cu", ("-DX=`touch $MAGE_PWNED`",))
+        nvcc_ptx(source, get_arch("sm_89"), "vec_scale.cu", ("-DX=`touch $MAGE_PWNED`",))
     assert not pwned.exists()
-    assert ".entry vec_scale" in nvcc_ptx(source, "sm_89", "vec_scale.cu", ("-DX=(1 + 2)",))
+    assert ".entry vec_scale" in nvcc_ptx(source, get_arch("sm_89"), "vec_scale.cu", ("-DX=(1 + 2)",))
 
 
 # --- the fallback said aloud ---------------------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def test_fallback_to_nvcc_is_said_and_recorded(tmp_path, capsys):
 def test_no_note_when_nvrtc_compiles(tmp_path):
     run = census(str(KERNELS / "vec_scale.cu"), "--arch", "sm_89")
     assert run.returncode == 0 and not run.stderr and " note " not in run.stdout
-    assert build_from_cu((KERNELS / "vec_scale.cu").read_text(), "sm_89", "v.cu").notes == ()
+    assert build_from_cu((KERNELS / "vec_scale.cu").read_text(), get_arch("sm_89"), "v.cu").notes == ()
 
 
 @needs_nvcc

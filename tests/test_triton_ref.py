@@ -12,6 +12,7 @@ import pytest
 import triton
 from conftest import count, ptx_functions, read_res_usage, run_tool, sass_functions, tool
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels import load_family
@@ -167,19 +168,19 @@ OK_SIG = "x_ptr:*fp32,y_ptr:*fp32,N:i32,factor:fp32"
 
 
 def test_user_kernel_compiles():
-    k = compile_user(f"{OK}:scale_kernel", OK_SIG, ["BLOCK=1024"], "sm_89", 4, grid=(3, 1, 1))
+    k = compile_user(f"{OK}:scale_kernel", OK_SIG, ["BLOCK=1024"], get_arch("sm_89"), 4, grid=(3, 1, 1))
     assert k.name == "scale_kernel" and k.block == 128 and k.grid == (3, 1, 1)
     assert k.param_names[:4] == ("x_ptr", "y_ptr", "N", "factor")
     (c,) = census_artifact(k.artifact, kernel=k.name, block=k.block, param_names=list(k.param_names))
     assert c.ptx.params["x_ptr"].loads == 8 and c.ptx.params["y_ptr"].stores == 8
     # the constexpr may also be typed in the signature
-    again = compile_user(f"{OK}:scale_kernel", OK_SIG + ",BLOCK:constexpr", ["BLOCK=1024"], "sm_89", 4)
+    again = compile_user(f"{OK}:scale_kernel", OK_SIG + ",BLOCK:constexpr", ["BLOCK=1024"], get_arch("sm_89"), 4)
     assert again.artifact.cubin == k.artifact.cubin
 
 
 def _error(spec, signature=OK_SIG, constexprs=("BLOCK=1024",)) -> InputError:
     with pytest.raises(InputError) as info:
-        compile_user(spec, signature, list(constexprs), "sm_89", 4)
+        compile_user(spec, signature, list(constexprs), get_arch("sm_89"), 4)
     return info.value
 
 

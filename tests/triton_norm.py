@@ -10,7 +10,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-ARCH = "sm_89"
+from mage_tune.arch import get_arch
+
+ARCH = get_arch("sm_89")
 BLOCK = 1024
 NUM_WARPS = 4
 # fp32 with FMA contraction: Triton's default, spelled out so Triton 3.9 does not warn that the default will change.

@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 import random
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
+from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.tuning.db import RunInfo, TuningDB, run_name
 from mage_tune.tuning.warm import random_valid
 
 GPU = "Test GPU"
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 
 
 def made_up_time(config: dict, shape: dict) -> float:
@@ -31,7 +33,7 @@ def run(
         family=family,
         origin=origin or family,
         shape=dict(shape),
-        arch=ARCH,
+        arch=ARCH.name,
         objective=MEASURED_OBJECTIVE,
         gpu=gpu,
         baselines={"copy": 1.0},
@@ -48,7 +50,7 @@ def run(
 def layernorm_configs(shape: dict, count: int, seed: int) -> list[dict]:
     """Valid layer-norm configs at `shape` with vec 8 or 16 only: none is valid at an odd width."""
     family = get_family("layernorm")
-    pool = random_valid(family, shape, ARCH, count * 6, seed)
+    pool = random_valid(Problem(family, shape, ARCH), count * 6, seed)
     return [c for c in pool if c["vec"] in (8, 16)][:count]
 
 

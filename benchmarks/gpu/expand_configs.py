@@ -11,6 +11,7 @@ import itertools
 import json
 from pathlib import Path
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
 
 
@@ -21,7 +22,7 @@ def main() -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[], help="knob=v1,v2,...")
     for dim in ("d", "m", "n", "k"):
         parser.add_argument(f"--{dim}", type=int)
-    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--arch", default="sm_90", type=get_arch)
     args = parser.parse_args()
     family = get_family(args.family)
     shape = family.shape_from(d=args.d, m=args.m, n=args.n, k=args.k)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels.registry import load_family
 from mage_tune.measure.device import environment
 from mage_tune.measure.streams import torch_stream
@@ -76,7 +77,7 @@ def retime(run: Path, rounds: int) -> dict:
     meta = json.loads((run / "run.json").read_text())
     best = json.loads((run / "best" / "best.json").read_text())
     family = load_family(meta["family"])
-    shape, arch = meta["shape"], meta["arch"]
+    shape, arch = meta["shape"], get_arch(meta["arch"])  # the record keeps the name
     config = family.with_defaults(best["config"])  # a run recorded before a knob existed ran its default
     variant = family.build(config, shape, arch)
     sha = variant.artifact.cubin_sha256

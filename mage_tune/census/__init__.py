@@ -15,7 +15,7 @@ import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mage_tune.arch import ARCH_NAMES, DEFAULT_ARCH, arch_of_ptx_target, assembler_note
+from mage_tune.arch import ARCH_NAMES, ARCHS, DEFAULT_ARCH, Arch, arch_of_ptx_target, assembler_note, get_arch
 from mage_tune.census import ptx as ptx_view
 from mage_tune.census import resources as res
 from mage_tune.census import sass as sass_view
@@ -31,7 +31,6 @@ from mage_tune.compile import (
     build_from_cu,
     build_from_cubin,
     build_from_ptx,
-    check_arch,
     compile_cu,
 )
 from mage_tune.errors import InputError
@@ -246,8 +245,9 @@ def _resources(
     return Resources(dynamic_shared_bytes=art.dynamic_shared, sources=sources, **values)
 
 
-def _occupancy(arch: str, threads: int | None, resources: Resources) -> Occupancy | None:
-    if not threads or resources.registers is None or arch not in ARCH_NAMES:
+def _occupancy(arch_name: str, threads: int | None, resources: Resources) -> Occupancy | None:
+    arch = ARCHS.get(arch_name)  # the binary's own arch: none for one mage-tune has no facts for
+    if not threads or resources.registers is None or arch is None:
         return None
     shared = (resources.shared_bytes or 0) + resources.dynamic_shared_bytes
     return occupancy(arch, threads, resources.registers, shared, barriers=resources.barriers_used or 1)
@@ -255,7 +255,7 @@ def _occupancy(arch: str, threads: int | None, resources: Resources) -> Occupanc
 
 def load(
     path: str | Path,
-    arch: str | None = None,
+    arch: str | Arch | None = None,
     ptxas_options: tuple[str, ...] | None = None,
     source_options: SourceOptions | None = None,
 ) -> Artifact:
@@ -267,7 +267,7 @@ def load(
         raise InputError("empty file", file=label)
     if arch is not None:
         try:
-            arch = check_arch(arch)
+            arch = get_arch(arch)  # the arch name a user gave becomes an Arch here, once
         except InputError as exc:
             raise InputError(exc.message, file=label) from None  # say which input the arch was meant for
     if data[:4] == b"\x7fELF":
@@ -282,14 +282,14 @@ def load(
     if suffix == ".ptx" or (suffix not in (".cu", ".cuh") and re.search(r"^\s*\.version\s", text, re.M)):
         return _assemble_while_parsing(path, text, arch, label, ptxas_options)
     if suffix in (".cu", ".cuh"):
-        return _load_cu(text, arch or DEFAULT_ARCH, label, source_options or SourceOptions())
+        return _load_cu(text, arch or get_arch(DEFAULT_ARCH), label, source_options or SourceOptions())
     if sass_view.looks_like_sass(text):
-        return Artifact(label, arch or sass_view.arch_of(text) or DEFAULT_ARCH, sass=text)
+        return Artifact(label, arch.name if arch else sass_view.arch_of(text) or DEFAULT_ARCH, sass=text)
     raise InputError("not PTX, CUDA source (.cu), SASS text or a cubin", file=label)
 
 
 def _assemble_while_parsing(
-    path: Path, text: str, arch: str | None, label: str, ptxas_options: tuple[str, ...] | None
+    path: Path, text: str, arch: Arch | None, label: str, ptxas_options: tuple[str, ...] | None
 ) -> Artifact:
     """ptxas and the disassembler run (as processes, from a thread) while this thread parses the PTX, which the
     census then takes from the parser's cache. A garbled file's parse error (with its line) wins over whatever ptxas
@@ -301,12 +301,12 @@ def _assemble_while_parsing(
         return assembling.result()
 
 
-def _ptx_only(ptx: str, arch: str, label: str, why: str, source: str | None = None) -> Artifact:
+def _ptx_only(ptx: str, arch_name: str, label: str, why: str, source: str | None = None) -> Artifact:
     """An artifact with the PTX view only, and a note that names the file, why SASS is missing and the fix."""
-    return Artifact(label, arch, ptx=ptx, source=source, notes=(f"{label}: no SASS view: {why}",))
+    return Artifact(label, arch_name, ptx=ptx, source=source, notes=(f"{label}: no SASS view: {why}",))
 
 
-def _load_cu(text: str, arch: str, label: str, opts: SourceOptions) -> Artifact:
+def _load_cu(text: str, arch: Arch, label: str, opts: SourceOptions) -> Artifact:
     """A CUDA source as its author wrote it (headers found, -I/-D/--std, NVRTC or nvcc); the PTX view alone where
     no ptxas here can assemble the arch."""
     note = assembler_note(arch)
@@ -316,12 +316,12 @@ def _load_cu(text: str, arch: str, label: str, opts: SourceOptions) -> Artifact:
         except UnsupportedTarget as exc:
             note = exc.message + "; install a newer CUDA toolkit and set CUDA_HOME"
     ptx, tools, notes = compile_cu(text, arch, label, opts)
-    art = _ptx_only(ptx, arch, label, note, source=text)
+    art = _ptx_only(ptx, arch.name, label, note, source=text)
     return dataclasses.replace(art, tools=tools, notes=(*notes, *art.notes))
 
 
 def _load_ptx_file(
-    path: Path, text: str, target: str, arch: str | None, label: str, ptxas_options: tuple[str, ...] | None
+    path: Path, text: str, target: str, arch: Arch | None, label: str, ptxas_options: tuple[str, ...] | None
 ) -> Artifact:
     """A PTX file, assembled with the options given, else with Triton's when its metadata JSON lies beside it."""
     meta = triton_meta.beside(path) if ptxas_options is None else None
@@ -337,32 +337,32 @@ def _load_ptx_file(
     return art
 
 
-def _load_ptx(text: str, target: str, arch: str | None, label: str, ptxas_options: tuple[str, ...] = ()) -> Artifact:
+def _load_ptx(text: str, target: str, arch: Arch | None, label: str, ptxas_options: tuple[str, ...] = ()) -> Artifact:
     """PTX -> artifact for `arch`, or for the arch its `.target` names; the PTX view alone where ptxas cannot help."""
     if arch is None:
         try:
-            arch = arch_of_ptx_target(target).name
+            arch = arch_of_ptx_target(target)
         except InputError:
             why = f".target {target} is not an arch mage-tune models ({', '.join(ARCH_NAMES)})"
             return _ptx_only(text, target, label, why + "; pass --arch to assemble it for one of them")
-    elif target[-1] in "af" and re.fullmatch(r"sm_\d+[af]", target) and arch != target:
+    elif target[-1] in "af" and re.fullmatch(r"sm_\d+[af]", target) and arch.name != target:
         raise InputError(
-            f".target {target} holds arch-specific code that assembles only for {target}, not {arch}: "
+            f".target {target} holds arch-specific code that assembles only for {target}, not {arch.name}: "
             f"drop --arch or pass --arch {target}",
             file=label,
         )
     note = assembler_note(arch)
     if note:
-        return _ptx_only(text, arch, label, note)
+        return _ptx_only(text, arch.name, label, note)
     try:
         return build_from_ptx(text, arch, label, ptxas_options=ptxas_options)
     except UnsupportedTarget as exc:
-        return _ptx_only(text, arch, label, exc.message + "; install a newer CUDA toolkit and set CUDA_HOME")
+        return _ptx_only(text, arch.name, label, exc.message + "; install a newer CUDA toolkit and set CUDA_HOME")
 
 
 def census_path(
     path: str | Path,
-    arch: str | None = None,
+    arch: str | Arch | None = None,
     kernel: str | None = None,
     block: int | tuple[int, ...] | None = None,
     ptxas_options: tuple[str, ...] | None = None,

@@ -104,7 +104,7 @@ class Census:
     kernel: str  # name as in the binary (mangled where the source was C++)
     demangled: str
     source: str  # file or variant label
-    arch: str
+    arch: str  # the arch's name, as the binary names it (a record field)
     resources: Resources
     occupancy: Occupancy | None
     launch_bounds: dict[str, int]  # reqntid / maxntid / minnctapersm found in PTX

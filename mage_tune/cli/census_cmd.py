@@ -6,7 +6,7 @@ import json
 
 import click
 
-from mage_tune.arch import ARCH_NAMES, DEFAULT_ARCH
+from mage_tune.arch import ARCH_NAMES, DEFAULT_ARCH, get_arch
 from mage_tune.cli.options import COMPILER_OPTION_HELP, DEFINE_HELP, INCLUDE_HELP, BlockDims
 
 ARCHS = list(ARCH_NAMES)
@@ -111,8 +111,9 @@ def census(
         fam = with_source_options(load_family(target), source if given else None)
         dims = {**parse_shape(shape_text), **{k: v for k, v in (("d", d), ("m", m), ("n", n), ("k", k_)) if v}}
         shape = fam.shape_from(dims)
-        config = fam.parse_settings(settings, shape, arch or DEFAULT_ARCH)
-        variant = fam.build(config, shape, arch or DEFAULT_ARCH)
+        target_arch = get_arch(arch or DEFAULT_ARCH)  # --arch's name becomes an Arch here, once
+        config = fam.parse_settings(settings, shape, target_arch)
+        variant = fam.build(config, shape, target_arch)
         found = census_artifact(variant.artifact, block=variant.block, param_names=list(variant.param_names))
     else:
         _exists_or_near_family(target)

@@ -43,6 +43,7 @@ def counters(family, dims, arch, source_options, settings, baseline_labels, as_j
     """Profile one cold launch of a variant (and of named baselines) with Nsight Compute (`--clock-control none`):
     achieved occupancy, DRAM traffic and throughput, issue and FMA-pipe use, bank conflicts and stall reasons,
     beside what the census predicts from the binary alone (registers, occupancy, bytes the kernel must move)."""
+    from mage_tune.arch import get_arch
     from mage_tune.census import census_artifact
     from mage_tune.errors import ConfigError
     from mage_tune.measure import baseline_jobs, device, variant_job
@@ -50,9 +51,8 @@ def counters(family, dims, arch, source_options, settings, baseline_labels, as_j
 
     device.require_gpu()
     click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
-    if arch == "auto" or arch is None:
-        arch = device.arch_of_device()
     fam, shape = family_and_shape(family, dims, source_options)
+    arch = device.arch_of_device() if arch in ("auto", None) else get_arch(arch)  # an Arch from here on
     variant = fam.build(fam.parse_settings(settings, shape, arch), shape, arch)
     by_label = {job.label: job for job in baseline_jobs(fam, shape, fam.baselines)}
     missing = [label for label in baseline_labels if label not in by_label]

@@ -10,6 +10,7 @@ import time
 
 import click
 
+from mage_tune.arch import Arch, get_arch
 from mage_tune.cli.options import compile_options, family_and_shape, family_options
 
 JSON_HELP = (
@@ -48,12 +49,11 @@ def space(family, dims, arch, as_list, as_json, limit, exact):
     combinations, or where the whole space is listed anyway; a larger space's count (matmul's, layernorm's) is an
     estimate from a seeded sample of 50,000 of those combinations, said as one (`about 7.53 million ...`, with its 95%
     interval; "count": "estimate" in --json), unless --exact counts every one."""
-    from mage_tune.compile import check_arch
     from mage_tune.search.space import Count, count_valid
     from mage_tune.textwidth import table as fit_table
     from mage_tune.textwidth import wrap
 
-    check_arch(arch)
+    arch = get_arch(arch)  # --arch's name becomes an Arch here, once
     fam, shape = family_and_shape(family, dims)
     if as_json:
         _stream_json(fam, shape, arch, limit, exact)
@@ -82,7 +82,7 @@ def space(family, dims, arch, as_list, as_json, limit, exact):
         click.echo(fit_table([[c[n] for n in names] for c in configs], names))
 
 
-def _stream_json(fam, shape: dict, arch: str, limit: int | None, exact: bool) -> None:
+def _stream_json(fam, shape: dict, arch: Arch, limit: int | None, exact: bool) -> None:
     """`space --json`: JSON Lines (see JSON_HELP), each config written as it is found; stdout flushed after the
     first line and then at least every half second, so a reader sees the first lines at once. A reader that stops
     early (head) ends the walk quietly."""
@@ -95,7 +95,7 @@ def _stream_json(fam, shape: dict, arch: str, limit: int | None, exact: bool) ->
         "origin": fam.origin,
         "dims": {dim: fam.dim_help.get(dim, "") for dim in fam.dims},
         "shape": shape,
-        "arch": arch,
+        "arch": arch.name,
         "knobs": [{"name": k.name, "domain": list(k.domain), "help": k.help} for k in fam.knobs],
         "constraints": fam.constraint_text(),
         "size": fam.space_size(),
@@ -134,6 +134,7 @@ def render(family, dims, arch, source_options, settings):
     the launch options of the config); a CUDA family's compile options for the config, when it has any, follow
     the first line."""
     fam, shape = family_and_shape(family, dims, source_options)
+    arch = get_arch(arch)  # --arch's name becomes an Arch here, once
     config = fam.parse_settings(settings, shape, arch)
     click.echo(f"// {fam.name} {config} {shape} {arch}")
     flags = _compile_flags(fam, config, shape)

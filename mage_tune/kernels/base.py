@@ -29,7 +29,8 @@ from typing import ClassVar
 import jinja2
 import numpy as np
 
-from mage_tune.compile import Artifact, SourceOptions, build_from_cu, check_arch
+from mage_tune.arch import Arch
+from mage_tune.compile import Artifact, SourceOptions, build_from_cu
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.ptx_parts import entry_params
 
@@ -234,7 +235,7 @@ class Variant:
     family: str
     config: Config
     shape: Shape
-    arch: str
+    arch: Arch
     source: str
     kernel_name: str
     param_names: tuple[str, ...]
@@ -307,7 +308,7 @@ class Family(ABC):
 
     # --- the space ---------------------------------------------------------------------------------------------
     @abstractmethod
-    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+    def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         """Why a config cannot work for this shape and arch; empty when it can."""
 
     @abstractmethod
@@ -315,10 +316,12 @@ class Family(ABC):
         """The constraints, as sentences for `mage-tune space`."""
 
     @abstractmethod
-    def launch(self, config: Config, shape: Shape, arch: str) -> Launch: ...
+    def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch: ...
 
     @abstractmethod
-    def build(self, config: Config, shape: Shape, arch: str) -> Variant: ...
+    def build(self, config: Config, shape: Shape, arch: Arch, *, checked: bool = False) -> Variant:
+        """The config built; ConfigError where it breaks a constraint, unless `checked` (the caller has just
+        checked it, as a search does once per trial)."""
 
     @abstractmethod
     def render(self, config: Config, shape: Shape) -> str:
@@ -368,7 +371,7 @@ class Family(ABC):
     def tolerance_of(self, output: Output, shape: Shape) -> float:
         return self.tolerance_for(shape) if output.tolerance is None else float(output.tolerance)
 
-    def shipped_config(self, shape: Shape, arch: str) -> Config | None:
+    def shipped_config(self, shape: Shape, arch: Arch) -> Config | None:
         """The `as_shipped` config, completed with defaults and checked at this shape (ConfigError when it is not
         valid here); None when the family names none."""
         if self.as_shipped is None:
@@ -418,7 +421,7 @@ class Family(ABC):
         """GPU side: a callable(buffers) launching `job` (a Baseline-like record: label, kind, config), or None."""
         return None
 
-    def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
+    def reference_kernels(self, shape: Shape, arch: Arch, specialize: bool = True, **options) -> list:
         """Triton kernels (mage_tune.triton_ref.TritonKernel) that `compare` puts beside a variant."""
         return []
 
@@ -510,7 +513,7 @@ class Family(ABC):
     def defaults(self) -> Config:
         return {k.name: k.domain[0] for k in self.knobs}
 
-    def configs(self, shape: Shape, arch: str) -> Iterator[Config]:
+    def configs(self, shape: Shape, arch: Arch) -> Iterator[Config]:
         """Every valid config, in a fixed order. Constraints are checked once per combination of the constrained knobs;
         free knobs (which no constraint reads) then take each of their values."""
         free = [k for k in self.knobs if k.free]
@@ -518,7 +521,7 @@ class Family(ABC):
             for rest in itertools.product(*(k.domain for k in free)):
                 yield self.join_combination(values, rest)
 
-    def bound_combinations(self, shape: Shape, arch: str) -> Iterator[tuple]:
+    def bound_combinations(self, shape: Shape, arch: Arch) -> Iterator[tuple]:
         """The valid value tuples of the constrained knobs (in knob order), each valid with any values of the free
         ones: the space is these times the free knobs' product, which a sampler can index without listing it."""
         bound = [k for k in self.knobs if not k.free]
@@ -527,7 +530,7 @@ class Family(ABC):
             if not self.violations({**dict(zip((k.name for k in bound), values, strict=True)), **firsts}, shape, arch):
                 yield values
 
-    def count_configs(self, shape: Shape, arch: str) -> int:
+    def count_configs(self, shape: Shape, arch: Arch) -> int:
         """How many configs are valid, without building them."""
         free = math.prod(len(k.domain) for k in self.knobs if k.free)
         return free * sum(1 for _ in self.bound_combinations(shape, arch))
@@ -544,12 +547,11 @@ class Family(ABC):
             size *= len(knob.domain)
         return size
 
-    def default_config(self, shape: Shape, arch: str) -> Config:
+    def default_config(self, shape: Shape, arch: Arch) -> Config:
         return self.complete({}, shape, arch)
 
-    def parse_settings(self, settings: list[str] | tuple[str, ...], shape: Shape, arch: str) -> Config:
+    def parse_settings(self, settings: list[str] | tuple[str, ...], shape: Shape, arch: Arch) -> Config:
         """`knob=value` strings -> a full valid config: unset knobs take the first valid completion."""
-        check_arch(arch)
         fixed: Config = {}
         for item in settings:
             if "=" not in item:
@@ -563,7 +565,7 @@ class Family(ABC):
         a knob existed were measured with its default, so this is also how they are read."""
         return {k.name: config.get(k.name, k.domain[0]) for k in self.knobs}
 
-    def complete(self, fixed: Config, shape: Shape, arch: str) -> Config:
+    def complete(self, fixed: Config, shape: Shape, arch: Arch) -> Config:
         for key, value in fixed.items():
             if value not in self.knob(key).domain:
                 allowed = ", ".join(map(str, self.knob(key).domain))
@@ -586,12 +588,19 @@ class Family(ABC):
         raise ConfigError(f"{fixed_text} is not valid: {'; '.join(problems)}")
 
     def nearest_valid(
-        self, config: Config, shape: Shape, arch: str, keep: tuple[str, ...] = (), max_changes: int = 2
+        self,
+        config: Config,
+        shape: Shape,
+        arch: Arch,
+        keep: tuple[str, ...] = (),
+        max_changes: int = 2,
+        min_changes: int = 0,
     ) -> Config | None:
         """`config` itself when valid, else the valid config with the fewest other knobs changed (at most
-        `max_changes`, none of `keep`; the first in knob and domain order); None when none is that close."""
+        `max_changes`, none of `keep`; the first in knob and domain order); None when none is that close.
+        `min_changes=1`: the caller has found `config` invalid already, so it is not checked again."""
         others = [k for k in self.knobs if k.name not in keep]
-        for count in range(max_changes + 1):
+        for count in range(min_changes, max_changes + 1):
             for picked in itertools.combinations(others, count):
                 alternatives = [[v for v in k.domain if v != config[k.name]] for k in picked]
                 for values in itertools.product(*alternatives):
@@ -600,7 +609,7 @@ class Family(ABC):
                         return candidate
         return None
 
-    def check_valid(self, config: Config, shape: Shape, arch: str) -> None:
+    def check_valid(self, config: Config, shape: Shape, arch: Arch) -> None:
         problems = self.violations(config, shape, arch)
         if problems:
             raise ConfigError(f"{config_label(self.name, config)} is not valid: {'; '.join(problems)}")
@@ -757,8 +766,9 @@ class CudaFamily(Family):
                 f"rendering {config_label(self.name, config)} failed: {exc}", file=str(path), line=_template_line(exc)
             ) from None
 
-    def build(self, config: Config, shape: Shape, arch: str) -> Variant:
-        self.check_valid(config, shape, arch)
+    def build(self, config: Config, shape: Shape, arch: Arch, *, checked: bool = False) -> Variant:
+        if not checked:
+            self.check_valid(config, shape, arch)
         source = self.render(config, shape)
         launch = self.launch(config, shape, arch)
         label = config_label(self.name, config)

@@ -71,7 +71,7 @@ from typing import ClassVar
 import numpy as np
 
 from mage_tune import gpu
-from mage_tune.arch import get_arch
+from mage_tune.arch import Arch
 from mage_tune.errors import InputError
 from mage_tune.kernels.base import Baseline, CompareFact, Config, CudaFamily, Knob, Launch, Shape, config_label
 from mage_tune.triton_ref import compile_jit, next_power_of_2
@@ -199,7 +199,7 @@ class LayerNorm(CudaFamily):
         return rows * threads * (3 if welford else 2) * FLOAT
 
     # --- the space -----------------------------------------------------------------------------------------------
-    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+    def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         problems = []
         threads, rows, vec, d = config["threads"], config["rows"], config["vec"], shape["d"]
         if threads * rows > MAX_BLOCK:
@@ -252,7 +252,7 @@ class LayerNorm(CudaFamily):
                 f"bytes of shared memory, over {MAX_STATIC_SHARED}"
             )
         elif (d * FLOAT) % vec == 0 and config["affine"] == "smem":
-            optin = get_arch(arch).smem_per_block_optin
+            optin = arch.smem_per_block_optin
             total = self.shared_bytes(config) + self.affine_bytes(config, shape)
             if total > optin:
                 problems.append(
@@ -263,9 +263,9 @@ class LayerNorm(CudaFamily):
         return problems
 
     @staticmethod
-    def _ahead_violations(config: Config, shape: Shape, arch: str) -> list[str]:
+    def _ahead_violations(config: Config, shape: Shape, arch: Arch) -> list[str]:
         ahead, problems = config["l2_ahead"], []
-        if get_arch(arch).compute_major < 9:
+        if arch.compute_major < 9:
             problems.append(f"l2_ahead={ahead} prefetches by cp.async.bulk.prefetch.L2, which needs sm_90, not {arch}")
         if config["persist"]:
             problems.append(
@@ -279,7 +279,7 @@ class LayerNorm(CudaFamily):
             )
         return problems
 
-    def bound_combinations(self, shape: Shape, arch: str) -> Iterator[tuple]:
+    def bound_combinations(self, shape: Shape, arch: Arch) -> Iterator[tuple]:
         """The base's valid tuples, in its order, for a quarter of the checks: l2_ahead is the last constrained knob
         and no other constraint reads it, while its own read only persist, the arch and d; so a tuple is valid with
         l2_ahead > 0 exactly when it is with 0 and those allow the prefetch."""
@@ -315,9 +315,9 @@ class LayerNorm(CudaFamily):
             "(smem: rows·threads slots per reduction; shfl: one per warp).",
         ]
 
-    def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
+    def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
         groups = _cdiv(shape["m"], config["rows"])
-        grid = min(groups, config["persist"] * get_arch(arch).sms) if config["persist"] else groups
+        grid = min(groups, config["persist"] * arch.sms) if config["persist"] else groups
         return Launch((grid, 1, 1), config["threads"] * config["rows"], self.affine_bytes(config, shape))
 
     def walk_steps(self, config: Config, shape: Shape, blocks: int) -> int:
@@ -406,7 +406,7 @@ class LayerNorm(CudaFamily):
             return launch
         return None
 
-    def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
+    def reference_kernels(self, shape: Shape, arch: Arch, specialize: bool = True, **options) -> list:
         """Triton's norm_kernel: BLOCK the next power of two ≥ d (or options["config"]["BLOCK"]), num_warps as
         given, else the tutorial's block/256 rule; grid (m,)."""
         tk = gpu.triton_kernels()

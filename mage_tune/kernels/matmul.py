@@ -18,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from mage_tune import gpu
-from mage_tune.arch import get_arch
+from mage_tune.arch import Arch
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels.base import Baseline, Config, CudaFamily, Knob, Launch, Shape
 from mage_tune.triton_ref import compile_jit
@@ -108,7 +108,7 @@ class Matmul(CudaFamily):
     def shared_bytes(self, config: Config) -> int:
         return config["stages"] * sum(self.shared_floats(config)) * FLOAT
 
-    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+    def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         c = config
         out = []
         threads = self.threads(c)
@@ -136,7 +136,7 @@ class Matmul(CudaFamily):
             out.append(f"smem_vec=1 with a_trans>0 needs tm % 4 == 0 (float4 runs of A rows), got tm={c['tm']}")
         return out + self.copy_violations(c, shape, arch)
 
-    def copy_violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+    def copy_violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         """What both matmul families ask of their copies: rows of A and B aligned to the copy widths, and the
         stages' buffers within the arch's shared memory."""
         c, out = config, []
@@ -144,7 +144,7 @@ class Matmul(CudaFamily):
             out.append(f"a_vec={c['a_vec']} needs K*4 divisible by {c['a_vec']} (row starts of A), K={shape['k']}")
         if (shape["n"] * FLOAT) % c["b_vec"]:
             out.append(f"b_vec={c['b_vec']} needs N*4 divisible by {c['b_vec']} (row starts of B), N={shape['n']}")
-        limit = get_arch(arch).smem_per_block_optin
+        limit = arch.smem_per_block_optin
         if self.shared_bytes(c) > limit:
             out.append(f"shared memory stages*(A+B tiles)*4 = {self.shared_bytes(c)} B exceeds {limit} B on {arch}")
         return out
@@ -166,7 +166,7 @@ class Matmul(CudaFamily):
             "copies that do not divide evenly among the threads are guarded, so they constrain nothing",
         ]
 
-    def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
+    def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
         grid = (_cdiv(shape["n"], config["bn"]), _cdiv(shape["m"], config["bm"]), config["split_k"])
         return Launch(grid, self.threads(config), self.shared_bytes(config))
 
@@ -257,7 +257,7 @@ class Matmul(CudaFamily):
 
         return launch
 
-    def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
+    def reference_kernels(self, shape: Shape, arch: Arch, specialize: bool = True, **options) -> list:
         """Triton's FP32 matmul (GROUP_M swizzle, IEEE products) at options["config"] (a dict of MATMUL_KEYS) or at
         every config of MATMUL_CONFIGS; options["num_warps"] overrides each config's."""
         configs = [dict(options["config"])] if options.get("config") else self.reference_configs()
@@ -271,7 +271,7 @@ class Matmul(CudaFamily):
 
 
 def triton_matmul_kernels(
-    shape: Shape, arch: str, configs: list[dict], signature: dict, num_warps: int | None, specialize: bool
+    shape: Shape, arch: Arch, configs: list[dict], signature: dict, num_warps: int | None, specialize: bool
 ) -> list:
     """Triton's tutorial matmul (GROUP_M swizzle) compiled offline at each config (a dict of MATMUL_KEYS), pointers
     typed by `signature`, row-major strides, one program per output tile; `num_warps` overrides each config's."""

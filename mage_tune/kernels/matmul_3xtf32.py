@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from mage_tune.arch import Arch
 from mage_tune.kernels.base import Config, Knob, Shape
 from mage_tune.kernels.matmul import FLOAT, RASTER, SPLIT_K, Matmul, split_tiles
 
@@ -73,7 +74,7 @@ class Matmul3xTF32(Matmul):
         bm, bn, bk = config["bm"], config["bn"], config["bk"]
         return bm * (bk + 4), bk * (bn + 8)
 
-    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+    def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         c = config
         out = []
         if c["bm"] % c["wm"] or c["bn"] % c["wn"]:

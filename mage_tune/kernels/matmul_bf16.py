@@ -113,7 +113,7 @@ from typing import ClassVar
 import numpy as np
 
 from mage_tune import gpu
-from mage_tune.arch import get_arch
+from mage_tune.arch import Arch
 from mage_tune.errors import ConfigError
 from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape
 from mage_tune.kernels.matmul import triton_matmul_kernels
@@ -234,9 +234,9 @@ class MatmulBF16(CudaFamily):
     def tiles(config: Config, shape: Shape) -> int:
         return _cdiv(shape["m"], config["bm"]) * _cdiv(shape["n"], config["bn"])
 
-    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+    def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         c, out = config, []
-        target = get_arch(arch)
+        target = arch
         if target.name != TARGET:
             out.append(
                 f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {target.name} cannot "
@@ -289,14 +289,14 @@ class MatmulBF16(CudaFamily):
             "edges are zero-filled by the copy engine and guarded in the stores)",
         ]
 
-    def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
+    def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
         cluster = config["cluster"]
         if config["multicast"]:  # a cluster per pair of tile rows (the lower tile of an odd last pair idles)
             blocks = 2 * _cdiv(shape["m"], 2 * config["bm"]) * _cdiv(shape["n"], config["bn"])
         else:
             blocks = _cdiv(self.tiles(config, shape), cluster) * cluster
         if config["persistent"]:
-            blocks = min(blocks, max(cluster, get_arch(arch).sms // cluster * cluster))
+            blocks = min(blocks, max(cluster, arch.sms // cluster * cluster))
         return Launch(blocks, self.threads(config), self.shared_bytes(config))
 
     def template_vars(self, config: Config, shape: Shape) -> dict:
@@ -419,15 +419,13 @@ class MatmulBF16(CudaFamily):
 
         return launch
 
-    def reference_kernels(self, shape: Shape, arch: str, specialize: bool = True, **options) -> list:
+    def reference_kernels(self, shape: Shape, arch: Arch, specialize: bool = True, **options) -> list:
         """The Triton tutorial matmul on bf16 pointers (C in the output dtype), at options["config"] or at every
         config of reference_configs; Triton compiles for the plain target (sm_90 for sm_90a)."""
         configs = [dict(options["config"])] if options.get("config") else self.reference_configs()
         signature = {**gpu.triton_kernels().MATMUL_SIGNATURE, "A": "*bf16", "B": "*bf16"}
         signature["C"] = "*bf16" if self.out_dtype == "bfloat16" else "*fp32"
-        return triton_matmul_kernels(
-            shape, get_arch(arch).base, configs, signature, options.get("num_warps"), specialize
-        )
+        return triton_matmul_kernels(shape, arch.plain, configs, signature, options.get("num_warps"), specialize)
 
 
 # --- the GPU side: tensor maps and the launch, through the driver -----------------------------------------------

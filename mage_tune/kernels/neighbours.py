@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mage_tune.arch import Arch
 from mage_tune.kernels.base import Config, Family, Shape
 
 
@@ -26,7 +27,7 @@ def neighbours(
     family: Family,
     bases: list[tuple[object, Config]],
     shape: Shape,
-    arch: str,
+    arch: Arch,
     tried: set[str],
     prefix: str = "polish",
     values: dict[str, list] | None = None,

@@ -8,14 +8,16 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 
+from mage_tune.arch import Arch
 from mage_tune.errors import MageError
 from mage_tune.kernels.base import Config, Family, Shape, Variant
 
 
-def build_one(family: Family, config: Config, shape: Shape, arch: str) -> Variant | MageError:
-    """Never raises for a bad config: the error is the result, so one broken variant cannot stop a batch."""
+def build_one(family: Family, config: Config, shape: Shape, arch: Arch, checked: bool = False) -> Variant | MageError:
+    """Never raises for a bad config: the error is the result, so one broken variant cannot stop a batch. `checked`:
+    the caller has checked the config's constraints (Family.build)."""
     try:
-        return family.build(config, shape, arch)
+        return family.build(config, shape, arch, checked=checked)
     except MageError as exc:
         return exc
 
@@ -38,7 +40,7 @@ def default_workers() -> int:
 
 
 def build_many(
-    family: Family, shape: Shape, arch: str, configs: Iterable[Config], workers: int | None = None
+    family: Family, shape: Shape, arch: Arch, configs: Iterable[Config], workers: int | None = None
 ) -> Iterator[tuple[Config, Variant | MageError]]:
     """(config, Variant or error) in the order given; compiles run `workers` at a time."""
     configs = list(configs)

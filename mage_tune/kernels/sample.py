@@ -6,11 +6,12 @@ from __future__ import annotations
 import itertools
 import random
 
+from mage_tune.arch import Arch
 from mage_tune.kernels.base import Config, Family, Shape
 
 
 def sample_configs(
-    family: Family, shape: Shape, arch: str, count: int, seed: int = 0, cover: bool = True
+    family: Family, shape: Shape, arch: Arch, count: int, seed: int = 0, cover: bool = True
 ) -> list[Config]:
     """`count` distinct valid configs (all of them when the space is no larger) and, with `cover`, one more for each
     knob value no draw took where a valid config can take it."""

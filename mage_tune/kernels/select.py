@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Callable
 from pathlib import Path
 
+from mage_tune.arch import Arch
 from mage_tune.compile import build_from_cu
 from mage_tune.errors import ConfigError, InputError, MageError
 from mage_tune.inputs import read_input
@@ -21,7 +22,7 @@ def is_sweep(settings) -> bool:
     return any("," in item.partition("=")[2] for item in settings)
 
 
-def sweep(fam: Family, shape: Shape, arch: str, settings, skipped: Callable[[str], None]) -> list[Config]:
+def sweep(fam: Family, shape: Shape, arch: Arch, settings, skipped: Callable[[str], None]) -> list[Config]:
     """Every combination of the listed values that the constraints allow; the others are reported and skipped."""
     keys, choices = [], []
     for item in settings:
@@ -42,7 +43,7 @@ def sweep(fam: Family, shape: Shape, arch: str, settings, skipped: Callable[[str
     return configs
 
 
-def listed(fam: Family, shape: Shape, arch: str, path: Path) -> list[Config]:
+def listed(fam: Family, shape: Shape, arch: Arch, path: Path) -> list[Config]:
     """Configs from a JSON list; one that is incomplete, unknown or invalid here is an error naming its index."""
     found = read_json(path)
     if not isinstance(found, list) or not all(isinstance(c, dict) for c in found):
@@ -56,14 +57,14 @@ def listed(fam: Family, shape: Shape, arch: str, path: Path) -> list[Config]:
     return configs
 
 
-def whole_space(fam: Family, shape: Shape, arch: str, sample: int | None) -> list[Config]:
+def whole_space(fam: Family, shape: Shape, arch: Arch, sample: int | None) -> list[Config]:
     if sample:
         return sample_configs(fam, shape, arch, sample, seed=0)
     return list(fam.configs(shape, arch))
 
 
 def build_all(
-    fam: Family, shape: Shape, arch: str, configs: list[Config], failed: Callable[[MageError], None]
+    fam: Family, shape: Shape, arch: Arch, configs: list[Config], failed: Callable[[MageError], None]
 ) -> list[Variant]:
     """Compile in parallel; a config that fails to compile is reported through `failed` and left out."""
     variants = []
@@ -75,7 +76,7 @@ def build_all(
     return variants
 
 
-def from_source(fam: Family, shape: Shape, arch: str, config: Config, path: str) -> Variant:
+def from_source(fam: Family, shape: Shape, arch: Arch, config: Config, path: str) -> Variant:
     """A hand-written kernel with a CUDA family's signature, launched on the config's grid and block. It declares
     its own (static) shared memory, so no dynamic shared memory is passed."""
     if not hasattr(fam, "kernel_name"):

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from mage_tune.arch import Arch
 from mage_tune.errors import InputError
 from mage_tune.kernels.base import OUT, Config, Family, Knob, Launch, Shape, Variant, config_label
 from mage_tune.triton_ref import compile_jit
@@ -64,7 +65,7 @@ class TritonFamily(Family):
         names = set(self.constexpr_names())
         return {k: v for k, v in config.items() if k in names}
 
-    def violations(self, config: Config, shape: Shape, arch: str) -> list[str]:
+    def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         listed = self.autotune_configs()
         if listed and not getattr(type(self), "knobs", None) and _key(config) not in {_key(c) for c in listed}:
             return ["not one of the kernel's @triton.autotune configs"]
@@ -186,13 +187,14 @@ class TritonFamily(Family):
     def options(self, config: Config) -> dict:
         return {k: config[k] for k in LAUNCH_OPTIONS if k in config}
 
-    def launch(self, config: Config, shape: Shape, arch: str) -> Launch:
+    def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
         grid = tuple(int(g) for g in self.grid(config, shape))
         grid3 = (*grid, 1, 1, 1)[:3]
         return Launch(grid3, 32 * int(config.get("num_warps", DEFAULT_NUM_WARPS)), 0)
 
-    def build(self, config: Config, shape: Shape, arch: str) -> Variant:
-        self.check_valid(config, shape, arch)
+    def build(self, config: Config, shape: Shape, arch: Arch, *, checked: bool = False) -> Variant:
+        if not checked:
+            self.check_valid(config, shape, arch)
         sig, consts, values = self.signature(config, shape)
         options = self.options(config)
         extra = {k: v for k, v in options.items() if k in ("num_ctas", "maxnreg")}

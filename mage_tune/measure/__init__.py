@@ -13,6 +13,7 @@ from mage_tune.kernels.base import Variant
 from mage_tune.measure import baselines as _baselines  # `bench` has a parameter named baselines
 from mage_tune.measure import device, shipped, worker
 from mage_tune.measure.records import BenchRun, Job, Plan, Result
+from mage_tune.problem import Problem
 
 
 def variant_job(variant: Variant) -> Job:
@@ -44,11 +45,11 @@ def baseline_jobs(family, shape: dict, names: tuple[str, ...] | None = None) -> 
         raise ConfigError(f"{exc.message}; and {shipped.KIND} (its as_shipped config)") from None
 
 
-def shipped_job(family, shape: dict, arch: str) -> tuple[Job | None, str]:
+def shipped_job(problem: Problem) -> tuple[Job | None, str]:
     """The job of the family's as_shipped config (built here, launched as a variant, labelled `as shipped[...]`), or
     None and the line that says why it is left out ("" where the family names none)."""
-    variant, note = shipped.build(family, shape, arch)
-    return (None, note) if variant is None else (shipped_job_of(family, variant), "")
+    variant, note = shipped.build(problem)
+    return (None, note) if variant is None else (shipped_job_of(problem.family, variant), "")
 
 
 def shipped_job_of(family, variant: Variant) -> Job:
@@ -57,14 +58,14 @@ def shipped_job_of(family, variant: Variant) -> Job:
 
 
 def plan_jobs(
-    family, shape: dict, arch: str, variants: list[Variant], baselines: tuple[str, ...] | None = None, on_note=None
+    problem: Problem, variants: list[Variant], baselines: tuple[str, ...] | None = None, on_note=None
 ) -> list[Job]:
     """What `bench` measures, in order: the baselines of the kinds named (None: the family's defaults, its shipped
     config included where it names one), then the variants. `on_note(line)` hears why the shipped config is left
     out, where it is."""
-    jobs = baseline_jobs(family, shape, baselines)
-    if shipped.wanted(family, baselines):
-        job, note = shipped_job(family, shape, arch)
+    jobs = baseline_jobs(problem.family, problem.shape, baselines)
+    if shipped.wanted(problem.family, baselines):
+        job, note = shipped_job(problem)
         if job is not None:
             jobs.append(job)
         elif note and on_note is not None:
@@ -73,8 +74,7 @@ def plan_jobs(
 
 
 def bench(
-    family,
-    shape: dict,
+    problem: Problem,
     variants: list[Variant],
     regimes: tuple[str, ...] = ("cold",),
     baselines: tuple[str, ...] | None = None,
@@ -84,20 +84,18 @@ def bench(
     timed: bool = True,
     on_result=None,
     on_plan=None,
-    arch: str | None = None,
     on_note=None,
 ) -> BenchRun:
-    """Check and time `variants` with the family's baselines in one worker session; `on_plan(n)` is told how many
-    results will come (baselines included) before the first, `on_result(result)` each as it lands, `on_note(line)`
-    why the shipped config is left out. `arch`: what the shipped config is built for (default: the variants')."""
+    """Check and time `variants` (built for `problem`) with the family's baselines, and its shipped config built
+    for the problem's arch, in one worker session; `on_plan(n)` is told how many results will come (baselines
+    included) before the first, `on_result(result)` each as it lands, `on_note(line)` why the shipped config is
+    left out."""
     device.require_gpu()
-    arch = arch or (variants[0].arch if variants else None)
-    if arch is None:  # nothing to build the shipped config for: the other baselines alone
-        baselines = tuple(b for b in (family.baselines if baselines is None else baselines) if b != shipped.KIND)
+    family = problem.family
     plan = Plan(
         family=family.origin or family.name,
-        shape=dict(shape),
-        jobs=tuple(plan_jobs(family, shape, arch, variants, baselines, on_note)),
+        shape=dict(problem.shape),
+        jobs=tuple(plan_jobs(problem, variants, baselines, on_note)),
         regimes=regimes,
         rounds=rounds,
         seed=seed if seed is not None else int.from_bytes(os.urandom(4), "little"),

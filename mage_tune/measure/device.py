@@ -10,6 +10,7 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 
 from mage_tune import gpu, toolchain
+from mage_tune.arch import Arch, get_arch
 from mage_tune.errors import NoDeviceError
 
 
@@ -125,6 +126,7 @@ def gpu_count() -> int:
     return gpu.cupy().cuda.runtime.getDeviceCount()
 
 
-def arch_of_device() -> str:
+def arch_of_device() -> Arch:
+    """The Arch of device 0; InputError where mage-tune has no facts for it."""
     props = gpu.cupy().cuda.runtime.getDeviceProperties(0)
-    return f"sm_{props['major']}{props['minor']}"
+    return get_arch(f"sm_{props['major']}{props['minor']}")

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-from mage_tune.arch import nominal_bandwidth_gbs, peak_tflops
+from mage_tune.arch import ARCHS, SM_COUNT_UNKNOWN_PART, Arch, nominal_bandwidth_gbs, peak_tflops
 from mage_tune.census.features import diff, features_json, fmt, spearman
-from mage_tune.errors import InputError
 from mage_tune.kernels import recorded
 from mage_tune.measure.counters import pick
 from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
@@ -67,7 +66,7 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
     if not census or not census.get("occupancy"):
         return []
     occ, sass = census["occupancy"], census.get("sass") or {}
-    sms = record["environment"].get("sm_count", 132)
+    sms = record["environment"].get("sm_count", SM_COUNT_UNKNOWN_PART)
     grid = _grid(record, best, named)
     lines = [
         f"census of the winner: {census['registers']} registers, {occ['blocks_per_sm']} block(s) of {occ['block']} "
@@ -122,10 +121,7 @@ def bound_fractions(record: dict, best: dict, t: float, named: str | None = None
     if record["flops"]:
         dtype = compute_dtype(census)
         tensor = dtype not in (None, "FP32")
-        try:
-            peak = peak_tflops(arch, dtype) if dtype else None
-        except InputError:  # an arch mage-tune does not model
-            peak = None
+        peak = peak_tflops(arch, dtype) if dtype and arch is not None else None  # None: an arch without facts
         rate = record["flops"] / t / 1e6  # TFLOP/s
         out["pipe"] = {
             "name": "tensor pipe" if tensor else "FMA pipe" if dtype else "math pipe",
@@ -161,7 +157,7 @@ def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | N
     grid = _grid(record, best, named)
     if not grid or not occ.get("blocks_per_sm"):
         return None
-    sms = record["environment"].get("sm_count", 132)
+    sms = record["environment"].get("sm_count", SM_COUNT_UNKNOWN_PART)
     blocks = grid[0] * grid[1] * grid[2]
     workers = min(blocks, sms * occ["blocks_per_sm"])
     units, what = blocks, "blocks"
@@ -196,7 +192,8 @@ def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> 
             shown = f"{peak:.0f}" if peak >= 100 else f"{peak:.1f}"
             cells.append(f"{pipe['name']} {pipe['fraction']:.0%} of {shown} TFLOP/s ({pipe['dtype']} {kind})")
         else:
-            why = f"no known peak for {pipe['dtype']} on {record_arch(record)}" if pipe["dtype"] else "dtype unknown"
+            arch = record_arch(record) or "an arch without facts"
+            why = f"no known peak for {pipe['dtype']} on {arch}" if pipe["dtype"] else "dtype unknown"
             cells.append(f"{pipe['name']} {pipe['tflops']:.1f} TFLOP/s ({why})")
     mem = b["memory"]
     if mem["fraction"] is not None:
@@ -214,10 +211,11 @@ def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> 
     return f"bound: {b['bound']}; " + "; ".join(cells)
 
 
-def record_arch(record: dict) -> str:
-    """The arch a bench record was measured on, from its GPU's compute capability ("9.0" -> sm_90)."""
+def record_arch(record: dict) -> Arch | None:
+    """The arch a bench record was measured on, from its GPU's compute capability ("9.0" -> sm_90); None for one
+    mage-tune has no facts for."""
     cc = str(record["environment"].get("compute_capability") or "9.0")
-    return "sm_" + cc.replace(".", "")
+    return ARCHS.get("sm_" + cc.replace(".", ""))
 
 
 def _runner_ups(record: dict, variants: list[dict], regime: str) -> list[str]:
@@ -348,9 +346,10 @@ def _grid(record: dict, best: dict, named: str | None) -> tuple[int, int, int] |
         return tuple(kept["grid"])
     family, _ = recorded.family_for(record, named)
     # A record written before a knob existed was measured with the knob's default: read it so.
-    if family is None or "source" in best["config"]:
+    arch = record_arch(record)
+    if family is None or "source" in best["config"] or arch is None:
         return None
-    return family.launch(family.with_defaults(best["config"]), record["shape"], record_arch(record)).grid
+    return family.launch(family.with_defaults(best["config"]), record["shape"], arch).grid
 
 
 def _is_grid(value) -> bool:

@@ -13,6 +13,7 @@ import dataclasses
 
 from mage_tune.errors import ConfigError, MageError
 from mage_tune.kernels.base import Config, Family, Shape, Variant, config_label
+from mage_tune.problem import Problem
 
 KIND = "shipped"
 NAME = "as shipped"
@@ -39,17 +40,18 @@ def wanted(family: Family, names: tuple[str, ...] | None) -> bool:
     return KIND in names
 
 
-def build(family: Family, shape: Shape, arch: str) -> tuple[Variant | None, str]:
+def build(problem: Problem) -> tuple[Variant | None, str]:
     """The shipped config built, or None and the one line that says why it is left out ("" where the family names
     none)."""
+    family = problem.family
     try:
-        config = family.shipped_config(shape, arch)
+        config = family.shipped_config(problem.shape, problem.arch)
     except ConfigError as exc:
-        return None, f"as shipped: not valid at {_shape_text(shape)} ({_one_line(exc)}); going on without it"
+        return None, f"as shipped: not valid at {_shape_text(problem.shape)} ({_one_line(exc)}); going on without it"
     if config is None:
         return None, ""
     try:
-        return family.build(config, shape, arch), ""
+        return problem.build(config, checked=True), ""  # shipped_config checked it
     except MageError as exc:
         return None, f"as shipped: {label(family, config)} does not build ({_one_line(exc)}); going on without it"
 

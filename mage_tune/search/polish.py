@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 import random
 
-from mage_tune.kernels.base import Config, Family, Shape
+from mage_tune.kernels.base import Config
 from mage_tune.kernels.neighbours import Neighbour, config_key
+from mage_tune.problem import Problem
 from mage_tune.tuning import learned
 
 BASES = 3  # the best distinct configs whose neighbours are tried
@@ -30,10 +31,8 @@ def tried_keys(trials) -> set[str]:
 
 
 def ranked(
-    family: Family,
+    problem: Problem,
     found: list[Neighbour],
-    shape: Shape,
-    arch: str,
     model,
     seed: int | None,
     measured: list[tuple[Config, float]] = (),
@@ -46,7 +45,7 @@ def ranked(
     random.Random(seed).shuffle(order)
     scores = [0.0] * len(order)
     if model is not None:
-        scores = model.predict([learned.features(family, n.config, shape, arch, None) for n in order])
+        scores = model.predict([learned.features(problem, n.config, None) for n in order])
     best = min((value for _, value in measured), default=None)
     if best:
         for i, n in enumerate(order):

@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 import optuna
 
 from mage_tune import toolchain
+from mage_tune.arch import Arch
 from mage_tune.census import census_variant
 from mage_tune.census.features import features
 from mage_tune.errors import InputError, MageError
@@ -42,6 +43,7 @@ from mage_tune.kernels.recorded import family_digest, family_record
 from mage_tune.measure import baseline_jobs, device, shipped, shipped_job_of, variant_job
 from mage_tune.measure.records import Plan
 from mage_tune.measure.worker import Measurer
+from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
 from mage_tune.search.heartbeat import Heartbeat
@@ -86,6 +88,7 @@ def _earlier_live(study, number: int) -> int:
 class Search:
     def __init__(self, spec: SearchSpec, family: Family, echo):
         self.spec, self.family, self.echo = spec, family, echo
+        self.problem = Problem(family, spec.shape, spec.arch)
         self.objective = STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE
         record.make_run_dir(spec.run_dir)
         about = {k: v for k, v in family_record(family).items() if k != "family"}
@@ -130,7 +133,7 @@ class Search:
             family_digest=family_digest(self.family),
             defaults=self.family.with_defaults({}),
             shape=dict(self.spec.shape),
-            arch=self.spec.arch,
+            arch=self.spec.arch.name,
             objective=self.objective,
             gpu=gpu,
             toolchain=versions(toolchain.fingerprint()),
@@ -150,9 +153,7 @@ class Search:
             first = (str(exc).strip().splitlines() or [""])[0]
             return (f"warm start: skipped, the tuning database cannot be read ({type(exc).__name__}: {redact(first)})",)
         plan = warm.plan(
-            self.family,
-            self.spec.shape,
-            self.spec.arch,
+            self.problem,
             entries,
             self.recorder.run.gpu if self.recorder else "",
             self.spec.warm_start == "other-shapes",
@@ -169,7 +170,7 @@ class Search:
             "objective": self.objective,
             "family": self.spec.family,
             "shape": self.spec.shape,
-            "arch": self.spec.arch,
+            "arch": self.spec.arch.name,
         }
         attrs = self.study.user_attrs
         for key, value in identity.items():
@@ -188,14 +189,17 @@ class Search:
         drawing sampler's proposal that breaks a constraint becomes its nearest valid config (at most two other
         knobs changed; the trial keeps `repaired_from`, the proposed values). The sampler draws each knob on its
         own, and in a constrained space such as matmul's about half its draws would be invalid, each a trial spent
-        on nothing. The grid walks its points as they are."""
+        on nothing. The grid walks its points as they are. Whatever it returns valid is valid by a check made
+        here (or by construction: a repair, a neighbour, a listed space's config), so the trial's build and the
+        space's count take it as checked."""
         proposal = {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
-        problems = self.family.violations(proposal, self.spec.shape, self.spec.arch)
+        problems = self.problem.violations(proposal)
         if self.spec.sampler == "grid":
             return proposal, problems
         if not problems:
             return self._untried(trial, proposal), []
-        repaired = self.family.nearest_valid(proposal, self.spec.shape, self.spec.arch)
+        # the proposal itself was just found invalid: its repair starts at one changed knob
+        repaired = self.family.nearest_valid(proposal, self.problem.shape, self.problem.arch, min_changes=1)
         if repaired is None:
             return proposal, problems
         trial.set_user_attr("repaired_from", {k: v for k, v in proposal.items() if repaired[k] != v})
@@ -211,9 +215,11 @@ class Search:
         tried = set(self._same_kernels(polish.tried_keys(others)))
         if config_key(config) not in tried:
             return config
-        found = list(neighbours(self.family, [(f"#{trial.number}", config)], self.spec.shape, self.spec.arch, tried))
+        found = list(
+            neighbours(self.family, [(f"#{trial.number}", config)], self.problem.shape, self.problem.arch, tried)
+        )
         if found:
-            ranked = polish.ranked(self.family, found, self.spec.shape, self.spec.arch, self.polish_model, trial.number)
+            ranked = polish.ranked(self.problem, found, self.polish_model, trial.number)
             pick = ranked[0].config
         else:  # every neighbour tried too: any untried config of a space small enough to list
             taken = set(self._same_kernels(_taken(others)))
@@ -343,7 +349,7 @@ class Search:
 
     # --- the loop -------------------------------------------------------------------------------------------------
     def run(self, progress) -> None:
-        self.space = Space.listed(self.family, self.spec.shape, self.spec.arch)
+        self.space = Space.listed(self.problem)
         if self.space is not None and not self.space.size:  # no valid config: the draws are pruned, each with its why
             self.space = None
         if self.space is not None and hasattr(self.family, "equivalents") and self.space.size <= SAME_KERNELS_LISTED:
@@ -383,6 +389,7 @@ class Search:
                         break
                     config, problems = self._suggest(trial)
                     config = self._claim(trial, config) if not problems else config  # other workers avoid it
+                    self._checked(config, not problems)
                     if problems:
                         self._finish(
                             trial,
@@ -399,7 +406,8 @@ class Search:
                         (
                             trial,
                             config,
-                            pool.submit(build_one, self.family, config, self.spec.shape, self.spec.arch),
+                            # checked in _suggest: the build does not check it again
+                            pool.submit(build_one, self.family, config, self.problem.shape, self.problem.arch, True),
                         )
                     )
                 for trial, config, future in batch:
@@ -466,6 +474,11 @@ class Search:
         """The kernel a config builds, named by the least key of the configs that build it."""
         return min(self._same_kernels({key: config}))
 
+    def _checked(self, config: Config, valid: bool) -> None:
+        """Keep what _suggest found of a trial's config, so the listed space's count does not check it again."""
+        if self.space is not None:
+            self._members.setdefault(config_key(config), self.space.member(config, valid))
+
     def _valid(self, keys: dict[str, dict]) -> int:
         """How many of these configs (by key) are the listed space's."""
         for key, config in keys.items():
@@ -493,11 +506,9 @@ class Search:
                 bases.append((f"#{t.number}", t.user_attrs["config"]))
             if len(bases) == polish.BASES:
                 break
-        found = list(neighbours(self.family, bases, self.spec.shape, self.spec.arch, tried))
+        found = list(neighbours(self.family, bases, self.problem.shape, self.problem.arch, tried))
         measured = [(t.user_attrs["config"], t.value) for t in scored]
-        order = polish.ranked(
-            self.family, found, self.spec.shape, self.spec.arch, self.polish_model, self.spec.seed, measured
-        )
+        order = polish.ranked(self.problem, found, self.polish_model, self.spec.seed, measured)
         for n in order[:room]:
             self.study.enqueue_trial(n.config, user_attrs={"source": n.source}, skip_if_exists=True)
 
@@ -557,7 +568,7 @@ class Search:
         self.shipped_job = None
         if self.family.as_shipped is None:
             return
-        variant, note = shipped.build(self.family, self.spec.shape, self.spec.arch)
+        variant, note = shipped.build(self.problem)
         if variant is None:
             self.echo(note)
             record.write_shipped(self.spec.run_dir, {"error": note, "objective": self.objective})
@@ -618,11 +629,11 @@ def _taken(trials) -> dict[str, dict]:
     return taken
 
 
-def _family_entries(db, family: Family, arch: str) -> list:
+def _family_entries(db, family: Family, arch: Arch) -> list:
     """The family's measured entries for this arch: found by origin (a user's family file), else by name."""
-    entries = list(db.entries(family=family.origin or family.name, arch=arch, objective=MEASURED_OBJECTIVE))
+    entries = list(db.entries(family=family.origin or family.name, arch=arch.name, objective=MEASURED_OBJECTIVE))
     if not entries and family.origin and family.origin != family.name:
-        entries = list(db.entries(family=family.name, arch=arch, objective=MEASURED_OBJECTIVE))
+        entries = list(db.entries(family=family.name, arch=arch.name, objective=MEASURED_OBJECTIVE))
     return entries
 
 

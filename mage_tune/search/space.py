@@ -19,8 +19,9 @@ import math
 import random
 from dataclasses import dataclass
 
-from mage_tune.kernels.base import Config, Family, Shape
+from mage_tune.kernels.base import Config
 from mage_tune.kernels.neighbours import config_key
+from mage_tune.problem import Problem
 
 ENUMERABLE = 200_000  # the most combinations of the constrained knobs' values a search checks to list its space
 # (and `mage-tune space` checks to count its valid configs exactly, unless --exact asks whatever it takes)
@@ -31,20 +32,19 @@ class Space:
     """The valid configs of a family at one shape and arch, indexable without building them all: each valid tuple of
     the constrained knobs times every combination of the free knobs' values."""
 
-    family: Family
-    shape: Shape
-    arch: str
+    problem: Problem
     bound: tuple[tuple, ...]  # the valid value tuples of the constrained knobs, in knob order
     free: tuple[tuple, ...]  # the free knobs' domains, in knob order
 
     @classmethod
-    def listed(cls, family: Family, shape: Shape, arch: str, cap: int | None = None) -> Space | None:
+    def listed(cls, problem: Problem, cap: int | None = None) -> Space | None:
         """The space, or None where its constrained knobs have more than `cap` (ENUMERABLE) combinations: never
         listed."""
+        family = problem.family
         if math.prod(len(k.domain) for k in family.knobs if not k.free) > (ENUMERABLE if cap is None else cap):
             return None
-        bound = tuple(family.bound_combinations(shape, arch))
-        return cls(family, dict(shape), arch, bound, tuple(tuple(k.domain) for k in family.knobs if k.free))
+        bound = tuple(family.bound_combinations(problem.shape, problem.arch))
+        return cls(problem, bound, tuple(tuple(k.domain) for k in family.knobs if k.free))
 
     @property
     def size(self) -> int:
@@ -59,15 +59,16 @@ class Space:
         for domain in reversed(self.free):
             rest, i = divmod(rest, len(domain))
             values.append(domain[i])
-        return self.family.join_combination(self.bound[bound], tuple(reversed(values)))
+        return self.problem.family.join_combination(self.bound[bound], tuple(reversed(values)))
 
-    def member(self, config: dict) -> bool:
+    def member(self, config: dict, valid: bool | None = None) -> bool:
         """Whether `config` (a record's, say) is one of the space's: every knob set to a value of its domain, none
-        more, and no constraint broken."""
-        knobs = self.family.knobs
+        more, and no constraint broken. `valid`: whether its constraints hold, where the caller has just checked
+        them (a search's trial); None checks them here."""
+        knobs = self.problem.family.knobs
         if set(config) != {k.name for k in knobs} or any(config[k.name] not in k.domain for k in knobs):
             return False
-        return not self.family.violations(config, self.shape, self.arch)
+        return not self.problem.violations(config) if valid is None else valid
 
     def untried(self, excluded: set[str], seed: str) -> Config | None:
         """A valid config whose key is not in `excluded`, from a seeded random place in the space; None when there is

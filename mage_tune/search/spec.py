@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from mage_tune.arch import Arch
 from mage_tune.compile import SourceOptions
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.storage import redact, sqlite_url
@@ -17,7 +18,7 @@ from mage_tune.storage import redact, sqlite_url
 class SearchSpec:
     family: str
     shape: dict
-    arch: str
+    arch: Arch
     trials: int
     sampler: str
     storage: str | None
@@ -41,7 +42,7 @@ def run_identity(spec: SearchSpec) -> dict:
         "storage": _storage_identity(spec),
         "family": spec.family,
         "shape": dict(spec.shape),
-        "arch": spec.arch,
+        "arch": spec.arch.name,
         "mode": "static" if spec.static else "measured",
         "objective": STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE,
         # kernels compiled otherwise are other kernels: a resumed run with other options is refused
@@ -65,6 +66,6 @@ def _storage_identity(spec: SearchSpec) -> str | None:
 
 
 def spec_json(spec: SearchSpec) -> str:
-    data = {**spec.__dict__, "run_dir": str(spec.run_dir)}
+    data = {**spec.__dict__, "arch": spec.arch.name, "run_dir": str(spec.run_dir)}
     data["source_options"] = spec.source_options.to_json() if spec.source_options else None
     return json.dumps(data, indent=1)

@@ -26,10 +26,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mage_tune.arch import DEFAULT_ARCH
-from mage_tune.compile import check_arch
+from mage_tune.arch import DEFAULT_ARCH, Arch, get_arch
 from mage_tune.kernels.base import Config, Family, Launch, Shape
 from mage_tune.measure import device
+from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.storage import redact
 from mage_tune.tuning import learned, shipped
@@ -50,7 +50,7 @@ class Choice:
     family: str
     shape: Shape
     gpu: str  # "" where neither the caller, this machine nor the data names one
-    arch: str
+    arch: str  # the arch's name, as records keep it
     config: Config
     source: str  # "measured here", "nearest measured shape m=…,d=…[ on GPU]", "model" or "default"
     data: str  # "tuning database", "the shipped H200 data", both (the model's) or "" (default)
@@ -140,34 +140,36 @@ class TunedKernel:
             self._shipped = shipped.entries(origin) if self.use_shipped else []
         return self._shipped
 
-    def context(self, gpu: str | None = None, arch: str | None = None, this_machine: bool = True) -> tuple[str, str]:
+    def context(
+        self, gpu: str | None = None, arch: str | Arch | None = None, this_machine: bool = True
+    ) -> tuple[str, Arch]:
         """The GPU and arch a choice is for: those given, else this machine's GPU (unless `this_machine` is False),
         else those the data (the database's, else the shipped) holds most measured trials of."""
-        arch = check_arch(arch) if arch else None
-        if this_machine and (gpu is None or arch is None):
-            here = (device.gpu_name(), device.arch_of_device()) if device.has_gpu() else ("", "")
+        arch = get_arch(arch) if arch else None  # a caller's arch name becomes an Arch here, once
+        if this_machine and (gpu is None or arch is None) and device.has_gpu():
+            here = (device.gpu_name(), device.arch_of_device())
             if here[0] and gpu in (None, here[0]) and arch in (None, here[1]):
                 return here
         data = self.user_entries() or self.shipped_entries()
         if arch is None:
             on_gpu = [e.run.arch for e in data if gpu is None or e.run.gpu == gpu] or [e.run.arch for e in data]
-            arch = _most_common(on_gpu) or DEFAULT_ARCH
+            arch = get_arch(_most_common(on_gpu) or DEFAULT_ARCH)
         if gpu is None:
-            gpu = _most_common([e.run.gpu for e in data if e.run.arch == arch]) or ""
+            gpu = _most_common([e.run.gpu for e in data if e.run.arch == arch.name]) or ""
         return gpu, arch
 
     # --- the choice -----------------------------------------------------------------------------------------------
-    def choice(self, shape: Mapping[str, int], gpu: str | None = None, arch: str | None = None) -> Choice:
+    def choice(self, shape: Mapping[str, int], gpu: str | None = None, arch: str | Arch | None = None) -> Choice:
         """The config to run at `shape` (the family's dimensions; those with defaults may be left out) on `gpu`
         and `arch` (module docstring)."""
         shape = self.family.shape_from(dict(shape))
         gpu, arch = self.context(gpu, arch)
-        key = (shape_key(shape), gpu, arch)
+        key = (shape_key(shape), gpu, arch.name)
         if key not in self._choices:
-            self._choices[key] = self._choose(shape, gpu, arch)
+            self._choices[key] = self._choose(Problem(self.family, shape, arch), gpu)
         return self._choices[key]
 
-    def measured_shapes(self, gpu: str, arch: str) -> list[Shape]:
+    def measured_shapes(self, gpu: str, arch: Arch) -> list[Shape]:
         """The shapes measured on `gpu` (the data's rule above) and `arch`, sorted as the nearest's ties are: what
         an export tables."""
         groups, _, here = self._groups(gpu, arch, None)
@@ -178,21 +180,22 @@ class TunedKernel:
         shape = json.loads(key)
         return tuple(shape.get(d, 0) for d in self.family.dims), key
 
-    def ranked(self, shape: Shape, gpu: str, arch: str) -> list[Entry]:
+    def ranked(self, shape: Shape, gpu: str, arch: Arch) -> list[Entry]:
         """The trials measured at exactly `shape` on `gpu`, fastest first, one per config valid there."""
         groups, _, here = self._groups(gpu, arch, shape)
         out, seen = [], []
+        problem = Problem(self.family, shape, arch)
         for e in groups.get(shape_key(shape), []) if here else []:
-            config = as_measured(self.family, e.config, shape, arch)
+            config = as_measured(problem, e.config)
             if config is not None and config not in seen:
                 seen.append(config)
                 out.append(Entry(e.run, e.number, config, e.outcome, e.value, e.census, e.source))
         return out
 
-    def _groups(self, gpu: str, arch: str, shape: Shape | None) -> tuple[dict[str, list[Entry]], dict[str, str], bool]:
+    def _groups(self, gpu: str, arch: Arch, shape: Shape | None) -> tuple[dict[str, list[Entry]], dict[str, str], bool]:
         """Measured trials by shape (fastest first), the source of each shape's, and whether they are on `gpu`."""
-        user = [e for e in self.user_entries() if e.run.arch == arch]
-        ship = [e for e in self.shipped_entries() if e.run.arch == arch]
+        user = [e for e in self.user_entries() if e.run.arch == arch.name]
+        ship = [e for e in self.shipped_entries() if e.run.arch == arch.name]
         if shape is not None:
             user = [e for e in user if set(e.run.shape) == set(shape)]
             ship = [e for e in ship if set(e.run.shape) == set(shape)]
@@ -207,61 +210,60 @@ class TunedKernel:
                 groups[k], whence[k] = group, label
         return groups, whence, on_gpu
 
-    def _choose(self, shape: Shape, gpu: str, arch: str) -> Choice:
-        family = self.family
-        groups, whence, on_gpu = self._groups(gpu, arch, shape)
+    def _choose(self, problem: Problem, gpu: str) -> Choice:
+        family, shape = self.family, problem.shape
+        groups, whence, on_gpu = self._groups(gpu, problem.arch, shape)
         here = shape_key(shape)
         if on_gpu and here in groups:
             for e in groups[here]:
-                config = as_measured(family, e.config, shape, arch)
+                config = as_measured(problem, e.config)
                 if config is not None:
-                    return self._made(shape, gpu, arch, config, MEASURED_HERE, whence[here], e)
+                    return self._made(problem, gpu, config, MEASURED_HERE, whence[here], e)
         others = sorted(
             (k for k in groups if k != here or not on_gpu), key=lambda k: (distance2(k, shape), *self._order(k))
         )
         for k in others:
             for e in groups[k]:
-                config = as_measured(family, e.config, shape, arch)
+                config = as_measured(problem, e.config)
                 if config is not None:
                     source = f"nearest measured shape {shape_text(_in_order(e.run.shape, family))}"
                     if not on_gpu:
                         source += f" on {e.run.gpu or 'an unnamed GPU'}"
-                    return self._made(shape, gpu, arch, config, source, whence[k], e)
+                    return self._made(problem, gpu, config, source, whence[k], e)
         rows = [e for group in groups.values() for e in group]
-        picked = self._model_pick(shape, gpu, arch, rows)
+        picked = self._model_pick(problem, gpu, rows)
         if picked is not None:
             data = " and ".join(sorted({whence[k] for k in groups}, key=lambda w: w != DATABASE))
-            return self._made(shape, gpu, arch, picked, MODEL, data, None)
-        return self._made(shape, gpu, arch, family.default_config(shape, arch), DEFAULT, "", None)
+            return self._made(problem, gpu, picked, MODEL, data, None)
+        return self._made(problem, gpu, family.default_config(shape, problem.arch), DEFAULT, "", None)
 
-    def _model_pick(self, shape: Shape, gpu: str, arch: str, rows: list[Entry]) -> Config | None:
+    def _model_pick(self, problem: Problem, gpu: str, rows: list[Entry]) -> Config | None:
         """The model's fastest of a sample of valid configs; None where no model can be fitted (too few trials)."""
         if not rows:
             return None
-        key = (gpu, arch, tuple(sorted(shape)))
+        key = (gpu, problem.arch.name, tuple(sorted(problem.shape)))
         if key not in self._models:
-            self._models[key] = learned.fit(learned.training_rows(self.family, arch, rows), with_census=False)
+            rows = learned.training_rows(self.family, problem.arch, rows)
+            self._models[key] = learned.fit(rows, with_census=False)
         model = self._models[key]
         if model is None:
             return None
-        pool = random_valid(self.family, shape, arch, MODEL_POOL, 0)
+        pool = random_valid(problem, MODEL_POOL, 0)
         if not pool:
             return None
-        scores = model.predict([learned.features(self.family, c, shape, arch, None) for c in pool])
+        scores = model.predict([learned.features(problem, c, None) for c in pool])
         return pool[min(range(len(pool)), key=lambda i: scores[i])]
 
-    def _made(
-        self, shape: Shape, gpu: str, arch: str, config: Config, source: str, data: str, e: Entry | None
-    ) -> Choice:
+    def _made(self, problem: Problem, gpu: str, config: Config, source: str, data: str, e: Entry | None) -> Choice:
         return Choice(
             family=self.family.name,
-            shape=dict(shape),
+            shape=dict(problem.shape),
             gpu=gpu,
-            arch=arch,
+            arch=problem.arch.name,
             config=dict(config),
             source=source,
             data=data,
-            launch=self.family.launch(config, shape, arch),
+            launch=self.family.launch(config, problem.shape, problem.arch),
             time_us=e.value if e else None,
             measured_shape=dict(e.run.shape) if e else None,
             run=e.run.name if e else "",
@@ -276,15 +278,15 @@ def distance2(measured: str, shape: Shape) -> float:
     return sum((math.log2(max(1, shape[d])) - math.log2(max(1, other[d]))) ** 2 for d in shape)
 
 
-def as_measured(family: Family, config: Config, shape: Shape, arch: str) -> Config | None:
+def as_measured(problem: Problem, config: Config) -> Config | None:
     """A recorded config as it ran (a knob it does not name was newer than the record: its default), if the family
     as it is now takes it at `shape`; None otherwise (a knob the family no longer has, a value out of its domain,
     a constraint broken here)."""
-    knobs = {k.name: k for k in family.knobs}
+    knobs = {k.name: k for k in problem.family.knobs}
     if any(k not in knobs or v not in knobs[k].domain for k, v in config.items()):
         return None
-    full = family.with_defaults(config)
-    return None if family.violations(full, shape, arch) else full
+    full = problem.family.with_defaults(config)
+    return None if problem.violations(full) else full
 
 
 def _in_order(shape: Mapping[str, int], family: Family) -> dict[str, int]:

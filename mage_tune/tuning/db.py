@@ -70,7 +70,7 @@ class RunInfo:
     family: str
     origin: str
     shape: dict
-    arch: str
+    arch: str  # the arch's name: rows keep names, never Arch objects
     objective: str
     gpu: str = ""
     toolchain: dict = field(default_factory=dict)

@@ -22,6 +22,7 @@ import keyword
 import math
 import re
 
+from mage_tune.arch import Arch
 from mage_tune.errors import InputError
 from mage_tune.kernels.base import CudaFamily
 from mage_tune.kernels.triton_family import LAUNCH_OPTIONS, TritonFamily
@@ -42,7 +43,7 @@ CPP_KEYWORDS = frozenset((
 LOCALS = ("mt_i", "mt_e", "mt_s", "mt_t", "mt_best", "mt_best_distance")
 
 
-def _entries(kernel: TunedKernel, gpu: str, arch: str) -> list:
+def _entries(kernel: TunedKernel, gpu: str, arch: Arch) -> list:
     """(shape, choice) of every shape measured on this GPU and arch whose choice is measured there."""
     out = []
     for shape in kernel.measured_shapes(gpu, arch):
@@ -63,7 +64,7 @@ def _entries(kernel: TunedKernel, gpu: str, arch: str) -> list:
 # --- triton ---------------------------------------------------------------------------------------------------
 
 
-def triton_module(kernel: TunedKernel, gpu: str, arch: str, top: int = 3) -> tuple[str, int]:
+def triton_module(kernel: TunedKernel, gpu: str, arch: Arch, top: int = 3) -> tuple[str, int]:
     """The Python module's text and how many keys it holds."""
     family = kernel.family
     if not isinstance(family, TritonFamily):
@@ -86,7 +87,7 @@ def triton_module(kernel: TunedKernel, gpu: str, arch: str, top: int = 3) -> tup
         "",
         f"FAMILY = {family.origin or family.name!r}",
         f"GPU = {gpu!r}",
-        f"ARCH = {arch!r}",
+        f"ARCH = {arch.name!r}",
         f"KEY = {dims!r}",
         "CONFIGS = {",
     ]
@@ -166,7 +167,7 @@ def _c_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=True)  # a JSON string of ASCII is a valid C string literal
 
 
-def cpp_header(kernel: TunedKernel, gpu: str, arch: str) -> tuple[str, int]:
+def cpp_header(kernel: TunedKernel, gpu: str, arch: Arch) -> tuple[str, int]:
     """The header's text and how many shapes it tables."""
     family = kernel.family
     if not isinstance(family, CudaFamily):
@@ -212,7 +213,7 @@ def cpp_header(kernel: TunedKernel, gpu: str, arch: str) -> tuple[str, int]:
         "",
         f"inline constexpr const char* FAMILY = {_c_string(family.origin or family.name)};",
         f"inline constexpr const char* GPU = {_c_string(gpu)};",
-        f"inline constexpr const char* ARCH = {_c_string(arch)};",
+        f"inline constexpr const char* ARCH = {_c_string(arch.name)};",
         f"inline constexpr int COUNT = {len(entries)};",
         "",
         "inline constexpr Entry ENTRIES[COUNT] = {",

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mage_tune.arch import get_arch
+from mage_tune.arch import Arch
 from mage_tune.census.occupancy import occupancy
-from mage_tune.kernels.base import Config, Family, Shape
+from mage_tune.kernels.base import Config, Family
+from mage_tune.problem import Problem
 from mage_tune.tuning.db import Entry
 
 # scikit-learn loads on first use, in fit() (about 0.9 s), once there are enough measured trials to learn from:
@@ -35,17 +36,17 @@ MIN_RUNS = 2
 MIN_RUN_TRIALS = 3  # a run of fewer measured trials says too little about where its times sit
 
 
-def launch_features(family: Family, config: Config, shape: Shape, arch: str) -> dict[str, float]:
+def launch_features(problem: Problem, config: Config) -> dict[str, float]:
     try:
-        launch = family.launch(config, shape, arch)
+        launch = problem.family.launch(config, problem.shape, problem.arch)
     except Exception:  # a config the family cannot launch at this shape: the trees see missing values
         return {}
     blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
     threads = max(1, launch.threads)
     # Blocks per SM before registers are known (the census adds them): the occupancy calculator without a
     # register limit.
-    per_sm = occupancy(arch, threads, 0, launch.dynamic_shared).blocks_per_sm
-    slots = max(1, per_sm) * (get_arch(arch).sm_count or 100)
+    per_sm = occupancy(problem.arch, threads, 0, launch.dynamic_shared).blocks_per_sm
+    slots = max(1, per_sm) * problem.arch.sms
     waves = blocks / slots
     return {
         "log2_blocks": math.log2(max(1, blocks)),
@@ -57,14 +58,14 @@ def launch_features(family: Family, config: Config, shape: Shape, arch: str) -> 
     }
 
 
-def features(family: Family, config: Config, shape: Shape, arch: str, census: dict | None) -> dict[str, float]:
-    row: dict[str, float] = {f"log2_{k}": math.log2(max(1, v)) for k, v in shape.items()}
-    for knob in family.knobs:
+def features(problem: Problem, config: Config, census: dict | None) -> dict[str, float]:
+    row: dict[str, float] = {f"log2_{k}": math.log2(max(1, v)) for k, v in problem.shape.items()}
+    for knob in problem.family.knobs:
         value = config.get(knob.name)
         if isinstance(value, bool) or not isinstance(value, int | float):
             value = knob.domain.index(value) if value in knob.domain else math.nan  # a category's position
         row[f"knob:{knob.name}"] = float(value)
-    row |= launch_features(family, config, shape, arch)
+    row |= launch_features(problem, config)
     for key, value in (census or {}).items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             row[f"census:{key}"] = float(value)
@@ -96,7 +97,7 @@ def run_reference(baselines: dict, logs: list[float]) -> float:
     return math.log(min(times)) if times else sum(logs) / len(logs)
 
 
-def training_rows(family: Family, arch: str, entries: list[Entry]) -> list[Row]:
+def training_rows(family: Family, arch: Arch, entries: list[Entry]) -> list[Row]:
     """The measured entries of runs with at least MIN_RUN_TRIALS of them, as feature rows and log times relative to
     their run."""
     by_run: dict[str, list[Entry]] = {}
@@ -110,7 +111,7 @@ def training_rows(family: Family, arch: str, entries: list[Entry]) -> list[Row]:
         logs = [math.log(e.value) for e in group]
         reference = run_reference(group[0].run.baselines, logs)
         for e, lt in zip(group, logs, strict=True):
-            rows.append(Row(name, features(family, e.config, e.run.shape, arch, e.census), lt - reference))
+            rows.append(Row(name, features(Problem(family, e.run.shape, arch), e.config, e.census), lt - reference))
     return rows
 
 

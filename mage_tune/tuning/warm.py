@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from mage_tune.census import census_variant
 from mage_tune.census.features import features as census_features
 from mage_tune.errors import MageError
-from mage_tune.kernels.base import Config, Family, Shape
+from mage_tune.kernels.base import Config, Shape
 from mage_tune.kernels.neighbours import config_key, neighbours
 from mage_tune.kernels.pool import build_many
+from mage_tune.problem import Problem
 from mage_tune.tuning import learned, shipped
 from mage_tune.tuning.db import Entry, measured_by_shape, shape_distance
 
@@ -54,14 +55,14 @@ class WarmStart:
     model: learned.TimeModel | None = None  # the model without census features, which the polish ranks by
 
 
-def valid_here(family: Family, config: Config, shape: Shape, arch: str) -> Config | None:
+def valid_here(problem: Problem, config: Config) -> Config | None:
     """The config completed to this family's knobs (a record from before a knob existed takes its default) and
     checked at this shape; None when it cannot run here."""
-    known = {k: v for k, v in config.items() if k in {kn.name for kn in family.knobs}}
+    known = {k: v for k, v in config.items() if k in {kn.name for kn in problem.family.knobs}}
     if len(known) != len(config):
         return None
     try:
-        return family.complete(known, shape, arch)
+        return problem.family.complete(known, problem.shape, problem.arch)
     except MageError:
         return None
 
@@ -74,14 +75,15 @@ def usable_entries(entries: list[Entry], shape: Shape, gpu: str, other_shapes_on
     return same_gpu or rows
 
 
-def nearest_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry]) -> list[Seed]:
+def nearest_seeds(problem: Problem, entries: list[Entry]) -> list[Seed]:
     groups = measured_by_shape(entries)
-    ranked = sorted(groups.values(), key=lambda rows: shape_distance(rows[0].run.shape, shape))[:NEAREST_SHAPES]
+    ranked = sorted(groups.values(), key=lambda rows: shape_distance(rows[0].run.shape, problem.shape))
+    ranked = ranked[:NEAREST_SHAPES]
     per_shape: list[list[Seed]] = []
     for rows in ranked:
         picks: list[Seed] = []
         for e in rows:
-            config = valid_here(family, e.config, shape, arch)
+            config = valid_here(problem, e.config)
             if config is None or any(p.config == config for p in picks):
                 continue
             picks.append(Seed(config, f"nearest {e.run.shape_key()} #{len(picks) + 1}"))
@@ -96,14 +98,13 @@ def nearest_seeds(family: Family, shape: Shape, arch: str, entries: list[Entry])
     return out
 
 
-def new_value_seeds(
-    family: Family, shape: Shape, arch: str, entries: list[Entry], near: list[Seed]
-) -> tuple[list[Seed], str]:
+def new_value_seeds(problem: Problem, entries: list[Entry], near: list[Seed]) -> tuple[list[Seed], str]:
     """The best nearest config with each knob value no entry has taken (records from before a knob existed count
     at its default), so what the template gained since the records is measured in the first trials; and a note
     naming those values ("" when there are none)."""
     if not near:
         return [], ""
+    family = problem.family
     names = {k.name for k in family.knobs}
     taken: dict[str, set] = {name: set() for name in names}
     for e in entries:
@@ -112,24 +113,24 @@ def new_value_seeds(
     base = near[0]
     fresh = {k.name: [v for v in k.domain if v not in taken[k.name]] for k in family.knobs}
     near_keys = {config_key(s.config) for s in near}
-    found = neighbours(family, [(base.source, base.config)], shape, arch, near_keys, "new value", fresh)
+    found = neighbours(family, [(base.source, base.config)], problem.shape, problem.arch, near_keys, "new value", fresh)
     picks = list(itertools.islice(found, NEW_VALUE_PICKS))
     values = ", ".join(f"{n.knob}={n.value}" for n in picks)
     note = f"{len(picks)} with knob values the database has not measured: {values}" if picks else ""
     return [Seed(n.config, n.source) for n in picks], note
 
 
-def random_valid(family: Family, shape: Shape, arch: str, count: int, seed: int) -> list[Config]:
+def random_valid(problem: Problem, count: int, seed: int) -> list[Config]:
     rng = random.Random(seed)
     seen: set[str] = set()
     out: list[Config] = []
     for _ in range(count * 20):
-        config = {k.name: rng.choice(k.domain) for k in family.knobs}
+        config = {k.name: rng.choice(k.domain) for k in problem.family.knobs}
         key = json.dumps(config, sort_keys=True, default=str)
         if key in seen:
             continue
         seen.add(key)
-        if not family.violations(config, shape, arch):
+        if not problem.violations(config):
             out.append(config)
             if len(out) == count:
                 break
@@ -137,18 +138,18 @@ def random_valid(family: Family, shape: Shape, arch: str, count: int, seed: int)
 
 
 def model_seeds(
-    family: Family, shape: Shape, arch: str, entries: list[Entry], taken: list[Config], workers: int, seed: int
+    problem: Problem, entries: list[Entry], taken: list[Config], workers: int, seed: int
 ) -> tuple[list[Seed], str, learned.TimeModel | None]:
-    rows = learned.training_rows(family, arch, entries)
+    rows = learned.training_rows(problem.family, problem.arch, entries)
     plain = learned.fit(rows, with_census=False, seed=seed)
     if plain is None:
         runs = len({r.run for r in rows})
         need = f"needs {learned.MIN_ROWS} over {learned.MIN_RUNS}"
         return [], f"no model: {len(rows)} measured trials over {runs} runs ({need})", None
-    pool = [c for c in random_valid(family, shape, arch, POOL, seed) if c not in taken]
+    pool = [c for c in random_valid(problem, POOL, seed) if c not in taken]
     if not pool:
         return [], "no model seeds: no valid config left to rank", plain
-    scores = plain.predict([learned.features(family, c, shape, arch, None) for c in pool])
+    scores = plain.predict([learned.features(problem, c, None) for c in pool])
     shortlist = [c for _, c in sorted(zip(scores, pool, strict=True), key=lambda p: p[0])[:COMPILED]]
     full = learned.fit(rows, with_census=True, seed=seed)
     note = f"model: {plain.rows} measured trials over {plain.runs} runs; ranked {len(pool)} configs"
@@ -157,11 +158,11 @@ def model_seeds(
         return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note + " (no census features yet)", plain
 
     built: list[tuple[float, Config]] = []
-    for config, variant in build_many(family, shape, arch, shortlist, workers):
+    for config, variant in build_many(problem.family, problem.shape, problem.arch, shortlist, workers):
         if isinstance(variant, MageError):
             continue
         census = census_variant(variant)
-        row = learned.features(family, config, shape, arch, census_features(census))
+        row = learned.features(problem, config, census_features(census))
         built.append((full.predict([row])[0], config))
     built.sort(key=lambda p: p[0])
     picks = [c for _, c in built[:MODEL_PICKS]]
@@ -170,31 +171,31 @@ def model_seeds(
 
 
 def plan(
-    family: Family,
-    shape: Shape,
-    arch: str,
+    problem: Problem,
     entries: list[Entry],
     gpu: str,
     other_shapes_only: bool,
     workers: int,
     seed: int | None,
 ) -> WarmStart:
+    family, shape = problem.family, problem.shape
     usable = usable_entries(entries, shape, gpu, other_shapes_only)
     notes = []
     if gpu and not any(e.run.gpu == gpu for e in usable):
-        ours = usable_entries(shipped.entries(family.origin or family.name, arch), shape, gpu, other_shapes_only)
+        found = shipped.entries(family.origin or family.name, problem.arch.name)
+        ours = usable_entries(found, shape, gpu, other_shapes_only)
         if ours and (not usable or any(e.run.gpu == gpu for e in ours)):
             usable = ours
             notes.append(f"warm start: from {shipped.LABEL} ({len(ours)} trials)")
     if not usable:
         return WarmStart((), ("warm start: the tuning database has no measured trial of this family and arch",))
-    near = nearest_seeds(family, shape, arch, usable)
-    fresh, fresh_note = new_value_seeds(family, shape, arch, usable, near)
+    near = nearest_seeds(problem, usable)
+    fresh, fresh_note = new_value_seeds(problem, usable, near)
     shapes = len(measured_by_shape(usable))
     notes.append(f"warm start: {len(near)} config(s) from the nearest of {shapes} measured shape(s)")
     if fresh_note:
         notes.append(fresh_note)
     taken = [s.config for s in near + fresh]
-    modelled, note, model = model_seeds(family, shape, arch, usable, taken, workers, seed or 0)
+    modelled, note, model = model_seeds(problem, usable, taken, workers, seed or 0)
     notes.append(note)
     return WarmStart(tuple(near + fresh + modelled), tuple(notes), model)

@@ -26,11 +26,16 @@ from conftest import (
     tool,
 )
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact, census_path, load
 from mage_tune.errors import InputError
 
 HOPPER = KERNELS / "hopper"
-CASES = [("wgmma_tma.cu", "sm_90a"), ("warp_specialized.cu", "sm_90a"), ("cluster_pair.cu", "sm_90")]
+CASES = [
+    ("wgmma_tma.cu", get_arch("sm_90a")),
+    ("warp_specialized.cu", get_arch("sm_90a")),
+    ("cluster_pair.cu", get_arch("sm_90")),
+]
 
 
 @pytest.fixture(scope="module")
@@ -292,7 +297,7 @@ def test_target_ptxas_cannot_assemble_keeps_the_ptx_view(built, tmp_path, monkey
     path = _write(tmp_path / "k.ptx", art.ptx)
     import mage_tune.arch
 
-    monkeypatch.setattr(mage_tune.arch, "_ptxas_archs", lambda: frozenset({"sm_80"}))
+    monkeypatch.setattr(mage_tune.arch, "_ptxas_archs", lambda: frozenset({get_arch("sm_80")}))
     (c,) = census_path(path)
     assert c.sass is None and c.ptx.bulk and c.ptx.matrix_shapes
     (note,) = c.notes

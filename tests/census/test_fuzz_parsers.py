@@ -21,13 +21,14 @@ from conftest import KERNELS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.census import ptx as ptx_view
 from mage_tune.census import sass as sass_view
 from mage_tune.compile import Artifact, build_from_cu, build_from_cubin
 from mage_tune.errors import MageError
 
-ARCH = "sm_89"
+ARCH = get_arch("sm_89")
 SECONDS_PER_INPUT = 5.0
 RSS_GROWTH_MB = 600  # the whole fuzz run may not grow the test process by more than this
 FAST = settings(
@@ -151,7 +152,7 @@ def test_fuzzed_ptx(real):
             module = ptx_view.parse(text, "fuzz.ptx")
             for kernel in module.kernels:
                 ptx_view.view(kernel)
-            art = Artifact("fuzz.ptx", ARCH, ptx=text, ptxas_log=real.ptxas_log, res_usage=real.res_usage)
+            art = Artifact("fuzz.ptx", ARCH.name, ptx=text, ptxas_log=real.ptxas_log, res_usage=real.res_usage)
             census_artifact(art)
 
         ends_cleanly(step)
@@ -168,7 +169,7 @@ def test_fuzzed_sass_listing(real):
         def step():
             for instrs in sass_view.parse(text, "fuzz.sass").values():
                 sass_view.view(instrs)
-            census_artifact(Artifact("fuzz.sass", ARCH, sass=text, res_usage=real.res_usage))
+            census_artifact(Artifact("fuzz.sass", ARCH.name, sass=text, res_usage=real.res_usage))
 
         ends_cleanly(step)
 

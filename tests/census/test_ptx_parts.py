@@ -11,6 +11,7 @@ import pytest
 from conftest import nvrtc_compile, ptx_functions
 
 from mage_tune import ptx_parts
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.compile import _from_ptx, _from_ptx_in_parts
 from mage_tune.errors import InputError
@@ -41,8 +42,8 @@ def test_split_keeps_every_kernel_once_and_everything_else_everywhere(module):
 
 
 def test_each_kernel_censuses_the_same_assembled_in_parts(module):
-    whole = census_artifact(_from_ptx(module, "sm_90", "many_kernels.ptx"))
-    parts = _from_ptx_in_parts(module, "sm_90", "many_kernels.ptx", (), parts=3)
+    whole = census_artifact(_from_ptx(module, get_arch("sm_90"), "many_kernels.ptx"))
+    parts = _from_ptx_in_parts(module, get_arch("sm_90"), "many_kernels.ptx", (), parts=3)
     assert parts.cubin is None and parts.tools["ptxas parts"] == "3"
     split = census_artifact(parts)
     assert [c.kernel for c in split] == [c.kernel for c in whole] and len(whole) == 7
@@ -69,7 +70,7 @@ def test_an_error_in_one_part_is_reported_for_the_whole_file(module):
     one a whole compile gives."""
     broken = module.replace("ret;", "not_an_instruction;", 1)
     with pytest.raises(InputError) as whole:
-        _from_ptx(broken, "sm_90", "broken.ptx")
+        _from_ptx(broken, get_arch("sm_90"), "broken.ptx")
     with pytest.raises(InputError) as parts:
-        _from_ptx_in_parts(broken, "sm_90", "broken.ptx", (), parts=3)
+        _from_ptx_in_parts(broken, get_arch("sm_90"), "broken.ptx", (), parts=3)
     assert str(parts.value) == str(whole.value) and whole.value.line

@@ -29,6 +29,7 @@ import optuna
 import pytest
 from conftest import KERNELS
 
+from mage_tune.arch import get_arch
 from mage_tune.compile import _load_cached, _store, build_from_cu
 from mage_tune.search import record
 from mage_tune.search.runner import COUNTED
@@ -323,7 +324,7 @@ def test_two_processes_on_one_cache(tmp_path, monkeypatch):
     from concurrent.futures import ProcessPoolExecutor
 
     monkeypatch.setenv("MAGE_TUNE_CACHE", str(tmp_path))
-    art = build_from_cu((KERNELS / "vec_scale.cu").read_text(), "sm_89", "vec_scale.cu")
+    art = build_from_cu((KERNELS / "vec_scale.cu").read_text(), get_arch("sm_89"), "vec_scale.cu")
     key = "f" * 32
     with ProcessPoolExecutor(2) as pool:
         assert sum(pool.map(_store_many, [(key, art, 40)] * 2)) == 0
@@ -337,13 +338,13 @@ def test_damaged_cache_entry_is_compiled_again(tmp_path, monkeypatch):
 
     monkeypatch.setenv("MAGE_TUNE_CACHE", str(tmp_path))
     source = (KERNELS / "vec_scale.cu").read_text()
-    first = build_from_cu(source, "sm_89", "vec_scale.cu")
+    first = build_from_cu(source, get_arch("sm_89"), "vec_scale.cu")
     (entry,) = (tmp_path / "compile").iterdir()
     for name, damage in (("kernel.sass", b""), ("kernel.cubin", b"\x7fELF"), ("manifest.json", b"{")):
         path = entry / name
         good = path.read_bytes()
         path.write_bytes(damage)
-        again = build_from_cu(source, "sm_89", "vec_scale.cu")
+        again = build_from_cu(source, get_arch("sm_89"), "vec_scale.cu")
         assert again.sass == first.sass and again.cubin == first.cubin
         (entry,) = (tmp_path / "compile").iterdir()
         replaced = (entry / name).read_bytes()  # the entry was replaced whole
@@ -476,12 +477,12 @@ def test_tool_that_hangs_or_crashes(tmp_path, env, behaviour):
     from mage_tune.compile import nvrtc_ptx
 
     ptx = tmp_path / "k.ptx"
-    ptx.write_text(nvrtc_ptx((KERNELS / "vec_scale.cu").read_text(), "sm_89", "vec_scale.cu"))
+    ptx.write_text(nvrtc_ptx((KERNELS / "vec_scale.cu").read_text(), get_arch("sm_89"), "vec_scale.cu"))
     fake = {**env, **_fake_tools(tmp_path / "cuda", behaviour), "MAGE_TUNE_CACHE": str(tmp_path / "cache")}
     message = clean_error(mage("census", "k.ptx", cwd=tmp_path, env=fake), "k.ptx", "ptxas")
     assert ("did not finish within 2 s" if behaviour == "hang" else "crashed (SIGSEGV)") in message
     cubin = tmp_path / "k.cubin"
-    cubin.write_bytes(build_from_cu((KERNELS / "vec_scale.cu").read_text(), "sm_89", "v.cu").cubin)
+    cubin.write_bytes(build_from_cu((KERNELS / "vec_scale.cu").read_text(), get_arch("sm_89"), "v.cu").cubin)
     clean_error(mage("census", "k.cubin", cwd=tmp_path, env=fake), "k.cubin", "cuobjdump")
 
 

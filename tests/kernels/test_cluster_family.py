@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family
@@ -23,7 +24,7 @@ def family():
 
 
 def _census(family, config, shape):
-    variant = family.build(family.complete(config, shape, "sm_90"), shape, "sm_90")
+    variant = family.build(family.complete(config, shape, get_arch("sm_90")), shape, get_arch("sm_90"))
     (census,) = census_artifact(
         variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
     )
@@ -54,18 +55,18 @@ def test_each_cta_loads_its_slice_and_meets_its_peers_at_three_cluster_barriers(
 
 
 def test_the_space_at_a_wide_row_and_its_limits(family):
-    configs = list(family.configs(WIDE, "sm_90"))
+    configs = list(family.configs(WIDE, get_arch("sm_90")))
     assert configs and {c["cluster"] for c in configs} == {1, 2, 4, 8}
     assert all(family.chunks(c, WIDE) <= 16 and c["threads"] * 4 <= WIDE["d"] // c["cluster"] for c in configs)
     # a slice too wide for registers, a slice too narrow for the threads, a row that does not split into float4, more
     # CTAs than a grid holds
     with pytest.raises(ConfigError, match="over the 16 held in registers"):
-        family.complete({"cluster": 1, "threads": 64}, WIDE, "sm_90")
+        family.complete({"cluster": 1, "threads": 64}, WIDE, get_arch("sm_90"))
     with pytest.raises(ConfigError, match="some threads would hold nothing"):
-        family.complete({"cluster": 8, "threads": 512}, WIDE, "sm_90")
+        family.complete({"cluster": 8, "threads": 512}, WIDE, get_arch("sm_90"))
     with pytest.raises(ConfigError, match="multiple of 16"):
-        family.complete({"cluster": 4}, {"m": 64, "d": 1000}, "sm_90")
+        family.complete({"cluster": 4}, {"m": 64, "d": 1000}, get_arch("sm_90"))
     with pytest.raises(ConfigError, match="over the grid's 2147483647 blocks"):
-        family.complete({"cluster": 8, "threads": 128}, {"m": 2**28, "d": 6144}, "sm_90")
+        family.complete({"cluster": 8, "threads": 128}, {"m": 2**28, "d": 6144}, get_arch("sm_90"))
     with pytest.raises(ConfigError, match="clusters need sm_90"):
-        family.complete({"cluster": 2}, WIDE, "sm_80")
+        family.complete({"cluster": 2}, WIDE, get_arch("sm_80"))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_variant
 from mage_tune.errors import ConfigError
 from mage_tune.families import Scalar
@@ -23,7 +24,7 @@ from mage_tune.kernels import load_family
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "examples" / "adamw"
 SPEC = str(FOLDER / "family.py")
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 # 1000003 = 4 · 250000 + 3: float4 accesses and a tail of three; 3: no whole float4 at all, the tail alone
 SHAPES = ({"n": 1_000_003}, {"n": 3})
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_variant
 from mage_tune.errors import ConfigError
 from mage_tune.families import Scalar, SourceOptions
@@ -24,7 +25,7 @@ from mage_tune.kernels import load_family
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "examples" / "layernorm_stats"
 SPEC = str(FOLDER / "family.py")
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 # d=1000: float4 rows whose last access per lane is ragged (1000 = 7 · 128 + 104); d=1001: plain floats only
 SHAPES = ({"m": 37, "d": 1000}, {"m": 64, "d": 1001})
 

@@ -10,6 +10,7 @@ import pickle
 import numpy as np
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import builtin_names, load_family
@@ -27,7 +28,7 @@ EXAMPLES = [
     "examples/adamw/family.py",
 ]
 SPECS = [*builtin_names(), *EXAMPLES]
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 
 
 def small_shape(family: Family) -> dict[str, int]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_variant
 from mage_tune.compile import CompileError, SourceOptions, build_from_cu
 from mage_tune.errors import InputError
@@ -21,7 +22,7 @@ from mage_tune.kernels import load_family
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = ROOT / "tests" / "fixtures" / "data" / "options" / "family.py"
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 
 
 def family(name: str):

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
+from mage_tune.problem import Problem
+
 ROOT = Path(__file__).resolve().parents[2]
 LAYERNORM = str(ROOT / "examples" / "layernorm_stats" / "family.py")
 ADAMW = str(ROOT / "examples" / "adamw" / "family.py")
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 NAMES = {LAYERNORM: ("out", "mean", "rstd"), ADAMW: ("params", "m", "v")}
 
 pytestmark = pytest.mark.gpu
@@ -45,7 +48,9 @@ def _bench(family, shape: dict, configs: list[dict], baselines: tuple[str, ...] 
     from mage_tune.measure import bench
 
     variants = [family.build(config, shape, ARCH) for config in configs]
-    run = bench(family, shape, variants, regimes=("cold",), baselines=baselines, rounds=3, job_timeout_s=120)
+    run = bench(
+        Problem(family, shape, ARCH), variants, regimes=("cold",), baselines=baselines, rounds=3, job_timeout_s=120
+    )
     return list(run.results)
 
 

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
+from mage_tune.problem import Problem
+
 ROOT = Path(__file__).resolve().parents[2]
 RMSNORM = ROOT / "examples" / "rmsnorm"
 
@@ -24,9 +27,9 @@ def _bench(spec: str, shape: dict, settings: list[str]) -> dict:
 
     family = load_family(spec)
     shape = family.shape_from(shape)
-    configs = select.sweep(family, shape, "sm_90", settings, lambda why: None)
-    variants = select.build_all(family, shape, "sm_90", configs, lambda error: pytest.fail(str(error)))
-    run = bench(family, shape, variants, rounds=3, job_timeout_s=60)
+    configs = select.sweep(family, shape, get_arch("sm_90"), settings, lambda why: None)
+    variants = select.build_all(family, shape, get_arch("sm_90"), configs, lambda error: pytest.fail(str(error)))
+    run = bench(Problem(family, shape, variants[0].arch), variants, rounds=3, job_timeout_s=60)
     return {r.label: r for r in run.results}
 
 
@@ -49,7 +52,7 @@ def test_triton_family_variants_launch_through_the_jit(spec):
 
     family = load_family(spec)
     shape = family.shape_from({dim: 2048 if dim != "m" else 1024 for dim in family.dims})
-    first = list(family.configs(shape, "sm_90"))[:3]
+    first = list(family.configs(shape, get_arch("sm_90")))[:3]
     settings = [f"{k}={','.join(str(c[k]) for c in first)}" for k in first[0]]
     results = _bench(spec, shape, settings)
     variants = [r for r in results.values() if r.kind == "variant"]

@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
+from mage_tune.problem import Problem
+
 ROOT = Path(__file__).resolve().parents[2]
 FILE = ROOT / "mage_tune" / "kernels" / "matmul_bf16.py"
 SPEC = str(FILE)  # by path, so the worker process loads the same family again
 SPEC_FP32 = f"{FILE}:FP32_OUT"
-ARCH = "sm_90a"
+ARCH = get_arch("sm_90a")
 RAGGED = [{"m": 200, "n": 136, "k": 72}, {"m": 1000, "n": 520, "k": 264}]
 
 pytestmark = pytest.mark.gpu
@@ -58,7 +61,7 @@ def _check(spec: str, shape: dict, settings: list[dict], baselines=("torch",), t
     from mage_tune.measure import bench
 
     family, variants = _variants(spec, shape, settings)
-    run = bench(family, shape, variants, baselines=baselines, timed=timed, rounds=3, job_timeout_s=120)
+    run = bench(Problem(family, shape, ARCH), variants, baselines=baselines, timed=timed, rounds=3, job_timeout_s=120)
     failed = [(r.label, r.error, r.rel_err) for r in run.results if not r.ok]
     assert not failed, failed
     assert sum(r.kind == "variant" for r in run.results) == len(settings)
@@ -122,14 +125,15 @@ def test_shapes_under_one_box(shape):
 
 REPEAT = """
 import json, sys, torch
+from mage_tune.arch import get_arch
 from mage_tune.kernels import load_family
 from mage_tune.measure import variant_job
 family = load_family(sys.argv[1])
 shape = json.loads(sys.argv[2])
 out = []
 for settings in json.loads(sys.argv[3]):
-    config = family.complete(settings, shape, "sm_90a")
-    variant = family.build(config, shape, "sm_90a")
+    config = family.complete(settings, shape, get_arch("sm_90a"))
+    variant = family.build(config, shape, get_arch("sm_90a"))
     launch = family.launcher(variant_job(variant), shape)
     g = torch.Generator(device="cpu").manual_seed(7)
     a = (torch.rand(shape["m"], shape["k"], generator=g) * 2 - 1).to(torch.bfloat16).cuda()

@@ -10,6 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mage_tune.arch import get_arch
+from mage_tune.problem import Problem
+
 pytestmark = pytest.mark.gpu
 
 # The template's previous best at 1024x4096x1024 (a grid of 128 blocks: under one wave on 132 SMs), and changes of it.
@@ -49,8 +52,8 @@ def _variant(family_name: str, config: dict, shape: dict):
     from mage_tune.kernels import get_family
 
     family = get_family(family_name)
-    full = family.parse_settings([f"{k}={v}" for k, v in config.items()], shape, "sm_90")
-    return family, family.build(full, shape, "sm_90")
+    full = family.parse_settings([f"{k}={v}" for k, v in config.items()], shape, get_arch("sm_90"))
+    return family, family.build(full, shape, get_arch("sm_90"))
 
 
 def _correct_after_many_launches(family_name: str, config: dict, shape: dict) -> None:
@@ -97,7 +100,7 @@ def test_split_k_is_timed_beside_cublas_and_fills_the_gpu():
     family, plain = _variant("matmul", WIDE, shape)
     _, split = _variant("matmul", {**WIDE, "split_k": 3}, shape)
     assert np.prod(split.launch.grid) == 3 * np.prod(plain.launch.grid) == 3 * 128
-    run = bench(family, shape, [plain, split], rounds=3, job_timeout_s=120, baselines=("torch",))
+    run = bench(Problem(family, shape, plain.arch), [plain, split], rounds=3, job_timeout_s=120, baselines=("torch",))
     results = {r.label: r for r in run.results}
     assert all(r.ok for r in results.values()), [(r.label, r.error) for r in results.values()]
     assert {r.kind for r in results.values()} == {"variant", "torch"}
@@ -114,8 +117,10 @@ def test_3xtf32_chains_keep_fp32_accuracy_and_are_timed_beside_cublas(monkeypatc
     shape = {"m": 1024, "n": 1024, "k": 8192}
     family, chained = _variant("matmul-3xtf32", {"split_k": 2}, shape)
     monkeypatch.setattr(family, "check_valid", lambda *args: None)
-    one_chain = family.build(family.with_defaults({"split_k": 2, "chain": 0}), shape, "sm_90")
-    run = bench(family, shape, [chained, one_chain], rounds=3, job_timeout_s=120, baselines=("torch",))
+    one_chain = family.build(family.with_defaults({"split_k": 2, "chain": 0}), shape, get_arch("sm_90"))
+    run = bench(
+        Problem(family, shape, chained.arch), [chained, one_chain], rounds=3, job_timeout_s=120, baselines=("torch",)
+    )
     results = {r.config.get("chain", "cuBLAS"): r for r in run.results}
     errors = {k: r.rel_err for k, r in results.items()}
     print(f"relative error at {shape}: {errors}, tolerance {family.tolerance_for(shape):.3g}")

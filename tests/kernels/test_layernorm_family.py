@@ -21,6 +21,7 @@ import pytest
 from conftest import compile_job
 from host_emulation import HOST_SHIM, host_compiler
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.compile import nvrtc_ptx, ptxas
 from mage_tune.errors import ConfigError, MageError
@@ -28,7 +29,7 @@ from mage_tune.kernels import get_family
 from mage_tune.kernels.base import config_label
 from mage_tune.kernels.layernorm import EPS, FAMILY, X_MEAN
 
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 D768 = {"m": 4096, "d": 768}
 # The seed: one 128-thread block per row, float4 accesses (at d=768 one full quad and one masked quad per thread),
 # the row held in registers, four warps meeting once in shared memory per reduction.
@@ -488,11 +489,15 @@ def test_persist_sets_a_persistent_grid(censuses):
     assert persistent.artifact.cubin_sha256 != best.artifact.cubin_sha256
     # Fewer groups than persist × SMs: a block per group, as with persist=0. Another arch counts its own SMs, and
     # build passes its arch to the launch.
-    for m, rows, arch, grid in ((100, 1, "sm_90", 100), (4093, 4, "sm_90", 528), (4093, 1, "sm_80", 432)):
+    for m, rows, arch, grid in (
+        (100, 1, get_arch("sm_90"), 100),
+        (4093, 4, get_arch("sm_90"), 528),
+        (4093, 1, get_arch("sm_80"), 432),
+    ):
         config = {**SEED, "rows": rows, "persist": 4}
         assert FAMILY.launch(config, {"m": m, "d": 768}, arch).grid == (grid, 1, 1)
-    assert FAMILY.launch({**SEED, "persist": 2}, {"m": 1 << 20, "d": 768}, "sm_100").grid == (2 * 148, 1, 1)
-    assert FAMILY.build({**SEED, "persist": 2}, D768, "sm_80").launch.grid == (216, 1, 1)
+    assert FAMILY.launch({**SEED, "persist": 2}, {"m": 1 << 20, "d": 768}, get_arch("sm_100")).grid == (2 * 148, 1, 1)
+    assert FAMILY.build({**SEED, "persist": 2}, D768, get_arch("sm_80")).launch.grid == (216, 1, 1)
 
 
 def test_full_occupancy_caps_registers_for_64_warps():
@@ -592,7 +597,7 @@ def test_l2_ahead_needs_sm_90(arch):
         ConfigError, match=rf"l2_ahead=4 prefetches by cp.async.bulk.prefetch.L2, which needs sm_90, not {arch}"
     ):
         FAMILY.parse_settings(["l2_ahead=4"], D768, arch)
-    assert FAMILY.parse_settings(["l2_ahead=4"], D768, "sm_90a")["l2_ahead"] == 4
+    assert FAMILY.parse_settings(["l2_ahead=4"], D768, get_arch("sm_90a"))["l2_ahead"] == 4
 
 
 def test_persist_completes_to_passes_regs():

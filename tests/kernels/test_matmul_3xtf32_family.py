@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family
 from mage_tune.search.sources import bench_record
 
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 SHAPE = {"m": 1024, "n": 4096, "k": 1024}
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "tests/fixtures/matmul-3xtf32/tensor_core"

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_variant
 from mage_tune.cli import cli
 from mage_tune.errors import ConfigError
@@ -25,7 +26,7 @@ from mage_tune.kernels import matmul_bf16
 from mage_tune.kernels.matmul_bf16 import FAMILY, FP32_OUT, Driver, TensorMapLauncher
 from mage_tune.kernels.select import build_all
 
-ARCH = "sm_90a"
+ARCH = get_arch("sm_90a")
 SHAPE = {"m": 4096, "n": 4096, "k": 4096}
 RAGGED = {"m": 1000, "n": 520, "k": 264}
 FILE = str(Path(matmul_bf16.__file__))

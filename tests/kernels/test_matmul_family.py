@@ -17,6 +17,7 @@ import pytest
 from conftest import compile_job
 from host_emulation import HOST_SHIM, host_compiler
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import get_family
@@ -24,7 +25,7 @@ from mage_tune.kernels.base import config_label
 from mage_tune.kernels.matmul import FAMILY
 from mage_tune.kernels.sample import sample_configs
 
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 CUBE = {"m": 1024, "n": 1024, "k": 1024}
 # The seed's kernel: 64×64 tiles, bk=32, 4×4 micro-tiles (256 threads), A transposed by 4-byte copies, B by 16.
 SEED = {"bm": 64, "bn": 64, "bk": 32, "tm": 4, "tn": 4, "stages": 2, "a_vec": 4, "b_vec": 16, "a_trans": 1}
@@ -79,7 +80,7 @@ def test_space_size_and_seed_configs_are_valid():
     assert all(FAMILY.violations(c, CUBE, ARCH) == [] for c in first)
     for stages in (1, 2):
         assert FAMILY.violations({**SEED, "stages": stages}, CUBE, ARCH) == []
-    assert FAMILY.launch(SEED, CUBE, "sm_90").threads == 256
+    assert FAMILY.launch(SEED, CUBE, get_arch("sm_90")).threads == 256
 
 
 def test_sample_of_the_cube_space_compiles():
@@ -249,8 +250,8 @@ def test_forbidden_combination(settings, shape, message):
 
 def test_shared_memory_limit_depends_on_arch():
     big = {**BASE, "bm": 128, "bn": 128, "bk": 32, "tm": 8, "tn": 8, "stages": 3}
-    assert FAMILY.violations(big, CUBE, "sm_90") == []
-    (problem,) = FAMILY.violations(big, CUBE, "sm_86")
+    assert FAMILY.violations(big, CUBE, get_arch("sm_90")) == []
+    (problem,) = FAMILY.violations(big, CUBE, get_arch("sm_86"))
     assert "104448 B exceeds" in problem
 
 
@@ -259,7 +260,7 @@ def test_shared_memory_limit_depends_on_arch():
 
 def test_launch_inputs_and_reference():
     shape = {"m": 513, "n": 257, "k": 129}
-    launch = FAMILY.launch({**BASE, "bm": 128, "bn": 32}, shape, "sm_90")
+    launch = FAMILY.launch({**BASE, "bm": 128, "bn": 32}, shape, get_arch("sm_90"))
     assert launch.grid == (9, 5, 1) and launch.dynamic_shared == FAMILY.shared_bytes({**BASE, "bm": 128, "bn": 32})
     inputs = FAMILY.make_inputs(shape, np.random.default_rng(0))
     assert inputs["A"].shape == (513, 129) and inputs["B"].shape == (129, 257)
@@ -349,7 +350,7 @@ def _emulate_matmul(job: tuple[dict, tuple[int, int, int]]) -> str | None:
     config, (m, n, k) = job
     shape = {"m": m, "n": n, "k": k}
     label = f"{config_label('matmul', config)} {m}x{n}x{k}"
-    launch = FAMILY.launch(config, shape, "sm_90")
+    launch = FAMILY.launch(config, shape, get_arch("sm_90"))
     inputs = FAMILY.make_inputs(shape, np.random.default_rng(m + n + k))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.problem import Problem
+
 pytestmark = pytest.mark.gpu
 
 AXPY = Path(__file__).resolve().parents[1] / "fixtures" / "data" / "inplace_axpy_family.py"
@@ -43,7 +45,14 @@ def test_an_in_place_family_is_checked_output_by_output_and_timed_cold_and_hot(n
 
     family, shape = _family(name)
     variants = [_build(family, shape, threads=256), _build(family, shape, threads=128)]
-    run = bench(family, shape, variants, regimes=("cold", "hot"), baselines=(), rounds=3, job_timeout_s=120)
+    run = bench(
+        Problem(family, shape, variants[0].arch),
+        variants,
+        regimes=("cold", "hot"),
+        baselines=(),
+        rounds=3,
+        job_timeout_s=120,
+    )
     assert len(run.results) == 2 and run.bytes_moved == family.bytes_moved(shape)
     for result in run.results:
         assert result.ok, result.error
@@ -64,7 +73,7 @@ def test_a_planted_error_fails_the_one_output_it_is_in():
 
     family, shape = _family()
     good, broken = _build(family, shape, broken=0), _build(family, shape, broken=1)
-    run = bench(family, shape, [good, broken], baselines=(), rounds=3, job_timeout_s=120)
+    run = bench(Problem(family, shape, good.arch), [good, broken], baselines=(), rounds=3, job_timeout_s=120)
     results = {r.label: r for r in run.results}
     assert results[good.label].ok, results[good.label].error
     wrong = results[broken.label]

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.measure.device import has_gpu
+from mage_tune.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "benchmarks" / "planted"
@@ -38,7 +40,7 @@ def test_a_sweep_measures_every_valid_combination_and_skips_the_rest():
     fam = get_family("layernorm")
     shape = fam.shape_from(d=256, m=64)
     skipped = []
-    configs = sweep(fam, shape, "sm_90", ["threads=64,1024", "rows=1,2", "passes=regs"], skipped.append)
+    configs = sweep(fam, shape, get_arch("sm_90"), ["threads=64,1024", "rows=1,2", "passes=regs"], skipped.append)
     labels = sorted(c["threads"] * c["rows"] for c in configs)
     assert labels == [64, 128, 1024]  # 1024 threads x 2 rows is over the block limit: skipped, and said
     assert len(skipped) == 1 and "1024" in skipped[0]
@@ -52,13 +54,13 @@ def test_planted_defects_fail_and_the_next_config_measures():
 
     fam = get_family("matmul")
     shape = fam.shape_from(m=256, n=256, k=256)
-    config = fam.parse_settings(["bm=64", "bn=64", "tm=4", "tn=4", "stages=2"], shape, "sm_90")
+    config = fam.parse_settings(["bm=64", "bn=64", "tm=4", "tn=4", "stages=2"], shape, get_arch("sm_90"))
     variants = [
-        _from_source(fam, shape, "sm_90", config, PLANTED / name)
+        _from_source(fam, shape, get_arch("sm_90"), config, PLANTED / name)
         for name in ("matmul_wrong_last_tile.cu", "matmul_out_of_bounds.cu")
     ]
-    variants.append(fam.build(config, shape, "sm_90"))
-    run = bench(fam, shape, variants, baselines=("torch",), rounds=3, job_timeout_s=30)
+    variants.append(fam.build(config, shape, get_arch("sm_90")))
+    run = bench(Problem(fam, shape, variants[0].arch), variants, baselines=("torch",), rounds=3, job_timeout_s=30)
     by_label = {r.label: r for r in run.results if r.kind == "variant"}
     wrong, oob, good = (by_label[v.label] for v in variants)
     assert not wrong.ok and "relative error" in wrong.error and not wrong.timings

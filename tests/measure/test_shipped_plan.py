@@ -18,12 +18,14 @@ from typing import ClassVar
 import pytest
 from click.testing import CliRunner
 
+from mage_tune.arch import get_arch
 from mage_tune.cli import cli
 from mage_tune.cli.bench_cmd import format_run, run_record
 from mage_tune.errors import ConfigError
 from mage_tune.kernels.registry import load_family
 from mage_tune.measure import plan_jobs, worker
 from mage_tune.measure.records import BenchRun, Plan, Result, Session, Timing
+from mage_tune.problem import Problem
 
 FAMILIES = Path(__file__).parents[1] / "fixtures" / "data" / "tiny_layernorm_family.py"
 SHAPE = {"m": 256, "d": 64}
@@ -33,40 +35,49 @@ LABEL = "as shipped[threads=256,rows=2]"
 @pytest.fixture(scope="module")
 def tiny():
     family = load_family(f"{FAMILIES}:TINY")
-    return family, family.build(family.with_defaults({"threads": 64}), SHAPE, "sm_90")
+    return family, family.build(family.with_defaults({"threads": 64}), SHAPE, get_arch("sm_90"))
 
 
 def test_the_plan_holds_the_shipped_config_by_default(tiny):
     family, variant = tiny
-    jobs = plan_jobs(family, SHAPE, "sm_90", [variant])
+    jobs = plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant])
     labels = [j.label for j in jobs]
     assert labels[-2:] == [LABEL, variant.label]  # after the family's baselines, before the variants
     assert {j.kind for j in jobs[:-2]} == {"triton", "torch", "copy"}
     job = jobs[-2]
     assert job.kind == "variant" and job.cubin and job.kernel_name == variant.kernel_name  # launched from its cubin
-    assert job.config == family.shipped_config(SHAPE, "sm_90") and job.block == (512, 1, 1)  # 256 threads × 2 rows
+    assert job.config == family.shipped_config(SHAPE, get_arch("sm_90")) and job.block == (
+        512,
+        1,
+        1,
+    )  # 256 threads × 2 rows
 
-    assert [j.label for j in plan_jobs(family, SHAPE, "sm_90", [variant], ("shipped",))] == [LABEL, variant.label]
-    assert LABEL not in [j.label for j in plan_jobs(family, SHAPE, "sm_90", [variant], ("torch",))]
-    assert [j.label for j in plan_jobs(family, SHAPE, "sm_90", [variant], ())] == [variant.label]
+    assert [j.label for j in plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant], ("shipped",))] == [
+        LABEL,
+        variant.label,
+    ]
+    assert LABEL not in [j.label for j in plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant], ("torch",))]
+    assert [j.label for j in plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant], ())] == [variant.label]
     with pytest.raises(ConfigError, match=r"no baseline nope; it offers: copy, torch, triton; and shipped"):
-        plan_jobs(family, SHAPE, "sm_90", [variant], ("nope",))
+        plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant], ("nope",))
 
 
 def test_a_family_without_a_shipped_config_has_no_shipped_baseline(tiny):
     _, variant = tiny
     family = load_family(f"{FAMILIES}:UNSHIPPED")
-    assert [j.kind for j in plan_jobs(family, SHAPE, "sm_90", [variant])][-1:] == ["variant"]
-    assert not any(j.label.startswith("as shipped") for j in plan_jobs(family, SHAPE, "sm_90", [variant]))
+    assert [j.kind for j in plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant])][-1:] == ["variant"]
+    assert not any(
+        j.label.startswith("as shipped") for j in plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant])
+    )
     with pytest.raises(ConfigError, match="names no as_shipped config"):
-        plan_jobs(family, SHAPE, "sm_90", [variant], ("shipped",))
+        plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant], ("shipped",))
 
 
 def test_a_shipped_config_not_valid_at_the_shape_is_said_and_left_out(tiny):
     _, variant = tiny
     family = load_family(f"{FAMILIES}:SHIPS_INVALID")
     said: list[str] = []
-    jobs = plan_jobs(family, SHAPE, "sm_90", [variant], None, said.append)
+    jobs = plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant], None, said.append)
     assert not any(j.label.startswith("as shipped") for j in jobs)
     (note,) = said
     assert note.startswith("as shipped: not valid at m=256, d=64 (") and "\n" not in note
@@ -101,7 +112,7 @@ class _Measurer:
 def test_the_worker_times_the_shipped_config_in_every_session(tiny, monkeypatch):
     family, variant = tiny
     monkeypatch.setattr(worker, "Measurer", _Measurer)
-    jobs = tuple(plan_jobs(family, SHAPE, "sm_90", [variant], ("torch", "shipped")))
+    jobs = tuple(plan_jobs(Problem(family, SHAPE, get_arch("sm_90")), [variant], ("torch", "shipped")))
     worker.run_plan(Plan(family=family.origin, shape=SHAPE, jobs=jobs))
     made = _Measurer.made[-1]
     assert [j.label for j in made.baselines] == ["torch.layer_norm", LABEL]  # run again at each session's start

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from mage_tune import textwidth
+from mage_tune.arch import get_arch
 from mage_tune.cli.counters_cmd import format_counters
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels import get_family
@@ -131,15 +132,15 @@ def test_configs_file_errors_name_the_file(tmp_path):
     bad = tmp_path / "list.json"
     bad.write_text('[{"bm": 64},\n{"bm": }]')
     with pytest.raises(InputError, match=r"list.json:2: not JSON"):
-        _listed(family, shape, "sm_90", bad)
+        _listed(family, shape, get_arch("sm_90"), bad)
     bad.write_text('[{"bm": 64}, {"bm": 7}]')
     with pytest.raises(ConfigError, match=r"list.json: config 1: knob bm: '7' is not allowed"):
-        _listed(family, shape, "sm_90", bad)
+        _listed(family, shape, get_arch("sm_90"), bad)
     bad.write_text('{"bm": 64}')
     with pytest.raises(InputError, match="expected a JSON list"):
-        _listed(family, shape, "sm_90", bad)
-    listed = _listed(family, shape, "sm_90", ROOT / "benchmarks" / "gpu" / "configs" / "mm_large_tiles.json")
-    assert len(listed) == 264 and all(not family.violations(c, shape, "sm_90") for c in listed)
+        _listed(family, shape, get_arch("sm_90"), bad)
+    listed = _listed(family, shape, get_arch("sm_90"), ROOT / "benchmarks" / "gpu" / "configs" / "mm_large_tiles.json")
+    assert len(listed) == 264 and all(not family.violations(c, shape, get_arch("sm_90")) for c in listed)
 
 
 def _first_run_winner(family: str, paths: list[Path]) -> tuple[dict, float] | None:

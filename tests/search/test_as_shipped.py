@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels.registry import load_family
 from mage_tune.measure.records import Result, Session, Timing
 from mage_tune.search import record, report
@@ -131,7 +132,9 @@ class _Recorder:
 def test_a_measured_search_times_the_shipped_config_as_a_baseline(tmp_path):
     family = load_family(f"{FAMILIES}:TINY")
     run_dir = tmp_path / "run"
-    spec = SearchSpec(family.name, SHAPE, "sm_90", 4, "tpe", None, "m", run_dir, 1, False, 1, family.origin, db="off")
+    spec = SearchSpec(
+        family.name, SHAPE, get_arch("sm_90"), 4, "tpe", None, "m", run_dir, 1, False, 1, family.origin, db="off"
+    )
     search = Search(spec, family, print)  # a GPU is needed by run() only
     search.heartbeat.close()
     search._prepare_shipped()

@@ -27,10 +27,12 @@ from pathlib import Path
 import optuna
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
 from mage_tune.kernels.layernorm import LayerNorm
 from mage_tune.kernels.neighbours import config_key
 from mage_tune.kernels.registry import load_family
+from mage_tune.problem import Problem
 from mage_tune.search import record, runner, space
 from mage_tune.search.runner import COUNTED, RECORDED, Search
 from mage_tune.search.space import Space
@@ -45,7 +47,20 @@ EXHAUSTED = "all 6 valid configs of the space have been modelled; stopping after
 def _spec(run_dir: Path, trials: int, **more) -> SearchSpec:
     family = load_family(TINY)
     return SearchSpec(
-        family.name, SHAPE, "sm_90", trials, "tpe", None, "tiny", run_dir, 2, True, 1, family.origin, db="off", **more
+        family.name,
+        SHAPE,
+        get_arch("sm_90"),
+        trials,
+        "tpe",
+        None,
+        "tiny",
+        run_dir,
+        2,
+        True,
+        1,
+        family.origin,
+        db="off",
+        **more,
     )
 
 
@@ -63,10 +78,10 @@ def _flat(text: str) -> str:
 
 def test_a_listed_space_is_the_valid_configs():
     family = load_family(TINY)
-    listed = Space.listed(family, SHAPE, "sm_90")
-    assert listed.size == family.count_configs(SHAPE, "sm_90") == 6
+    listed = Space.listed(Problem(family, SHAPE, get_arch("sm_90")))
+    assert listed.size == family.count_configs(SHAPE, get_arch("sm_90")) == 6
     configs = [listed.config(i) for i in range(listed.size)]
-    assert sorted(map(config_key, configs)) == sorted(map(config_key, family.configs(SHAPE, "sm_90")))
+    assert sorted(map(config_key, configs)) == sorted(map(config_key, family.configs(SHAPE, get_arch("sm_90"))))
     assert all(listed.member(c) for c in configs)
     assert not listed.member({**configs[0], "threads": 1024})  # not in the domain
     assert not listed.member({k: v for k, v in configs[0].items() if k != "rows"})  # a knob missing
@@ -77,7 +92,9 @@ def test_a_listed_space_is_the_valid_configs():
         assert listed.untried(keys - {config_key(left)}, "1") == left
     assert listed.untried(set(), "1") == listed.untried(set(), "1")  # seeded
 
-    assert Space.listed(get_family("layernorm"), SHAPE, "sm_90") is None  # 1 078 272 combinations: never listed
+    assert (
+        Space.listed(Problem(get_family("layernorm"), SHAPE, get_arch("sm_90"))) is None
+    )  # 1 078 272 combinations: never listed
 
 
 def test_free_knobs_multiply_a_listed_space():
@@ -89,10 +106,10 @@ def test_free_knobs_multiply_a_listed_space():
         knobs = tuple(dataclasses.replace(k, domain=domains.get(k.name, k.domain[:1])) for k in LayerNorm.knobs)
 
     family = Free()
-    listed = Space.listed(family, SHAPE, "sm_90")
-    assert len(listed.bound) == 2 and listed.size == 12 == family.count_configs(SHAPE, "sm_90")
+    listed = Space.listed(Problem(family, SHAPE, get_arch("sm_90")))
+    assert len(listed.bound) == 2 and listed.size == 12 == family.count_configs(SHAPE, get_arch("sm_90"))
     configs = [listed.config(i) for i in range(listed.size)]
-    assert sorted(map(config_key, configs)) == sorted(map(config_key, family.configs(SHAPE, "sm_90")))
+    assert sorted(map(config_key, configs)) == sorted(map(config_key, family.configs(SHAPE, get_arch("sm_90"))))
 
 
 # --- a search that runs out of configs -------------------------------------------------------------------------------
@@ -113,7 +130,7 @@ def test_a_small_space_stops_once_every_config_is_tried(tmp_path, compile_cache)
     run_dir = tmp_path / "run"
     configs = _counted_configs(run_dir)
     family = load_family(TINY)
-    assert sorted(configs) == sorted(map(config_key, family.configs(SHAPE, "sm_90")))  # each config once
+    assert sorted(configs) == sorted(map(config_key, family.configs(SHAPE, get_arch("sm_90"))))  # each config once
     lines = record.trials(run_dir)
     assert all(t["outcome"] != "duplicate" for t in lines)  # none was needed: the search drew untried ones
     name = json.loads((run_dir / "search.json").read_text())["study"]
@@ -143,7 +160,9 @@ def test_a_duplicate_is_recorded_and_never_counts(tmp_path):
     """Four configs, two kernels: the grid runs all four, the two duplicates are recorded with the trial they repeat
     and their value, the study counts two trials, and the search stops once all four configs were tried."""
     said: list[str] = []
-    spec = SearchSpec("layernorm", SHAPE, "sm_90", 4, "grid", None, "shared", tmp_path / "run", 1, True, 0, db="off")
+    spec = SearchSpec(
+        "layernorm", SHAPE, get_arch("sm_90"), 4, "grid", None, "shared", tmp_path / "run", 1, True, 0, db="off"
+    )
     search = Search(spec, SharedKernel(), said.append)
     search.run(lambda done, best: None)
     lines = sorted(record.trials(tmp_path / "run"), key=lambda t: t["number"])
@@ -197,7 +216,7 @@ def test_two_workers_on_one_study_stop_together(tmp_path):
     parent.heartbeat.close()
     run_on_gpus(spec, parent.study, ["0", "1"], lambda done, best: None)
     configs = _counted_configs(tmp_path / "run")
-    assert sorted(configs) == sorted(map(config_key, load_family(TINY).configs(SHAPE, "sm_90")))
+    assert sorted(configs) == sorted(map(config_key, load_family(TINY).configs(SHAPE, get_arch("sm_90"))))
     assert sum(t.user_attrs.get("outcome") in COUNTED for t in parent.study.get_trials()) == 6
     numbers = [t["number"] for t in record.trials(tmp_path / "run")]
     assert len(numbers) == len(set(numbers))

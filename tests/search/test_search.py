@@ -35,11 +35,13 @@ from pathlib import Path
 import optuna
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.errors import InputError
 from mage_tune.kernels import get_family
 from mage_tune.kernels.base import Config, Shape
 from mage_tune.kernels.layernorm import LayerNorm
 from mage_tune.kernels.neighbours import neighbours
+from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
 from mage_tune.search.runner import COUNTED, RECORDED, Search
@@ -204,8 +206,8 @@ def test_drawn_configs_that_break_a_constraint_run_as_their_nearest_valid_one(st
         assert len(repaired) >= len(lines) // 2
         assert sum(t["outcome"] == "modelled" for t in lines) >= len(lines) // 2
     for t in repaired:
-        assert family.violations(proposal_of(t), shape, "sm_90")  # the draw was invalid
-        assert not family.violations(t["config"], shape, "sm_90")  # what ran is valid
+        assert family.violations(proposal_of(t), shape, get_arch("sm_90"))  # the draw was invalid
+        assert not family.violations(t["config"], shape, get_arch("sm_90"))  # what ran is valid
         assert 1 <= len(t["repaired_from"]) <= 2
         if not t.get("redrawn_from"):
             assert all(t["config"][k] != v for k, v in t["repaired_from"].items())
@@ -295,7 +297,7 @@ def test_no_gpu_notice_and_objective_identity(tmp_path, env):
 
     # And the other way round: a measured study is never continued with modelled values.
     spec = SearchSpec(
-        "layernorm", {"m": 256, "d": 64}, "sm_90", 3, "tpe", None, "measured", tmp_path / "m", 1, False, None
+        "layernorm", {"m": 256, "d": 64}, get_arch("sm_90"), 3, "tpe", None, "measured", tmp_path / "m", 1, False, None
     )
     Search(spec, LayerNorm(), print).heartbeat.close()  # records the study's identity; a GPU is needed only by run()
     args = search_args(LAYERNORM, "m", 3, "--study", "measured", "--static")
@@ -446,7 +448,18 @@ def test_compile_errors_and_pruned_configs_are_trials(tmp_path):
     # Grid over the six configs; keep_going: the search would otherwise stop once the five valid ones have run,
     # whether or not the grid has reached the sixth yet.
     spec = SearchSpec(
-        "layernorm", {"m": 256, "d": 64}, "sm_90", 6, "grid", None, "broken", run_dir, 2, True, 0, keep_going=True
+        "layernorm",
+        {"m": 256, "d": 64},
+        get_arch("sm_90"),
+        6,
+        "grid",
+        None,
+        "broken",
+        run_dir,
+        2,
+        True,
+        0,
+        keep_going=True,
     )
     progress = []
     Search(spec, family, print).run(lambda done, best: progress.append(done))
@@ -489,9 +502,9 @@ def test_a_trial_killed_between_outcome_and_tell(tmp_path):
     """What a kill between a trial's outcome attr and its tell leaves (a counted trial the heartbeat failed, without a
     value in the study) is no source for `duplicate`: the same binary is scored again, not given a missing value."""
     family, shape = SeedLayerNorm(), {"m": 256, "d": 64}
-    variant = family.build({k.name: k.domain[0] for k in family.knobs}, shape, "sm_90")
+    variant = family.build({k.name: k.domain[0] for k in family.knobs}, shape, get_arch("sm_90"))
     run_dir = tmp_path / "run"
-    spec = SearchSpec("layernorm", shape, "sm_90", 2, "random", None, "killed", run_dir, 1, True, 0)
+    spec = SearchSpec("layernorm", shape, get_arch("sm_90"), 2, "random", None, "killed", run_dir, 1, True, 0)
     search = Search(spec, family, print)
     left = search.study.ask()
     left.set_user_attr("sass_sha256", record.sha256(variant.artifact.sass))
@@ -513,7 +526,9 @@ def test_a_trial_killed_before_its_first_heartbeat_is_failed(tmp_path, monkeypat
 
     monkeypatch.setenv("MAGE_TUNE_HEARTBEAT_GRACE", "3")
     run_dir = tmp_path / "run"
-    spec = SearchSpec("layernorm", {"m": 256, "d": 64}, "sm_90", 1, "random", None, "orphan", run_dir, 1, True, 0)
+    spec = SearchSpec(
+        "layernorm", {"m": 256, "d": 64}, get_arch("sm_90"), 1, "random", None, "orphan", run_dir, 1, True, 0
+    )
     search = Search(spec, SeedLayerNorm(), print)
     with pytest.warns(UserWarning, match="Heartbeat"):
         orphan = search.study.ask()  # no heartbeat recorded: as if killed right here
@@ -533,7 +548,9 @@ def test_a_trial_killed_between_its_line_and_tell_is_failed_before_the_search_en
     The search that reaches the count waits for it to go stale, so it ends with none of its trials running."""
     monkeypatch.setenv("MAGE_TUNE_HEARTBEAT_GRACE", "3")
     run_dir = tmp_path / "run"
-    spec = SearchSpec("layernorm", {"m": 256, "d": 64}, "sm_90", 2, "random", None, "lined", run_dir, 1, True, 0)
+    spec = SearchSpec(
+        "layernorm", {"m": 256, "d": 64}, get_arch("sm_90"), 2, "random", None, "lined", run_dir, 1, True, 0
+    )
     said: list[str] = []
     search = Search(spec, SeedLayerNorm(), said.append)
     with pytest.warns(UserWarning, match="Heartbeat"):
@@ -565,7 +582,19 @@ def test_the_last_trials_polish_the_best_configs(tmp_path):
     family = get_family("layernorm")
     shape = {"m": 256, "d": 64}
     spec = SearchSpec(
-        "layernorm", shape, "sm_90", 14, "tpe", None, "polish", tmp_path / "run", 2, True, 3, db="off", polish=6
+        "layernorm",
+        shape,
+        get_arch("sm_90"),
+        14,
+        "tpe",
+        None,
+        "polish",
+        tmp_path / "run",
+        2,
+        True,
+        3,
+        db="off",
+        polish=6,
     )
     Search(spec, family, print).run(lambda done, best: None)
     lines = sorted(record.trials(tmp_path / "run"), key=lambda t: t["number"])
@@ -595,7 +624,7 @@ def test_polish_zero_leaves_every_trial_to_the_sampler(tmp_path):
     spec = SearchSpec(
         "layernorm",
         {"m": 256, "d": 64},
-        "sm_90",
+        get_arch("sm_90"),
         10,
         "tpe",
         None,
@@ -628,7 +657,18 @@ def test_a_duplicate_is_the_same_kernel_on_the_same_launch(tmp_path, m, second):
     """persist=2 and 4 share one SASS. At m=4096 their grids differ (264 and 528 blocks), so each is scored; at m=256
     both grids are the 256 row groups, and the second is the first's duplicate."""
     spec = SearchSpec(
-        "layernorm", {"m": m, "d": 64}, "sm_90", 2, "grid", None, "persist", tmp_path / "run", 1, True, 0, db="off"
+        "layernorm",
+        {"m": m, "d": 64},
+        get_arch("sm_90"),
+        2,
+        "grid",
+        None,
+        "persist",
+        tmp_path / "run",
+        1,
+        True,
+        0,
+        db="off",
     )
     Search(spec, PersistLayerNorm(), print).run(lambda done, best: None)
     lines = sorted(record.trials(tmp_path / "run"), key=lambda t: t["number"])
@@ -643,8 +683,8 @@ def test_a_config_already_tried_runs_as_an_untried_neighbour(tmp_path):
     family = get_family("layernorm")
     # seed 7: TPE repeats a draw within the 40 trials (8 of the 10 seeds tried do, in a space this size)
     spec = SearchSpec(
-        "layernorm", {"m": 256, "d": 64}, "sm_90", 40, "tpe", None, "redraw", tmp_path / "run", 2, True, 7, db="off",
-        polish=0,
+        "layernorm", {"m": 256, "d": 64}, get_arch("sm_90"), 40, "tpe", None, "redraw", tmp_path / "run", 2, True, 7,
+        db="off", polish=0,
     )  # fmt: skip
     Search(spec, family, print).run(lambda done, best: None)
     lines = sorted(record.trials(tmp_path / "run"), key=lambda t: t["number"])
@@ -656,7 +696,7 @@ def test_a_config_already_tried_runs_as_an_untried_neighbour(tmp_path):
         drawn = {**t["config"], **t["redrawn_from"]}  # what the sampler asked for, once repaired
         assert json.dumps(drawn, sort_keys=True) in configs[: lines.index(t)]
         changed = [k for k in t["config"] if t["config"][k] != drawn[k]]
-        assert 1 <= len(changed) <= 3 and not family.violations(t["config"], {"m": 256, "d": 64}, "sm_90")
+        assert 1 <= len(changed) <= 3 and not family.violations(t["config"], {"m": 256, "d": 64}, get_arch("sm_90"))
 
 
 def test_the_polish_tries_a_value_the_search_has_only_seen_slow_last():
@@ -664,13 +704,15 @@ def test_the_polish_tries_a_value_the_search_has_only_seen_slow_last():
     search has measured goes back by how much slower its best time with that value was than the search's best."""
     family, shape = get_family("layernorm"), {"m": 4096, "d": 768}
     base = family.with_defaults({})
-    found = list(neighbours(family, [("#0", base)], shape, "sm_90", set()))
+    found = list(neighbours(family, [("#0", base)], shape, get_arch("sm_90"), set()))
     assert len({n.knob for n in found}) == len(family.knobs)
     slow = {**base, "passes": "twopass"}
     fast = {**base, "threads": 64}
     measured = [(base, 10.0), (slow, 13.0), (fast, 10.0)]
-    order = polish.ranked(family, found, shape, "sm_90", None, 1, measured)
+    order = polish.ranked(Problem(family, shape, get_arch("sm_90")), found, None, 1, measured)
     assert sorted(order, key=lambda n: n.source) == sorted(found, key=lambda n: n.source)  # the same neighbours
     assert (order[-1].knob, order[-1].value) == ("passes", "twopass")
-    plain = polish.ranked(family, found, shape, "sm_90", None, 1)
-    assert plain != order and plain == polish.ranked(family, found, shape, "sm_90", None, 1)  # seeded
+    plain = polish.ranked(Problem(family, shape, get_arch("sm_90")), found, None, 1)
+    assert plain != order and plain == polish.ranked(
+        Problem(family, shape, get_arch("sm_90")), found, None, 1
+    )  # seeded

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.kernels.registry import load_family
 from mage_tune.search import model
@@ -24,7 +25,7 @@ ONE_CHAIN = {"bm": 128, "bn": 128, "chain": 0, "split_k": 8}  # 64×64 warp tile
 
 def _census(family_name: str, settings: dict, shape: dict):
     family = load_family(family_name)
-    variant = family.build(family.with_defaults(settings), shape, "sm_90")
+    variant = family.build(family.with_defaults(settings), shape, get_arch("sm_90"))
     census = census_artifact(
         variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
     )[0]

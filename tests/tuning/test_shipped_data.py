@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 from tuning_data import ARCH, GPU, layernorm_configs, run
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
 from mage_tune.kernels.registry import BUILTINS
+from mage_tune.problem import Problem
 from mage_tune.records import reader, schema
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.tuning import learned, shipped, warm
@@ -71,16 +73,16 @@ def test_warm_start_reads_it_only_where_the_database_has_nothing(no_model):
     shape = {"m": 4096, "d": 800}
     ours = warm.usable_entries(shipped.entries("layernorm", ARCH), shape, H200, False)
 
-    plan = warm.plan(family, shape, ARCH, [], H200, False, 1, 0)
+    plan = warm.plan(Problem(family, shape, ARCH), [], H200, False, 1, 0)
     assert plan.notes[0] == f"warm start: from the shipped H200 data ({len(ours)} trials)"
     assert plan.seeds and all(s.source.startswith(("nearest ", "new value ")) for s in plan.seeds)
-    nearest = warm.nearest_seeds(family, shape, ARCH, ours)
+    nearest = warm.nearest_seeds(Problem(family, shape, ARCH), ours)
     assert [s.config for s in plan.seeds[: len(nearest)]] == [s.config for s in nearest]
 
     # The user's own trials on this GPU: the shipped data stays out.
     info, rows = run("layernorm", {"m": 4096, "d": 768}, layernorm_configs({"m": 4096, "d": 768}, 4, 0), gpu=H200)
     mine = [Entry(info, r["number"], r["config"], r["outcome"], r["value"]) for r in rows]
-    plan = warm.plan(family, shape, ARCH, mine, H200, False, 1, 0)
+    plan = warm.plan(Problem(family, shape, ARCH), mine, H200, False, 1, 0)
     assert not any("shipped" in n for n in plan.notes)
     assert {s.config["threads"] for s in plan.seeds if s.source.startswith("nearest")} <= {
         c["threads"] for c in (r["config"] for r in rows)
@@ -90,12 +92,18 @@ def test_warm_start_reads_it_only_where_the_database_has_nothing(no_model):
     other = [
         Entry(info.__class__(**{**info.__dict__, "gpu": GPU}), e.number, e.config, e.outcome, e.value) for e in mine
     ]
-    assert warm.plan(family, shape, ARCH, other, H200, False, 1, 0).notes[0].startswith("warm start: from the shipped")
+    assert (
+        warm.plan(Problem(family, shape, ARCH), other, H200, False, 1, 0)
+        .notes[0]
+        .startswith("warm start: from the shipped")
+    )
     # ... but on a GPU the shipped data does not hold, the user's other GPUs do.
-    assert not any("shipped" in n for n in warm.plan(family, shape, ARCH, other, "Third GPU", False, 1, 0).notes)
+    assert not any(
+        "shipped" in n for n in warm.plan(Problem(family, shape, ARCH), other, "Third GPU", False, 1, 0).notes
+    )
     # A static search (no GPU) never reads it, nor another arch.
-    assert warm.plan(family, shape, ARCH, [], "", False, 1, 0).seeds == ()
-    assert warm.plan(family, shape, "sm_80", [], H200, False, 1, 0).seeds == ()
+    assert warm.plan(Problem(family, shape, ARCH), [], "", False, 1, 0).seeds == ()
+    assert warm.plan(Problem(family, shape, get_arch("sm_80")), [], H200, False, 1, 0).seeds == ()
 
 
 def cli(*args: str, env: dict) -> subprocess.CompletedProcess:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
 from mage_tune.search import sources
 from mage_tune.tuning import learned
@@ -151,7 +152,7 @@ def _nearest_best(shape: dict) -> tuple[dict, dict]:
     for _, config in sorted(shapes[near], key=lambda p: p[0]):
         if set(config) <= {k.name for k in family.knobs}:
             try:
-                return json.loads(near), family.complete(config, shape, "sm_90")
+                return json.loads(near), family.complete(config, shape, get_arch("sm_90"))
             except Exception:
                 continue
     raise AssertionError("no usable config")
@@ -307,7 +308,7 @@ def test_one_worker_per_device_counts_exactly(storage, tmp_path):
             pytest.skip("MAGE_TUNE_TEST_POSTGRES is not set (.ci/run starts a PostgreSQL server and sets it)")
     family = get_family("layernorm")
     spec = SearchSpec(
-        "layernorm", {"m": 256, "d": 64}, "sm_90", 10, "random", url, f"devices-{uuid.uuid4().hex}",
+        "layernorm", {"m": 256, "d": 64}, get_arch("sm_90"), 10, "random", url, f"devices-{uuid.uuid4().hex}",
         tmp_path / "run", 1, True, 0, "layernorm", db="off",
     )  # fmt: skip
     parent = Search(spec, family, print)
@@ -332,7 +333,7 @@ def test_the_model_learns_times_over_the_fastest_baseline_of_each_run():
     fastest = min(_cold(r) for r in data["results"] if r["kind"] != "variant" and r["ok"])
     assert fastest == min(v for k, v in run.baselines.items() if k.startswith("copy["))
     family = get_family("layernorm")
-    targets = [r.target for r in learned.training_rows(family, "sm_90", entries)]
+    targets = [r.target for r in learned.training_rows(family, get_arch("sm_90"), entries)]
     times = [_cold(r) for r in _variants(path)]
     assert len(targets) == len(times) == 5
     assert targets == pytest.approx([math.log(t / fastest) for t in times])
@@ -341,4 +342,6 @@ def test_the_model_learns_times_over_the_fastest_baseline_of_each_run():
     bare = [replace(e, run=replace(run, baselines={})) for e in entries]
     logs = [math.log(t) for t in times]
     mean = sum(logs) / len(logs)
-    assert [r.target for r in learned.training_rows(family, "sm_90", bare)] == pytest.approx([lt - mean for lt in logs])
+    assert [r.target for r in learned.training_rows(family, get_arch("sm_90"), bare)] == pytest.approx(
+        [lt - mean for lt in logs]
+    )
