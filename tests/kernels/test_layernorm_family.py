@@ -154,6 +154,7 @@ def test_space_size_at_768():
 def test_valid_tuples_are_the_generic_walks(d, arch):
     """The family's shortcut over l2_ahead yields exactly the tuples, in the order, of the generic walk that checks
     every combination (with the prefetch allowed, refused by the row width, refused by the arch)."""
+    arch = get_arch(arch)
     shape = {"m": 4096, "d": d}
     generic = super(type(FAMILY), FAMILY).bound_combinations(shape, arch)
     assert list(FAMILY.bound_combinations(shape, arch)) == list(generic)
@@ -593,6 +594,7 @@ def test_forbidden_combination(settings, d, message):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_89"])
 def test_l2_ahead_needs_sm_90(arch):
+    arch = get_arch(arch)
     with pytest.raises(
         ConfigError, match=rf"l2_ahead=4 prefetches by cp.async.bulk.prefetch.L2, which needs sm_90, not {arch}"
     ):

@@ -150,6 +150,7 @@ def test_fp32_output_compiles_to_float2_stores():
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90", "sm_100a"])
 def test_other_archs_are_refused_in_a_sentence(arch):
+    arch = get_arch(arch)
     problems = FAMILY.violations(FAMILY.with_defaults({}), SHAPE, arch)
     assert any(f"sm_90a only (Hopper's arch-specific target); {arch} cannot" in p for p in problems), problems
     assert list(FAMILY.configs(SHAPE, arch)) == []
