@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mage_tune import gpu
+from mage_tune.arch import get_arch
 from mage_tune.errors import InputError
 from mage_tune.kernels.base import Family, Shape
 from mage_tune.kernels.registry import load_family
@@ -129,7 +130,7 @@ class RunnableKernel(TunedKernel):
 
     def _build(self, shape: Shape) -> Prepared:
         choice = self.choice(shape)
-        variant = self.family.build(choice.config, shape, choice.arch)
+        variant = self.family.build(choice.config, shape, get_arch(choice.arch))  # the choice keeps the name
         torch = gpu.torch()
         written = tuple(
             (name, tuple(dims), getattr(torch, self.family.device_dtype(name)))

@@ -29,6 +29,7 @@ from mage_tune.api.common import (
     setting_items,
     strings,
 )
+from mage_tune.arch import Arch, get_arch
 from mage_tune.census import census_variant
 from mage_tune.census.features import features_json
 from mage_tune.errors import InputError
@@ -39,6 +40,7 @@ from mage_tune.measure import bench as run_bench
 from mage_tune.measure import device, shipped
 from mage_tune.measure.records import BenchRun, Result
 from mage_tune.measure.summary import rows
+from mage_tune.problem import Problem
 from mage_tune.search.record import write_atomic
 
 REGIMES = {"cold": ("cold",), "hot": ("hot",), "both": ("cold", "hot")}
@@ -66,7 +68,7 @@ class BenchResult:
 
     family: str
     shape: dict
-    arch: str
+    arch: str  # the arch's name, as the record keeps it
     regimes: tuple[str, ...]
     results: tuple[KernelResult, ...]  # baselines then variants, as measured
     best: KernelResult | None  # the fastest variant that passed its check (first regime)
@@ -102,7 +104,7 @@ def bench(
     family: FamilyArg,
     shape: Mapping[str, int] | None = None,
     *,
-    arch: str | None = None,
+    arch: str | Arch | None = None,
     settings: Mapping[str, object] | str | Sequence[str] = (),
     sources: str | Sequence[str] = (),
     configs: str | Path | Sequence[Mapping[str, object]] | None = None,
@@ -143,9 +145,8 @@ def bench(
         raise InputError("exists; give --force to replace it, or another --out", file=str(out))
     device.require_gpu()
     say(f"measuring on the GPU: {device.gpu_mode()[1]}")
-    if arch in (None, "auto"):
-        arch = device.arch_of_device()
     fam, shape = family_and_shape(family, shape, include_dirs, defines, compiler_options)
+    arch = device.arch_of_device() if arch in (None, "auto") else get_arch(arch)  # an Arch from here on
     variants = _variants(fam, shape, arch, setting_items(settings), strings(sources), configs, all_configs, sample, say)
     regimes = REGIMES[regime]
     names = _baseline_names(baselines)
@@ -165,8 +166,7 @@ def bench(
                     f.write(json.dumps(shipped.recorded(result).to_json()) + "\n")
 
         run = run_bench(
-            fam,
-            shape,
+            Problem(fam, shape, arch),
             variants,
             regimes=regimes,
             baselines=names,
@@ -176,7 +176,6 @@ def bench(
             timed=not check_only,
             on_result=on_result,
             on_plan=bar.set_total,  # baselines count too: Triton's configs, torch, the copies
-            arch=arch,
             on_note=on_note,
         )
     saved = run_record(run, variants, fam, "; ".join(notes))
@@ -186,7 +185,7 @@ def bench(
     return _result(run, saved, arch, regimes, Path(out) if out else None, tuple(notes))
 
 
-def _result(run: BenchRun, saved: dict, arch: str, regimes: tuple[str, ...], out, notes) -> BenchResult:
+def _result(run: BenchRun, saved: dict, arch: Arch, regimes: tuple[str, ...], out, notes) -> BenchResult:
     first = regimes[0]
     results = tuple(
         KernelResult(
@@ -211,7 +210,7 @@ def _result(run: BenchRun, saved: dict, arch: str, regimes: tuple[str, ...], out
     return BenchResult(
         family=run.family,
         shape=dict(run.shape),
-        arch=arch,
+        arch=arch.name,
         regimes=regimes,
         results=results,
         best=min(variants, key=lambda r: r.time_us, default=None),
@@ -248,7 +247,7 @@ def _variants(fam, shape, arch, settings, sources, configs, all_configs, sample,
     return [select.from_source(fam, shape, arch, config, path) for path in sources] + [fam.build(config, shape, arch)]
 
 
-def _listed(fam: Family, shape: Shape, arch: str, configs) -> list:
+def _listed(fam: Family, shape: Shape, arch: Arch, configs) -> list:
     """The configs of a JSON file (select.listed), or of a list of dicts given from Python."""
     if isinstance(configs, str | Path):
         return select.listed(fam, shape, arch, Path(configs))

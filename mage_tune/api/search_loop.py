@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mage_tune.api.common import Echo, FamilyArg, OptionConflict, family_and_shape, plain, progress_bar, quiet
-from mage_tune.arch import DEFAULT_ARCH
-from mage_tune.compile import check_arch
+from mage_tune.arch import DEFAULT_ARCH, Arch, get_arch
 from mage_tune.errors import InputError, MageError
 from mage_tune.measure import device
 from mage_tune.search import gpus as on_gpus
@@ -73,7 +72,7 @@ class SearchResult:
 
     family: str
     shape: dict
-    arch: str
+    arch: str  # the arch's name, as the run directory keeps it
     mode: str  # "measured" (checked and timed on the GPU) or "static" (the census model's estimates)
     study: str
     run_dir: Path  # report.md, best/, trials.jsonl, …: `mage-tune report RUN_DIR` rebuilds the tables
@@ -138,7 +137,7 @@ def search(
     family: FamilyArg,
     shape: Mapping[str, int] | None = None,
     *,
-    arch: str | None = None,
+    arch: str | Arch | None = None,
     trials: int = 100,
     sampler: str = "tpe",
     static: bool = False,
@@ -194,7 +193,7 @@ def search(
                 arch = device.arch_of_device()
     else:
         said = "static census model (--static), no GPU used; "
-    arch = check_arch(DEFAULT_ARCH if arch in (None, "auto") else arch)
+    arch = get_arch(DEFAULT_ARCH if arch in (None, "auto") else arch)  # the caller's arch name: an Arch, once
     mode = "static" if static else "measured"
     shape_text = "-".join(f"{k}{v}" for k, v in shape.items())
     study = study or f"{fam.name}-{shape_text}-{arch}-{mode}"
@@ -239,7 +238,7 @@ def search(
     result = SearchResult(
         family=fam.name,
         shape=dict(shape),
-        arch=arch,
+        arch=arch.name,
         mode=mode,
         study=study,
         run_dir=run_path,

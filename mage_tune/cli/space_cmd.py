@@ -49,6 +49,7 @@ def space(family, dims, arch, as_list, as_json, limit, exact):
     combinations, or where the whole space is listed anyway; a larger space's count (matmul's, layernorm's) is an
     estimate from a seeded sample of 50,000 of those combinations, said as one (`about 7.53 million ...`, with its 95%
     interval; "count": "estimate" in --json), unless --exact counts every one."""
+    from mage_tune.problem import Problem
     from mage_tune.search.space import Count, count_valid
     from mage_tune.textwidth import table as fit_table
     from mage_tune.textwidth import wrap
@@ -62,7 +63,7 @@ def space(family, dims, arch, as_list, as_json, limit, exact):
     if configs is not None and (limit is None or len(configs) < limit):
         count = Count.of(len(configs))  # the whole space was listed
     else:
-        count = count_valid(fam, shape, arch, exact=exact, known=len(configs or ()))
+        count = count_valid(Problem(fam, shape, arch), exact=exact, known=len(configs or ()))
     shape_text = ", ".join(f"{k}={v}" for k, v in shape.items())
     click.echo(f"{fam.name} ({shape_text}, {arch})")
     dims_text = ", ".join(f"{dim}: {fam.dim_help[dim]}" if fam.dim_help.get(dim) else dim for dim in fam.dims)
@@ -86,6 +87,7 @@ def _stream_json(fam, shape: dict, arch: Arch, limit: int | None, exact: bool) -
     """`space --json`: JSON Lines (see JSON_HELP), each config written as it is found; stdout flushed after the
     first line and then at least every half second, so a reader sees the first lines at once. A reader that stops
     early (head) ends the walk quietly."""
+    from mage_tune.problem import Problem
     from mage_tune.search.space import Count, count_valid
 
     out = sys.stdout
@@ -114,7 +116,7 @@ def _stream_json(fam, shape: dict, arch: Arch, limit: int | None, exact: bool) -
         if limit is None or listed < limit:
             count = Count.of(listed)  # the whole space was walked
         else:
-            count = count_valid(fam, shape, arch, exact=exact, known=listed)
+            count = count_valid(Problem(fam, shape, arch), exact=exact, known=listed)
         out.write(json.dumps({"valid": count.valid, "listed": listed, **count.json()}) + "\n")
         out.flush()
     except BrokenPipeError:  # the reader has what it wanted; nothing more to say, and no traceback

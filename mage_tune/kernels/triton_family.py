@@ -95,7 +95,7 @@ class TritonFamily(Family):
         fn = self.jit_function
         return [p.name for p in fn.params if getattr(p, "is_constexpr", False)]
 
-    def equivalents(self, config: Config, shape: Shape, arch: str) -> list[Config]:
+    def equivalents(self, config: Config, shape: Shape, arch: Arch) -> list[Config]:
         """The configs that build the same kernel as `config`, itself first: what a search need not try once it has
         tried one. num_stages only sets how Triton pipelines loops, so where the kernel at this config's constexprs
         has no loop (no `for` or `while` in its source, or in a @triton.jit function it names, outside the branches

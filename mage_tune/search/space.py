@@ -147,15 +147,16 @@ class Count:
         )
 
 
-def count_valid(family: Family, shape: Shape, arch: str, exact: bool = False, known: int = 0, seed: int = 0) -> Count:
+def count_valid(problem: Problem, exact: bool = False, known: int = 0, seed: int = 0) -> Count:
     """How many configs are valid: counted where the constrained knobs have at most ENUMERABLE combinations (what a
     search lists: about a second at most) or `exact` is asked, else estimated from a seeded sample of SAMPLED of
     them, never walking the space. `known`: how many valid configs the caller has seen (a floor for the estimate)."""
+    family = problem.family
     bound = [k for k in family.knobs if not k.free]
     free = math.prod(len(k.domain) for k in family.knobs if k.free)
     total = math.prod(len(k.domain) for k in bound)
     if exact or total <= max(ENUMERABLE, SAMPLED):
-        return Count.of(family.count_configs(shape, arch), total)
+        return Count.of(family.count_configs(problem.shape, problem.arch), total)
     firsts = {k.name: k.domain[0] for k in family.knobs if k.free}
     hits = 0
     for index in sorted(random.Random(seed).sample(range(total), SAMPLED)):
@@ -164,7 +165,7 @@ def count_valid(family: Family, shape: Shape, arch: str, exact: bool = False, kn
             index, i = divmod(index, len(knob.domain))
             chosen[knob.name] = knob.domain[i]
         config = {**{k.name: chosen[k.name] for k in bound}, **firsts}  # as bound_combinations checks it
-        hits += not family.violations(config, shape, arch)
+        hits += not problem.violations(config)
     low, high = _wilson(hits, SAMPLED, total)
     low = max(low, hits) * free  # the valid combinations sampled are valid; the invalid ones are not
     high = min(high, total - (SAMPLED - hits)) * free

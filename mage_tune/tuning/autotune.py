@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from mage_tune import gpu, measure, toolchain
+from mage_tune.arch import get_arch
 from mage_tune.census import census_variant
 from mage_tune.census.features import features
 from mage_tune.errors import InputError, MageError, MeasureError
@@ -45,6 +46,7 @@ from mage_tune.kernels.base import OUT, Family
 from mage_tune.kernels.recorded import family_digest
 from mage_tune.kernels.registry import load_family
 from mage_tune.kernels.triton_family import LAUNCH_OPTIONS
+from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.storage import redact, sqlite_url
 from mage_tune.tuning import autotune_bench
@@ -211,10 +213,10 @@ class RememberingAutotuner:
             answer = Answer(self.configs[0], 0, ONLY, ident.shape, launch=self._launch_kwargs(0, ident))
         else:
             ident = self.identity(bound)
-            gpu_name, arch = self.device_of(bound)
-            answer = self.lookup(ident, self.rows(ident, gpu_name, arch), arch)
+            gpu_name, arch_name = self.device_of(bound)
+            answer = self.lookup(ident, self.rows(ident, gpu_name, arch_name), arch_name)
             if answer is None:
-                answer = self._benchmark(key, ident, gpu_name, arch, Call(args, kwargs, grid, bound))
+                answer = self._benchmark(key, ident, gpu_name, arch_name, Call(args, kwargs, grid, bound))
         self.answers[key] = answer
         self.answered_from[key] = answer.source
         self.cache[key] = answer.config
@@ -267,7 +269,7 @@ class RememberingAutotuner:
         return self._families
 
     def device_of(self, bound: Mapping) -> tuple[str, str]:
-        """(GPU name, arch) of the device the call's tensors are on (the current device where none says)."""
+        """(GPU name, arch name) of the device the call's tensors are on (the current device where none says)."""
         torch = gpu.torch()
         index = next(
             (v.device.index for v in bound.values() if getattr(getattr(v, "device", None), "type", "") == "cuda"),
@@ -292,9 +294,9 @@ class RememberingAutotuner:
             return None
         return TuningDB(url, create=create)
 
-    def rows(self, ident: Identity, gpu_name: str, arch: str) -> list[Entry]:
+    def rows(self, ident: Identity, gpu_name: str, arch_name: str) -> list[Entry]:
         """The measured rows of this identity on this GPU and arch (read once per process)."""
-        cached = (ident.name, ident.origin, gpu_name, arch)
+        cached = (ident.name, ident.origin, gpu_name, arch_name)
         if cached not in self._readers:
             rows: list[Entry] = []
             try:
@@ -307,7 +309,7 @@ class RememberingAutotuner:
                 rows = [
                     e
                     for e in db.entries(family=who, objective=MEASURED_OBJECTIVE)
-                    if e.measured and e.run.gpu == gpu_name and e.run.arch in (arch, arch + "a")
+                    if e.measured and e.run.gpu == gpu_name and e.run.arch in (arch_name, arch_name + "a")
                     and (ident.family is not None or e.run.family == ident.name)
                 ]  # fmt: skip
                 if rows:
@@ -315,10 +317,10 @@ class RememberingAutotuner:
             self._readers[cached] = rows
         return self._readers[cached]
 
-    def lookup(self, ident: Identity, rows: list[Entry], arch: str) -> Answer | None:
+    def lookup(self, ident: Identity, rows: list[Entry], arch_name: str) -> Answer | None:
         """The answer from measured rows (DATABASE, else NEAREST), or None: none of the configs was measured at
         a shape with these dimensions."""
-        match = self._matcher(ident, arch)
+        match = self._matcher(ident, arch_name)
         found = pick(rows, ident.shape, match)
         if found is None:
             return None
@@ -328,31 +330,32 @@ class RememberingAutotuner:
             self._launch_kwargs(index, ident),
         )  # fmt: skip
 
-    def _matcher(self, ident: Identity, arch: str) -> Callable[[dict], int | None]:
+    def _matcher(self, ident: Identity, arch_name: str) -> Callable[[dict], int | None]:
         """A recorded config -> the index of the config it is among `configs` (None: not one of them)."""
         if ident.family is None:
             known = {_key(normalized(flat_config(c))): i for i, c in reversed(list(enumerate(self.configs)))}
             return lambda config: known.get(_key(normalized(config)))
-        fam, shape = ident.family, ident.shape
+        fam = ident.family
+        problem = Problem(fam, ident.shape, get_arch(arch_name))  # a family's constraints need the arch's facts
         known = {}
         for i, c in reversed(list(enumerate(self.configs))):
             config = family_config(fam, c)
-            if not fam.violations(config, shape, arch):
+            if not problem.violations(config):
                 known[_key(config)] = i
 
         def match(config: dict) -> int | None:
-            full = as_measured(fam, config, shape, arch)
+            full = as_measured(problem, config)
             return None if full is None else known.get(_key(full))
 
         return match
 
     # --- benchmarking -----------------------------------------------------------------------------------------
-    def _benchmark(self, key: tuple, ident: Identity, gpu_name: str, arch: str, call: Call) -> Answer:
-        trials = self.measure(ident, call, arch)
+    def _benchmark(self, key: tuple, ident: Identity, gpu_name: str, arch_name: str, call: Call) -> Answer:
+        trials = self.measure(ident, call, arch_name)
         self.benchmarked_keys.append(key)
         self.timed_launches += sum(t.launches for t in trials)
         measured = [t for t in trials if t.time_us is not None]
-        run = self.record(ident, gpu_name, arch, trials)
+        run = self.record(ident, gpu_name, arch_name, trials)
         if not measured:
             why = "; ".join(f"{config_text(self.configs[t.index])}: {t.error}" for t in trials) or "no valid config"
             raise MeasureError(f"autotune of {self.name} at {shape_text(ident.shape)}: no config ran correctly ({why})")
@@ -362,11 +365,11 @@ class RememberingAutotuner:
             run, self._launch_kwargs(best.index, ident),
         )  # fmt: skip
 
-    def measure(self, ident: Identity, call: Call, arch: str) -> list[Trial]:
+    def measure(self, ident: Identity, call: Call, arch_name: str) -> list[Trial]:
         """Check and time every config at this call's key (the seam the CPU tests replace): through the family's
         isolated harness where there is a family, else in this process on clones of the call's tensors."""
         if ident.family is not None:
-            return self._measure_family(ident, arch)
+            return self._measure_family(ident, arch_name)
         timed = autotune_bench.measure(
             self.fn, [launch_kwargs(c) for c in self.configs], call.args, call.kwargs, call.grid, self.arg_names,
             reset_to_zero=self.reset_to_zero, restore_value=self.restore_value, rounds=self.rounds,
@@ -377,24 +380,25 @@ class RememberingAutotuner:
             for t in timed
         ]
 
-    def _measure_family(self, ident: Identity, arch: str) -> list[Trial]:
-        fam, shape = ident.family, ident.shape
+    def _measure_family(self, ident: Identity, arch_name: str) -> list[Trial]:
+        fam = ident.family
+        problem = Problem(fam, ident.shape, get_arch(arch_name))
         trials, built = [], []
         for index, c in enumerate(self.configs):
             config = family_config(fam, c)
-            problems = fam.violations(config, shape, arch)
+            problems = problem.violations(config)
             if problems:
                 trials.append(Trial(index, config, None, "; ".join(problems), pruned=True))
                 continue
             try:
-                variant = fam.build(config, shape, arch)
+                variant = problem.build(config, checked=True)
             except MageError as exc:
                 trials.append(Trial(index, config, None, str(exc)))
                 continue
             built.append((index, config, variant))
         if not built:
             return trials
-        done = measure.bench(fam, shape, [v for *_, v in built], baselines=(), rounds=self.rounds, seed=0, arch=arch)
+        done = measure.bench(problem, [v for *_, v in built], baselines=(), rounds=self.rounds, seed=0)
         for (index, config, variant), result in zip(built, done.results, strict=True):
             census = {}
             with contextlib.suppress(Exception):  # the census is the record's extra: never what fails a config
@@ -406,7 +410,7 @@ class RememberingAutotuner:
             trials.append(Trial(index, config, time_us, result.error, launches, census))
         return sorted(trials, key=lambda t: t.index)
 
-    def record(self, ident: Identity, gpu_name: str, arch: str, trials: list[Trial]) -> str:
+    def record(self, ident: Identity, gpu_name: str, arch_name: str, trials: list[Trial]) -> str:
         """The trials as a measured run in the database (and in this process's rows); its name ("" where none)."""
         run_id = uuid.uuid4().hex
         run = RunInfo(
@@ -414,7 +418,7 @@ class RememberingAutotuner:
             family=ident.name,
             origin=ident.origin,
             shape=dict(ident.shape),
-            arch=arch,
+            arch=arch_name,
             objective=MEASURED_OBJECTIVE,
             gpu=gpu_name,
             toolchain=_toolchain(),
@@ -424,7 +428,7 @@ class RememberingAutotuner:
             defaults=ident.family.with_defaults({}) if ident.family is not None else {},
         )
         for key, rows in self._readers.items():
-            if key[0] == ident.name and key[2:] == (gpu_name, arch):
+            if key[0] == ident.name and key[2:] == (gpu_name, arch_name):
                 rows.extend(
                     Entry(run, t.index, t.config, "measured", t.time_us, t.census, SOURCE)
                     for t in trials

@@ -14,12 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
 from mage_tune.kernels.registry import load_family
+from mage_tune.problem import Problem
 from mage_tune.search import space
 from mage_tune.search.space import ENUMERABLE, SAMPLED, Count, count_valid
 
 DATA = Path(__file__).parents[1] / "fixtures" / "data"
+SM90 = get_arch("sm_90")
 TINY = f"{DATA / 'tiny_layernorm_family.py'}:TINY"
 ENDLESS = str(DATA / "endless_family.py")
 VALID = 10**12 // 2 * 3  # the endless family's: half its digit combinations, times its free knob's three values
@@ -48,19 +51,19 @@ def counting(monkeypatch, family) -> list[int]:
 
 
 def test_a_small_space_is_counted_exactly():
-    count = count_valid(load_family(TINY), {"m": 256, "d": 64}, "sm_90")
+    count = count_valid(Problem(load_family(TINY), {"m": 256, "d": 64}, SM90))
     assert count == Count.of(6, 6 * 1) and count.exact and count.valid == count.estimate == 6
     assert count.json() == {"count": "exact"} and count.text() == "6 valid configs" and count.note() == ""
 
 
 def test_a_space_too_large_to_walk_is_estimated_from_a_sample(endless):
     shape = endless.shape_from({"d": 64})
-    count = count_valid(endless, shape, "sm_90")
+    count = count_valid(Problem(endless, shape, SM90))
     assert type(endless).checked == SAMPLED  # never the 10^12 combinations
     assert not count.exact and count.valid is None and count.combinations == 10**12 and count.sampled == SAMPLED
     assert count.low <= VALID <= count.high and count.low <= count.estimate <= count.high
     assert (count.high - count.low) / VALID < 0.03  # 50 000 draws: within about ±1%
-    assert count_valid(endless, shape, "sm_90") == count  # seeded: the same answer every time
+    assert count_valid(Problem(endless, shape, SM90)) == count  # seeded: the same answer every time
     said = count.json()
     assert said["count"] == "estimate" and said["estimate"]["valid"] == count.estimate
     assert said["estimate"]["confidence"] == 0.95 and said["estimate"]["sampled"] == SAMPLED
@@ -69,14 +72,14 @@ def test_a_space_too_large_to_walk_is_estimated_from_a_sample(endless):
 
 def test_what_the_caller_has_seen_is_a_floor(endless):
     shape = endless.shape_from({"d": 64})
-    count = count_valid(endless, shape, "sm_90", known=2 * 10**12)
+    count = count_valid(Problem(endless, shape, SM90), known=2 * 10**12)
     assert count.low == count.estimate == count.high == 2 * 10**12
 
 
 def test_matmul_is_estimated_within_its_interval_from_a_sample_of_its_combinations(monkeypatch):
     family = get_family("matmul")
     calls = counting(monkeypatch, family)
-    count = count_valid(family, MM_1024, "sm_90")
+    count = count_valid(Problem(family, MM_1024, SM90))
     assert calls[0] == SAMPLED < ENUMERABLE < count.combinations == 1_990_656
     assert not count.exact and count.low <= MM_1024_VALID <= count.high
     assert count.text().startswith("about 7.5") and "million" in count.text()
@@ -89,10 +92,10 @@ def test_exact_counts_every_combination(monkeypatch):
     monkeypatch.setattr(space, "SAMPLED", 1000)
     family = get_family("matmul-3xtf32")
     calls = counting(monkeypatch, family)
-    estimated = count_valid(family, MM_1024, "sm_90")
+    estimated = count_valid(Problem(family, MM_1024, SM90))
     assert calls[0] == 1000 and not estimated.exact and estimated.sampled == 1000
     calls[0] = 0
-    count = count_valid(family, MM_1024, "sm_90", exact=True)
+    count = count_valid(Problem(family, MM_1024, SM90), exact=True)
     assert calls[0] == count.combinations == 8640 and count.exact
     assert count.valid == family.count_configs(MM_1024, "sm_90") > 0
     assert estimated.low <= count.valid <= estimated.high

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mage_tune.arch import get_arch
 from mage_tune.kernels.neighbours import config_key
 from mage_tune.kernels.registry import load_family
 from mage_tune.kernels.triton_family import may_loop
@@ -24,7 +25,7 @@ pytest.importorskip("triton")
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILY = str(ROOT / "examples" / "rmsnorm" / "triton_family.py")
-ARCH = "sm_90"
+ARCH = get_arch("sm_90")
 
 
 def test_every_num_stages_of_a_kernel_without_a_loop_is_one_kernel():

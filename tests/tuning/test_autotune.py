@@ -68,7 +68,7 @@ def make(db, fails=(), **more) -> tuple[at.RememberingAutotuner, Kernel, Timer]:
     """A decorated stand-in kernel on the made-up GPU, benchmarked by a Timer: one process's view."""
     kernel = Kernel()
     tuner = at.autotune(configs=CONFIGS, key=["N"], db=db, **more)(kernel)
-    tuner.device_of = lambda bound: (GPU, ARCH)
+    tuner.device_of = lambda bound: (GPU, ARCH.name)
     timer = Timer(tuner, fails)
     tuner.measure = timer
     return tuner, kernel, timer
@@ -82,7 +82,7 @@ def put(url: str, family: str, shape: dict, timed: dict, *, origin: str = "", gp
     """A measured run of `family` at `shape`: config (flat dict) -> µs."""
     key = f"{family}-{shape}-{gpu}-{len(timed)}-{objective}"
     run = RunInfo(
-        name=run_name(f"test {key}", key), family=family, origin=origin or family, shape=dict(shape), arch=ARCH,
+        name=run_name(f"test {key}", key), family=family, origin=origin or family, shape=dict(shape), arch=ARCH.name,
         objective=objective or MEASURED_OBJECTIVE, gpu=gpu, run_id=key,
     )  # fmt: skip
     rows = [
@@ -255,7 +255,7 @@ def rms(db, family=str(RMSNORM)):
     tuner = at.autotune(configs=RMS_CONFIGS, key=["N"], family=family, db=db)(kernel)
     tuner.families()  # the family's kernel is this one (checked on the real function), then the stand-in launches
     tuner.fn = Kernel(kernel.arg_names)
-    tuner.device_of = lambda bound: (GPU, ARCH)
+    tuner.device_of = lambda bound: (GPU, ARCH.name)
     return tuner
 
 
@@ -321,9 +321,10 @@ def test_a_family_key_is_benchmarked_through_the_familys_harness_and_recorded_as
 
     fam = load_family(str(RMSNORM))
     built = []
-    monkeypatch.setattr(fam, "build", lambda config, shape, arch: built.append(config) or f"variant {config}")
+    monkeypatch.setattr(fam, "build", lambda config, shape, arch, checked: built.append(config) or f"variant {config}")
 
-    def bench(family, shape, variants, baselines, rounds, seed, arch):
+    def bench(problem, variants, baselines, rounds, seed):
+        family, shape, arch = problem.family, problem.shape, problem.arch
         assert family is fam and shape == {"m": 64, "d": 1024} and baselines == () and arch == ARCH
         results = [
             Result(v, "variant", 0, ok=True, timings=(Timing("cold", 5.0 + i, 4.0, 9.0, 50, 4, rounds),),
