@@ -97,5 +97,5 @@ def test_exact_counts_every_combination(monkeypatch):
     calls[0] = 0
     count = count_valid(Problem(family, MM_1024, SM90), exact=True)
     assert calls[0] == count.combinations == 8640 and count.exact
-    assert count.valid == family.count_configs(MM_1024, "sm_90") > 0
+    assert count.valid == family.count_configs(MM_1024, SM90) > 0
     assert estimated.low <= count.valid <= estimated.high
