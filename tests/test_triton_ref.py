@@ -28,7 +28,8 @@ DATA = "tests/fixtures/data"
 
 def compile_reference(family, shape, arch, num_warps, config, specialize=False):
     """A family's Triton reference kernels, compiled as the plain offline compile unless `specialize`."""
-    return load_family(family).reference_kernels(shape, arch, specialize=specialize, num_warps=num_warps, config=config)
+    fam = load_family(family)
+    return fam.reference_kernels(shape, get_arch(arch), specialize=specialize, num_warps=num_warps, config=config)
 
 
 def matmul_config(index: int) -> dict:
