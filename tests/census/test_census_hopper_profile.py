@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_path, census_variant
 from mage_tune.census.table import hopper_rows, rows, wgmma_shapes
 from mage_tune.cli import cli
@@ -49,8 +50,9 @@ def test_setmaxnreg_and_cluster_profiles():
 
 def test_matmul_bf16_default_config_profile():
     shape = {"m": 4096, "n": 4096, "k": 4096}
-    config = FAMILY.complete({}, shape, "sm_90a")
-    (variant,) = build_all(FAMILY, shape, "sm_90a", [config], lambda error: pytest.fail(str(error)))
+    arch = get_arch("sm_90a")
+    config = FAMILY.complete({}, shape, arch)
+    (variant,) = build_all(FAMILY, shape, arch, [config], lambda error: pytest.fail(str(error)))
     c = census_variant(variant)
     got = dict(hopper_rows(c))
     s = c.sass
