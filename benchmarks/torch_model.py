@@ -2,10 +2,12 @@
 
 The model: embedding → LayerNorm → Linear → LayerNorm over `--rows` tokens, at each `--d`; compiled with
 torch.compile (default mode), its forward timed end to end (CUDA events around `--calls` forwards, `--rounds`
-rounds, the two models interleaved round by round), and again as one captured CUDA graph of the compiled forward
-(replays timed). Variants: PyTorch's layer norm ("torch"), mage_tune.torch.LayerNorm ("mage LN"), and for context
-mage_tune.torch.LayerNorm with mage_tune.torch.Linear ("mage LN+Linear"). Outputs are checked against the torch
-model's (relative L2). Run at each float32 matmul precision given ("highest": FP32; "high": TF32 allowed).
+rounds, the models interleaved round by round), and again as one captured CUDA graph of the compiled forward
+(replays timed). Variants: PyTorch's layer norm ("torch"), mage_tune.torch.LayerNorm ("mage LN": its compiler pass
+fuses the lookup into the first norm, mage_tune/torch/fusion.py), the same compiled without the pass ("mage LN
+unfused"), and for context mage_tune.torch.LayerNorm with mage_tune.torch.Linear ("mage LN+Linear"). Outputs are
+checked against the torch model's (relative L2). Run at each float32 matmul precision given ("highest": FP32;
+"high": TF32 allowed).
 
 Also the operator's own time at each (rows, d): torch.ops.mage_tune.layer_norm timed by the harness's cold method
 (measure/harness.py: a CUDA graph of launches rotating over ≥ 256 MB of input sets, median of 7 replays), beside
@@ -74,6 +76,7 @@ def model_rows(torch, mt, rows: int, d: int, precision: str, calls: int, rounds:
     variants = {
         "torch": (torch.nn.LayerNorm, torch.nn.Linear),
         "mage LN": (mt.LayerNorm, torch.nn.Linear),
+        "mage LN unfused": (mt.LayerNorm, torch.nn.Linear),
         "mage LN+Linear": (mt.LayerNorm, mt.Linear),
     }
     models = {name: _model(torch, ln, lin, vocab, d) for name, (ln, lin) in variants.items()}
@@ -83,10 +86,23 @@ def model_rows(torch, mt, rows: int, d: int, precision: str, calls: int, rounds:
         m.eval()
     ids = torch.randint(0, vocab, (rows,), device="cuda")
     torch._dynamo.reset()
+    torch._inductor.config.fx_graph_cache = False  # each model compiled here, with the pass as set for it
     compiled = {name: torch.compile(m, fullgraph=True) for name, m in models.items()}
     out = []
+    fused: dict[str, int] = {}
+    fuse = mt.fusion.fuse_embedding_layer_norm
     with torch.no_grad():
-        outputs = {name: fn(ids) for name, fn in compiled.items()}
+        outputs = {}
+        for name, fn in compiled.items():  # the first call compiles: the fusion pass on, except for "unfused"
+            counts: list[int] = []
+            mt.fusion.fuse_embedding_layer_norm = lambda graph, counts=counts: counts.append(fuse(graph)) or counts[-1]
+            mt.fusion.install(name != "mage LN unfused")
+            try:
+                outputs[name] = fn(ids)
+            finally:
+                mt.fusion.fuse_embedding_layer_norm = fuse
+                mt.fusion.install()
+            fused[name] = sum(counts)
         eager = {name: [] for name in compiled}
         for _ in range(rounds):
             for name, fn in compiled.items():
@@ -104,6 +120,7 @@ def model_rows(torch, mt, rows: int, d: int, precision: str, calls: int, rounds:
                     "d": d,
                     "precision": precision,
                     "model": name,
+                    "lookups_fused": fused[name],
                     "compiled_us": statistics.median(eager[name]),
                     "compiled_us_range": [min(eager[name]), max(eager[name])],
                     "graph_us": statistics.median(replayed[name]),
@@ -130,6 +147,7 @@ def call_overhead_us(torch, fn, args, calls: int = 2000) -> float:
 
 
 def op_row(torch, mt, rows: int, d: int) -> dict:
+    from mage_tune.arch import get_arch
     from mage_tune.measure import variant_job
     from mage_tune.measure.harness import Runner, plan_launches, single_launch_us, time_graph
     from mage_tune.measure.records import Plan
@@ -145,9 +163,10 @@ def op_row(torch, mt, rows: int, d: int) -> dict:
 
     single = single_launch_us(op, sets[0])
     samples = time_graph(op, sets, plan_launches(single), 7)
-    variant = kernel.family.build(choice.config, shape, choice.arch)
+    variant = kernel.family.build(choice.config, shape, get_arch(choice.arch))
     job = runner.run(variant_job(variant))
     tiny = (torch.randn(8, d, device="cuda"), torch.ones(d, device="cuda"), torch.zeros(d, device="cuda"))
+    table, index = torch.randn(64, d, device="cuda"), torch.randint(0, 64, (8,), device="cuda")
     return {
         "rows": rows,
         "d": d,
@@ -155,6 +174,12 @@ def op_row(torch, mt, rows: int, d: int) -> dict:
         "torch_call_us": call_overhead_us(
             torch, lambda x, w, b: torch.nn.functional.layer_norm(x, (d,), w, b, 1e-5), tiny
         ),
+        "fused_op_call_us": call_overhead_us(
+            torch,
+            lambda t, i, w, b: torch.ops.mage_tune.embedding_layer_norm(t, i, w, b, 1e-5),
+            (table, index, *tiny[1:]),
+        ),
+        "direct_call_us": call_overhead_us(torch, kernel, tiny),
         "choice": choice.to_json(),
         "op_us": statistics.median(samples),
         "op_us_range": [min(samples), max(samples)],
@@ -186,17 +211,18 @@ def main() -> int:
         record["ops"].append(op_row(torch, mt, args.rows, d))
         for precision in args.precision or ["highest", "high"]:
             record["models"].extend(model_rows(torch, mt, args.rows, d, precision, args.calls, args.rounds))
-    args.out.write_text(json.dumps(record, indent=1))
+            args.out.write_text(json.dumps(record, indent=1))  # after each model set: a cut run keeps what it measured
     for row in record["ops"]:
         print(
             f"op layernorm m={row['rows']} d={row['d']}: {row['op_us']:.2f} µs; same config as a job "
             f"{row['variant_job_us']}; recorded {row['recorded_us']} ({row['choice']['source']}); eager call "
-            f"{row['op_call_us']:.1f} µs (torch's {row['torch_call_us']:.1f})"
+            f"{row['op_call_us']:.1f} µs (torch's {row['torch_call_us']:.1f}, fused op's "
+            f"{row['fused_op_call_us']:.1f}, direct kernel call {row['direct_call_us']:.1f})"
         )
     for row in record["models"]:
         print(
             f"model d={row['d']} {row['precision']:<7} {row['model']:<15} compiled {row['compiled_us']:9.1f} µs  "
-            f"graph {row['graph_us']:9.1f} µs  err {row['rel_err_vs_torch']:.1e}"
+            f"graph {row['graph_us']:9.1f} µs  err {row['rel_err_vs_torch']:.1e}  fused {row['lookups_fused']}"
         )
     return 0
 

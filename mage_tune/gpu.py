@@ -31,6 +31,15 @@ def torch() -> ModuleType:
     return torch
 
 
+def inductor() -> tuple[ModuleType, ModuleType]:
+    """torch.compile's Inductor: its config module and its custom_graph_pass module (mage_tune/torch/fusion.py
+    installs a post-grad pass through them)."""
+    torch()
+    from torch._inductor import config, custom_graph_pass
+
+    return config, custom_graph_pass
+
+
 def triton_kernels() -> ModuleType:
     """mage_tune.triton_kernels, the built-in families' Triton reference kernels: importing it imports triton
     (about 0.15 s), which only compiling a reference (compare) or launching one (bench, search) needs."""

@@ -297,3 +297,21 @@ def layernorm_db(tmp_path_factory) -> str:
         for seed, shape in enumerate(({"m": 4096, "d": 768}, {"m": 4096, "d": 2048}, {"m": 1024, "d": 1024}))
     ]
     return make_db(tmp_path_factory.mktemp("layernorm-db") / "db.sqlite", runs)
+
+
+@pytest.fixture(scope="module")
+def torch():
+    """torch on a GPU, FP32 matmuls in FP32 (the PyTorch operator tests, tests/torch)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return torch
+
+
+@pytest.fixture(scope="module")
+def mt(torch):
+    """mage_tune.torch, its operators choosing from the shipped data and the family defaults (no database)."""
+    import mage_tune.torch as mt
+
+    mt.configure(db="off")
+    return mt

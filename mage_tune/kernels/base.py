@@ -29,7 +29,7 @@ from typing import ClassVar
 import jinja2
 import numpy as np
 
-from mage_tune.arch import Arch
+from mage_tune.arch import Arch, get_arch
 from mage_tune.compile import Artifact, SourceOptions, build_from_cu
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.ptx_parts import entry_params
@@ -302,6 +302,9 @@ class Family(ABC):
     outputs: tuple[Output, ...] = ()
     input_dims: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # each input's dimensions by dim name, for shape_of
     as_shipped: Mapping[str, int | str] | None = None
+    # A family whose knobs, constraints and launch are another's at that family's dims (a fused variant of it): a
+    # run-time choice takes that family's tuning data where this one has none (tuning/choice.py).
+    tuned_as: ClassVar[str | None] = None
     origin: str = ""  # how the registry found it (a built-in name, path.py:NAME, or entry-point name); set there
 
     _REQUIRED: ClassVar[tuple[str, ...]] = ("name", "dims", "knobs")
@@ -767,6 +770,7 @@ class CudaFamily(Family):
             ) from None
 
     def build(self, config: Config, shape: Shape, arch: Arch, *, checked: bool = False) -> Variant:
+        arch = get_arch(arch)  # a caller's arch name ("sm_90a") is taken too: records and choices keep names
         if not checked:
             self.check_valid(config, shape, arch)
         source = self.render(config, shape)

@@ -350,6 +350,7 @@ class LayerNorm(CudaFamily):
             "store": "__stcs" if config["y_hint"] == "cs" else "plain_store",
             # Without a block barrier shared across rows, a block's surplus rows may simply leave.
             "early_exit": rows == 1 or threads == 32,
+            "gather": False,  # embedding-layernorm's: rows read through an index
         }
 
     # --- correctness and cost -----------------------------------------------------------------------------------

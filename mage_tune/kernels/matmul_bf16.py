@@ -106,7 +106,6 @@ grids under a wave, a ping-pong schedule of the consumers, and 3xTF32 on wgmma.
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 from typing import ClassVar
 
@@ -114,6 +113,7 @@ import numpy as np
 
 from mage_tune import gpu
 from mage_tune.arch import Arch
+from mage_tune.cuda_driver import Driver
 from mage_tune.errors import ConfigError
 from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape
 from mage_tune.kernels.matmul import triton_matmul_kernels
@@ -429,67 +429,6 @@ class MatmulBF16(CudaFamily):
 
 
 # --- the GPU side: tensor maps and the launch, through the driver -----------------------------------------------
-
-
-class Driver:
-    """The CUDA driver's C entry points this family needs, through ctypes on libcuda (loaded on first use, in the
-    GPU worker only); every call's status is checked, a failure raised with the driver's name for it."""
-
-    _SIGNATURES: ClassVar[dict[str, list]] = {
-        "cuInit": [ctypes.c_uint],
-        "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
-        "cuModuleLoadData": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p],
-        "cuModuleGetFunction": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p],
-        "cuFuncSetAttribute": [ctypes.c_void_p, ctypes.c_int, ctypes.c_int],
-        "cuTensorMapEncodeTiled": [
-            ctypes.c_void_p,  # CUtensorMap* (64-byte aligned)
-            ctypes.c_int,  # CUtensorMapDataType
-            ctypes.c_uint32,  # rank
-            ctypes.c_void_p,  # global address
-            ctypes.POINTER(ctypes.c_uint64),  # global dims, innermost first
-            ctypes.POINTER(ctypes.c_uint64),  # global strides in bytes, rank - 1 of them
-            ctypes.POINTER(ctypes.c_uint32),  # box dims
-            ctypes.POINTER(ctypes.c_uint32),  # element strides
-            ctypes.c_int,  # interleave
-            ctypes.c_int,  # swizzle
-            ctypes.c_int,  # L2 promotion
-            ctypes.c_int,  # out-of-bounds fill
-        ],
-        "cuLaunchKernel": [
-            ctypes.c_void_p,
-            *[ctypes.c_uint] * 7,  # grid x y z, block x y z, dynamic shared bytes
-            ctypes.c_void_p,  # stream
-            ctypes.POINTER(ctypes.c_void_p),  # kernel parameters
-            ctypes.POINTER(ctypes.c_void_p),  # extra
-        ],
-    }
-
-    def __init__(self, lib=None):
-        self._lib = lib
-
-    @property
-    def lib(self):
-        if self._lib is None:
-            self._lib = _libcuda()
-        return self._lib
-
-    def call(self, name: str, *args) -> None:
-        status = getattr(self.lib, name)(*args)
-        if status != 0:
-            text = ctypes.c_char_p()
-            if name != "cuGetErrorName" and self.lib.cuGetErrorName(status, ctypes.byref(text)) == 0 and text.value:
-                raise RuntimeError(f"{name} failed: {text.value.decode()} ({status})")
-            raise RuntimeError(f"{name} failed: CUresult {status}")
-
-
-@functools.cache
-def _libcuda():
-    """libcuda with the signatures of the calls Driver makes (loaded once per process)."""
-    lib = ctypes.CDLL("libcuda.so.1")
-    for name, argtypes in Driver._SIGNATURES.items():
-        getattr(lib, name).argtypes = argtypes
-        getattr(lib, name).restype = ctypes.c_int
-    return lib
 
 
 def _torch_stream() -> int:

@@ -26,6 +26,7 @@ from mage_tune.user_files import import_file, line_in
 ENTRY_POINT_GROUP = "mage_tune.families"
 BUILTINS = {
     "layernorm": "mage_tune.kernels.layernorm:FAMILY",
+    "embedding-layernorm": "mage_tune.kernels.embedding_layernorm:FAMILY",
     "matmul": "mage_tune.kernels.matmul:FAMILY",
     "matmul-3xtf32": "mage_tune.kernels.matmul_3xtf32:FAMILY",
 }

@@ -24,12 +24,13 @@ import numpy as np
 
 from mage_tune import gpu
 from mage_tune.arch import SM_COUNT_UNKNOWN_PART
+from mage_tune.cuda_driver import KernelLaunch
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family
 from mage_tune.kernels.base import OUT
 from mage_tune.measure import baselines, ceilings, checks
 from mage_tune.measure.records import Job, OutputCheck, Plan, Result, Session, Timing
-from mage_tune.measure.streams import torch_stream
+from mage_tune.measure.streams import raw_stream, torch_stream
 
 GRAPH_TARGET_US = 3000.0  # work per graph replay: long enough that event resolution and replay overhead vanish
 MAX_LAUNCHES = 200
@@ -52,7 +53,8 @@ class Buffers:
     """Input/output buffer sets on the GPU: set 0 holds the checked inputs; the others are copies for rotation.
 
     Inputs go to the device in the family's dtype for each (`device_dtype`); `host` holds them as the device does
-    (rounded to that dtype, as float32), so the float64 reference is computed from exactly what the kernel reads.
+    (rounded to that dtype, as float32; integer inputs as they are), so the float64 reference is computed from
+    exactly what the kernel reads.
     Each written output has a buffer per set under its name ("__out__" for a family that declares no outputs). An
     in-place output is an input (make_inputs gives it): `pristine` keeps its first value on the device, and
     `restore` puts it back into sets before a launch."""
@@ -62,7 +64,8 @@ class Buffers:
         rng = np.random.default_rng(seed)
         made = family.make_inputs(shape, rng)
         first = {k: torch.from_numpy(v).cuda().to(_dtype(family.device_dtype(k))) for k, v in made.items()}
-        self.host = {k: v.float().cpu().numpy() for k, v in first.items()}
+        integer = {k for k in first if family.device_dtype(k).startswith("int")}
+        self.host = {k: (v if k in integer else v.float()).cpu().numpy() for k, v in first.items()}
         self.outputs = tuple(o.name for o in family.output_list())
         self.inplace = tuple(family.inplace_names())
         missing = [n for n in self.inplace if n not in first]
@@ -88,12 +91,14 @@ class Buffers:
                 s[name].copy_(self.pristine[name])
 
 
+DEVICE_DTYPES = ("float32", "bfloat16", "float16", "int32", "int64")  # what Family.device_dtype may answer
+
+
 def _dtype(name: str):
     torch = _torch()
-    known = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if name not in known:
-        raise ValueError(f"device dtype {name!r} is not one of {', '.join(known)}")
-    return known[name]
+    if name not in DEVICE_DTYPES:
+        raise ValueError(f"device dtype {name!r} is not one of {', '.join(DEVICE_DTYPES)}")
+    return getattr(torch, name)
 
 
 def load_kernel(cubin: bytes, kernel_name: str, dynamic_shared: int = 0):
@@ -121,6 +126,9 @@ class VariantLauncher:
         packed = getattr(family, "packed_scalars", None)
         self.scalars = tuple(packed(shape)) if packed is not None else tuple(family.scalar_args(shape))
         self.keys: tuple[str, ...] | None = None
+        # through the driver: a few µs of host time a launch, where cupy's path costs about 20 (a PyTorch operator
+        # launches once per call); cupy's where this thread has no CUDA context yet. RawKernel.kernel: its Function
+        self.direct = KernelLaunch(self.fn.kernel.ptr, job.grid, job.block, job.dynamic_shared)  # its CUfunction
 
     def _keys(self, bufs: dict) -> tuple[str, ...]:
         keys = []
@@ -140,8 +148,11 @@ class VariantLauncher:
         """Launch on `bufs` (tensors by name) on torch's current stream; `scalars` (packed) in place of the shape's."""
         if self.keys is None:
             self.keys = self._keys(bufs)
-        args = [np.uint64(bufs[key].data_ptr()) for key in self.keys]
+        pointers = [bufs[key].data_ptr() for key in self.keys]
         packed = self.scalars if scalars is None else scalars
+        if self.direct.launch(pointers, packed, raw_stream()):
+            return
+        args = [np.uint64(p) for p in pointers]
         with torch_stream():
             self.fn(self.job.grid, self.job.block, (*args, *packed), shared_mem=self.job.dynamic_shared)
 

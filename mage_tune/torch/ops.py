@@ -1,4 +1,6 @@
-"""PyTorch operators run by tuned kernels: `torch.ops.mage_tune.layer_norm` and `torch.ops.mage_tune.matmul_fp32`.
+"""PyTorch operators run by tuned kernels: `torch.ops.mage_tune.layer_norm`, `torch.ops.mage_tune.matmul_fp32` and
+`torch.ops.mage_tune.embedding_layer_norm` (a lookup fused into the layer norm, which mage_tune/torch/fusion.py puts
+into compiled graphs).
 
 Each is a `torch.library.custom_op` with a fake implementation, so `torch.compile(fullgraph=True)` traces through it
 (the graph holds one opaque call), and an autograd formula, so a model that trains can use it. The forward runs the
@@ -28,6 +30,7 @@ torch = gpu.torch()
 Tensor = torch.Tensor
 
 LAYERNORM = "layernorm"
+EMBEDDING_LAYERNORM = "embedding-layernorm"
 MATMUL_FP32 = "matmul-3xtf32"
 
 _kernels: dict[str, RunnableKernel] = {}
@@ -112,6 +115,60 @@ def _layer_norm_backward(ctx, grad: Tensor):
 
 
 layer_norm.register_autograd(_layer_norm_backward, setup_context=_layer_norm_context)
+
+
+# --- an embedding lookup and a layer norm, fused ----------------------------------------------------------------------
+@torch.library.custom_op("mage_tune::embedding_layer_norm", mutates_args=(), device_types="cuda")
+def embedding_layer_norm(table: Tensor, index: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """layer_norm(table[index]) * weight + bias over the table's rows (FP32 CUDA table, int64 indices of any shape):
+    the rows are read from the table and never written out. mage_tune/torch/fusion.py puts it where a compiled
+    graph looks up an embedding only to normalize it with mage_tune's layer norm."""
+    d = table.shape[-1]
+    if index.numel() == 0:
+        return table.new_empty((*index.shape, d))
+    if not (table.is_contiguous() and weight.is_contiguous() and bias.is_contiguous()) or index.dtype != torch.int64:
+        say_once("embedding_layer_norm on a table that is not contiguous or indices that are not int64")
+        return _embedding_then_norm(table, index, weight, bias, eps)
+    flat = index.reshape(-1).contiguous()
+    scalars = (np.int32(flat.shape[0]), np.int64(table.shape[0]), np.float32(eps))
+    y = _launched(EMBEDDING_LAYERNORM, table, flat, weight, bias, scalars=scalars)
+    if y is None:
+        return _embedding_then_norm(table, index, weight, bias, eps)
+    return y.view(*index.shape, d)
+
+
+@embedding_layer_norm.register_fake
+def _(table: Tensor, index: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    return table.new_empty((*index.shape, table.shape[-1]))
+
+
+def _embedding_then_norm(table: Tensor, index: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    fn = torch.nn.functional
+    return fn.layer_norm(fn.embedding(index, table), (table.shape[-1],), weight, bias, eps)
+
+
+def _embedding_layer_norm_context(ctx, inputs, output) -> None:
+    table, index, weight, bias, eps = inputs
+    ctx.save_for_backward(table, index, weight, bias)
+    ctx.eps = eps
+
+
+def _embedding_layer_norm_backward(ctx, grad: Tensor):
+    # the rows looked up again, PyTorch's layer-norm backward on them, their gradients summed into the table's rows
+    table, index, weight, bias = ctx.saved_tensors
+    d = table.shape[-1]
+    x = torch.nn.functional.embedding(index, table)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [d], weight, bias, ctx.eps)
+    needs = ctx.needs_input_grad
+    mask = [needs[0], needs[2], needs[3]]
+    gx, gw, gb = torch.ops.aten.native_layer_norm_backward(grad, x, [d], mean, rstd, weight, bias, mask)
+    gtable = None
+    if needs[0]:
+        gtable = torch.zeros_like(table).index_add_(0, index.reshape(-1), gx.reshape(-1, d))
+    return gtable, None, gw, gb, None
+
+
+embedding_layer_norm.register_autograd(_embedding_layer_norm_backward, setup_context=_embedding_layer_norm_context)
 
 
 # --- FP32 matmul ------------------------------------------------------------------------------------------------------

@@ -11,6 +11,10 @@ For a family, a shape, a GPU and an arch, the first of:
    same trials when there are enough) ranks a sample of valid configs and its fastest is taken;
 4. **default**: the family's default config at this shape.
 
+A family tuned as another (Family.tuned_as: a fused variant with the other's knobs, such as embedding-layernorm of
+layernorm) that has no trials of its own takes the other family's choice at the other's dimensions of the shape,
+where that config is valid here ("layernorm's measured here", ...), before its own model and default.
+
 The trials are the user's tuning database first, then the shipped H200 data (tuning/shipped.py): per shape, the
 database's trials where it has that shape, else the shipped ones. Only trials on this GPU count where either source
 has any of this family and arch on it; where neither has, those of other GPUs of the arch do, and every pick from
@@ -20,6 +24,7 @@ answer is for the GPU and arch given, else this machine's GPU, else those the da
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -27,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mage_tune.arch import DEFAULT_ARCH, Arch, get_arch
+from mage_tune.kernels import registry
 from mage_tune.kernels.base import Config, Family, Launch, Shape
 from mage_tune.measure import device
 from mage_tune.problem import Problem
@@ -109,6 +115,7 @@ class TunedKernel:
         self._shipped: list[Entry] | None = None
         self._choices: dict[tuple, Choice] = {}
         self._models: dict[tuple, learned.TimeModel | None] = {}
+        self._tuned_as: TunedKernel | None = None  # the family's Family.tuned_as, with the same data
 
     def __repr__(self) -> str:
         where = redact(self.db.url) if self.db else "no database"
@@ -118,6 +125,7 @@ class TunedKernel:
     def refresh(self) -> None:
         """Read the tuning data again at the next choice (a search has added to it meanwhile)."""
         self._user = self._shipped = None
+        self._tuned_as = None
         self._choices.clear()
         self._models.clear()
 
@@ -211,6 +219,10 @@ class TunedKernel:
         return groups, whence, on_gpu
 
     def _choose(self, problem: Problem, gpu: str) -> Choice:
+        if self.family.tuned_as and not (self.user_entries() or self.shipped_entries()):
+            borrowed = self._borrowed(problem, gpu)
+            if borrowed is not None:
+                return borrowed
         family, shape = self.family, problem.shape
         groups, whence, on_gpu = self._groups(gpu, problem.arch, shape)
         here = shape_key(shape)
@@ -236,6 +248,20 @@ class TunedKernel:
             data = " and ".join(sorted({whence[k] for k in groups}, key=lambda w: w != DATABASE))
             return self._made(problem, gpu, picked, MODEL, data, None)
         return self._made(problem, gpu, family.default_config(shape, problem.arch), DEFAULT, "", None)
+
+    def _borrowed(self, problem: Problem, gpu: str) -> Choice | None:
+        """The choice of the family this one is tuned as (Family.tuned_as), at its dims of the shape, where that
+        config is valid here; None where it is not (or the other family chose only its default)."""
+        if self._tuned_as is None:
+            other = registry.load_family(self.family.tuned_as)
+            self._tuned_as = TunedKernel(other, self.db if self.db is not None else "off", self.use_shipped)
+        other = self._tuned_as
+        theirs = other.choice({d: problem.shape[d] for d in other.family.dims if d in problem.shape}, gpu, problem.arch)
+        config = as_measured(problem, theirs.config)
+        if config is None or theirs.source == DEFAULT:
+            return None
+        made = self._made(problem, gpu, config, f"{other.family.name}'s {theirs.source}", theirs.data, None)
+        return dataclasses.replace(made, time_us=theirs.time_us, measured_shape=theirs.measured_shape, run=theirs.run)
 
     def _model_pick(self, problem: Problem, gpu: str, rows: list[Entry]) -> Config | None:
         """The model's fastest of a sample of valid configs; None where no model can be fitted (too few trials)."""

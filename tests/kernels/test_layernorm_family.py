@@ -461,7 +461,7 @@ def test_l2_ahead_prefetches_the_row_that_far_on(censuses):
         assert c.ptx.params["x"].loads == seed.ptx.params["x"].loads
         assert FAMILY.ahead_rows(config, D768) == rows
         source = FAMILY.render(config, D768)
-        assert f"static_cast<size_t>({rows}) * D" in source and '"r"(3072u)' in source  # the whole row
+        assert f"x_offset(row + {rows})" in source and '"r"(3072u)' in source  # the whole row
     wide = {**SEED, "vec": 4, "passes": "twopass", "l2_ahead": 1}  # a row of 4 MiB: the next row, its first MiB
     assert FAMILY.ahead_rows(wide, {"m": 8, "d": 1 << 20}) == 1
     assert f'"r"({1 << 20}u)' in FAMILY.render(wide, {"m": 8, "d": 1 << 20})

@@ -374,23 +374,34 @@ def test_a_family_without_outputs_keeps_its_one_buffer(emulated):
 
 
 def test_a_variant_gets_its_buffers_by_parameter_name_and_its_scalars_packed(emulated, monkeypatch):
-    import contextlib
+    import types
 
     from mage_tune.measure import harness
     from mage_tune.measure.records import Job
 
     calls = []
-    monkeypatch.setattr(harness, "load_kernel", lambda *a: (None, lambda *args, **kw: calls.append(args)))
-    monkeypatch.setattr(harness, "torch_stream", contextlib.nullcontext)
+
+    class Direct:  # the driver launch (mage_tune/cuda_driver.py, tested on its own): what it is handed
+        def __init__(self, function, grid, block, shared):
+            self.made = (function, grid, block, shared)
+
+        def launch(self, pointers, scalars, stream):
+            calls.append((self.made, pointers, scalars, stream))
+            return True
+
+    function = types.SimpleNamespace(kernel=types.SimpleNamespace(ptr=0xF00))  # a RawKernel: its Function's handle
+    monkeypatch.setattr(harness, "load_kernel", lambda *a: (None, function))
+    monkeypatch.setattr(harness, "KernelLaunch", Direct)
+    monkeypatch.setattr(harness, "raw_stream", lambda: 0x5)
     planted = Path(__file__).resolve().parents[1] / "fixtures" / "data" / "planted_crash_family.py"
     for spec, names in ((str(AXPY), ("x", "y", "sums")), (str(planted), ("x", OUT))):
         family = load_family(spec)
         shape = family.shape_from(n=4096)
         bufs = harness.Buffers(family, shape, 0, 2)
-        job = Job("v", "variant", grid=(4, 1, 1), block=(256, 1, 1))
+        job = Job("v", "variant", grid=(4, 1, 1), block=(256, 1, 1), dynamic_shared=512)
         harness.VariantLauncher(job, family, shape)(bufs.sets[1])
-        grid, block, args = calls[-1]
-        assert grid == (4, 1, 1) and block == (256, 1, 1)
-        assert [int(a) for a in args[: len(names)]] == [bufs.sets[1][k].data_ptr() for k in names]
-        assert list(args[len(names) :]) == list(family.packed_scalars(shape))
-        assert all(isinstance(a, np.generic) for a in args)
+        made, pointers, scalars, stream = calls[-1]
+        assert made == (0xF00, (4, 1, 1), (256, 1, 1), 512) and stream == 0x5
+        assert list(pointers) == [bufs.sets[1][k].data_ptr() for k in names]
+        assert list(scalars) == list(family.packed_scalars(shape))
+        assert all(isinstance(a, np.generic) for a in scalars)

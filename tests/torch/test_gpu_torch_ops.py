@@ -9,37 +9,9 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from torch_tensors import ln_inputs, rel
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def torch():
-    import torch
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    return torch
-
-
-@pytest.fixture(scope="module")
-def mt(torch):
-    import mage_tune.torch as mt
-
-    mt.configure(db="off")
-    return mt
-
-
-def _rel(a, b) -> float:
-    a, b = a.double(), b.double()
-    return float((a - b).norm() / b.norm())
-
-
-def _ln_inputs(torch, m: int, d: int, seed: int = 0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    x = 3.0 + torch.randn(m, d, device="cuda", generator=g)
-    w = 1.0 + 0.5 * torch.randn(d, device="cuda", generator=g)
-    b = torch.randn(d, device="cuda", generator=g)
-    return x, w, b
 
 
 # --- the runtime ------------------------------------------------------------------------------------------------
@@ -50,11 +22,11 @@ def test_a_loaded_family_launches_its_choice_on_tensors_once_built(torch, monkey
     builds = []
     build = kernel.family.build
     monkeypatch.setattr(kernel.family, "build", lambda *a: builds.append(a) or build(*a))
-    x, w, b = _ln_inputs(torch, 1000, 768)  # m not a multiple of any rows-per-block
+    x, w, b = ln_inputs(torch, 1000, 768)  # m not a multiple of any rows-per-block
     y = kernel(x, w, b)
     again = kernel(x=x, scale=w, bias=b)
     want = torch.nn.functional.layer_norm(x.double(), (768,), w.double(), b.double(), 1e-5)
-    assert _rel(y, want) < 1e-5
+    assert rel(y, want) < 1e-5
     assert torch.equal(y, again)
     assert len(builds) == 1  # built once at this shape
     prepared = kernel.prepare({"m": 1000, "d": 768})
@@ -75,7 +47,7 @@ def test_the_fp32_matmul_runs_at_ragged_shapes_within_fp32_error(torch):
         exact = a.double() @ b.double()
         cublas = a @ b  # FP32, TF32 off
         assert c.shape == (m, n)
-        assert _rel(c, exact) <= max(2 * _rel(cublas, exact), 1e-6), (m, n, k)
+        assert rel(c, exact) <= max(2 * rel(cublas, exact), 1e-6), (m, n, k)
 
 
 def test_tensors_the_kernel_cannot_read_are_refused_by_name(torch):
@@ -83,7 +55,7 @@ def test_tensors_the_kernel_cannot_read_are_refused_by_name(torch):
     from mage_tune.errors import InputError
 
     kernel = mage_tune.load("layernorm", db="off")
-    x, w, b = _ln_inputs(torch, 64, 256)
+    x, w, b = ln_inputs(torch, 64, 256)
     with pytest.raises(InputError, match=r"input x is torch\.float16"):
         kernel(x.half(), w, b)
     with pytest.raises(InputError, match="input scale is on cpu"):
@@ -99,7 +71,7 @@ def test_graph_replays_equal_eager_launches_and_a_first_launch_in_capture_is_ref
     from mage_tune.errors import InputError
 
     kernel = mage_tune.load("layernorm", db="off")
-    x, w, b = _ln_inputs(torch, 4096, 1024)
+    x, w, b = ln_inputs(torch, 4096, 1024)
     eager = kernel(x, w, b)
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream()
@@ -112,7 +84,7 @@ def test_graph_replays_equal_eager_launches_and_a_first_launch_in_capture_is_ref
         torch.cuda.synchronize()
         assert torch.equal(captured, eager)
     other = torch.cuda.CUDAGraph()
-    x2, w2, b2 = _ln_inputs(torch, 512, 2048)
+    x2, w2, b2 = ln_inputs(torch, 512, 2048)
     capture = torch.cuda.graph(other, stream=stream)
     with pytest.raises(InputError, match="launch it once before capturing"), torch.cuda.stream(stream), capture:
         kernel(x2, w2, b2)
@@ -120,18 +92,18 @@ def test_graph_replays_equal_eager_launches_and_a_first_launch_in_capture_is_ref
 
 # --- the operators and modules ------------------------------------------------------------------------------------
 def test_the_layer_norm_operator_honours_eps_and_its_gradients_are_pytorchs(torch, mt):
-    x, w, b = _ln_inputs(torch, 300, 768, seed=2)
+    x, w, b = ln_inputs(torch, 300, 768, seed=2)
     for eps in (1e-5, 1e-2):
         y = torch.ops.mage_tune.layer_norm(x, w, b, eps)
         want = torch.nn.functional.layer_norm(x.double(), (768,), w.double(), b.double(), eps)
-        assert _rel(y, want) < 1e-5, eps
+        assert rel(y, want) < 1e-5, eps
     xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
     xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
     grad = torch.randn_like(x)
     torch.autograd.backward(mt.layer_norm(xs, ws, bs, 1e-5), grad)
     torch.autograd.backward(torch.nn.functional.layer_norm(xr, (768,), wr, br, 1e-5), grad)
     for ours, theirs in ((xs, xr), (ws, wr), (bs, br)):
-        assert _rel(ours.grad, theirs.grad) < 1e-5
+        assert rel(ours.grad, theirs.grad) < 1e-5
 
 
 def test_the_drop_ins_match_pytorchs_modules(torch, mt):
@@ -142,13 +114,13 @@ def test_the_drop_ins_match_pytorchs_modules(torch, mt):
         ln.bias.normal_()
     ref.load_state_dict(ln.state_dict())
     x = 2.0 + torch.randn(4, 333, 768, device="cuda")
-    assert _rel(ln(x), ref(x).double()) < 1e-5
+    assert rel(ln(x), ref(x).double()) < 1e-5
     lin = mt.Linear(768, 512, device="cuda")
     x2 = torch.rand(4, 250, 768, device="cuda") * 2 - 1
     exact = x2.double() @ lin.weight.double().t() + lin.bias.double()
     y = lin(x2)
     assert y.shape == (4, 250, 512)
-    assert _rel(y, exact) <= max(2 * _rel(torch.nn.functional.linear(x2, lin.weight, lin.bias), exact), 1e-6)
+    assert rel(y, exact) <= max(2 * rel(torch.nn.functional.linear(x2, lin.weight, lin.bias), exact), 1e-6)
 
 
 def test_what_the_kernels_do_not_cover_falls_back_to_pytorch_and_says_so_once(torch, mt):
@@ -181,4 +153,4 @@ def test_a_compiled_model_with_the_drop_in_traces_in_one_graph_and_matches_pytor
         for _ in range(3):  # reduce-overhead records its graph on a later call
             y = compiled(ids)
         want = theirs(ids)
-    assert _rel(y, want) < 1e-5
+    assert rel(y, want) < 1e-5

@@ -159,3 +159,25 @@ def test_load_needs_no_gpu_library():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["measured here", "[]"]
+
+
+def test_a_fused_family_takes_the_choice_of_the_family_it_is_tuned_as(layernorm_db, tmp_path):
+    fused = load("embedding-layernorm", db=layernorm_db, use_shipped=False)
+    assert fused.family.tuned_as == "layernorm"
+    plain = load("layernorm", db=layernorm_db, use_shipped=False)
+    for shape in SHAPES:
+        want = plain.choice(shape, gpu=GPU, arch=ARCH)
+        got = fused.choice({**shape, "vocab": 5000}, gpu=GPU, arch=ARCH)
+        assert got.family == "embedding-layernorm" and got.shape == {**shape, "vocab": 5000}
+        assert got.config == want.config and got.source == f"layernorm's {want.source}"
+        assert got.time_us == want.time_us and got.measured_shape == want.measured_shape
+    # where the family has trials of its own, they choose (the borrowed data is not read)
+    shape = {"m": 4096, "d": 768, "vocab": 5000}
+    own = layernorm_configs({"m": 4096, "d": 768}, 3, 7)
+    url = make_db(tmp_path / "own.db", [run("embedding-layernorm", shape, own)])
+    mine = load("embedding-layernorm", db=url, use_shipped=False).choice(shape, gpu=GPU, arch=ARCH)
+    fastest = min(own, key=lambda c: made_up_time(c, shape))
+    assert mine.source == "measured here" and mine.config == get_family("embedding-layernorm").with_defaults(fastest)
+    # with no data anywhere, its own default (never the other family's default dressed as borrowed)
+    bare = load("embedding-layernorm", db="off", use_shipped=False).choice(shape, gpu=GPU, arch=ARCH)
+    assert bare.source == "default"

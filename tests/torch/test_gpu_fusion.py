@@ -1,0 +1,94 @@
+"""The embedding lookup fused into mage-tune's layer norm, on a real GPU: the operator
+torch.ops.mage_tune.embedding_layer_norm against PyTorch's lookup then norm (values and gradients), and the compiler
+pass (mage_tune/torch/fusion.py) putting it into a compiled model's graph — counted, so a pass that silently stops
+matching fails here — under torch.compile and CUDA graph capture; a compiled model that trains gets PyTorch's
+gradients. Also: the tuned kernels' launches go through the
+driver (mage_tune/cuda_driver.py). Skipped where no CUDA device is present."""
+
+from __future__ import annotations
+
+import pytest
+from torch_tensors import ln_inputs, rel
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def fusions(mt, torch, monkeypatch):
+    """How many lookups the pass fused, per graph it saw (a fresh compile: no graph cache)."""
+    seen: list[int] = []
+    fuse = mt.fusion.fuse_embedding_layer_norm
+    monkeypatch.setattr(mt.fusion, "fuse_embedding_layer_norm", lambda graph: seen.append(fuse(graph)) or seen[-1])
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
+    torch._dynamo.reset()
+    return seen
+
+
+def test_the_fused_operator_is_the_lookup_then_the_norm_with_pytorchs_gradients(torch, mt):
+    table, w, b = ln_inputs(torch, 5000, 768)
+    index = torch.randint(0, 5000, (4, 250), device="cuda")
+    index[-1, -1] = 4999
+    y = torch.ops.mage_tune.embedding_layer_norm(table, index, w, b, 1e-5)
+    fn = torch.nn.functional
+    want = fn.layer_norm(fn.embedding(index, table).double(), (768,), w.double(), b.double(), 1e-5)
+    assert y.shape == (4, 250, 768) and rel(y, want) < 1e-5
+    ours = [t.clone().requires_grad_() for t in (table, w, b)]
+    theirs = [t.clone().requires_grad_() for t in (table, w, b)]
+    grad = torch.randn(4, 250, 768, device="cuda")
+    torch.autograd.backward(mt.embedding_layer_norm(ours[0], index, ours[1], ours[2], 1e-5), grad)
+    torch.autograd.backward(fn.layer_norm(fn.embedding(index, theirs[0]), (768,), theirs[1], theirs[2], 1e-5), grad)
+    for a, t in zip(ours, theirs, strict=True):
+        assert rel(a.grad, t.grad) < 1e-5
+
+
+def _model(torch, layer_norm, vocab: int, d: int):
+    return torch.nn.Sequential(torch.nn.Embedding(vocab, d), layer_norm(d), torch.nn.Linear(d, d), layer_norm(d)).cuda()
+
+
+def test_a_compiled_model_runs_the_lookup_fused_into_the_norm_also_as_a_cuda_graph(torch, mt, fusions):
+    torch.manual_seed(5)
+    ours, theirs = _model(torch, mt.LayerNorm, 3000, 1024), _model(torch, torch.nn.LayerNorm, 3000, 1024)
+    theirs.load_state_dict(ours.state_dict())
+    ours.eval()
+    ids = torch.randint(0, 3000, (2, 777), device="cuda")  # tokens not a multiple of any rows per block
+    compiled = torch.compile(ours, fullgraph=True)
+    with torch.no_grad():
+        y = compiled(ids)
+        want = theirs(ids)
+        assert sum(fusions) == 1  # the first norm's input is the lookup; the second's is the Linear's output
+        assert y.shape == (2, 777, 1024) and rel(y, want) < 1e-5
+        graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+            captured = compiled(ids)
+        for _ in range(2):
+            captured.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(captured, y)
+
+
+def test_a_compiled_model_trains_like_pytorchs_whether_or_not_its_lookup_is_fused(torch, mt, fusions):
+    # The forward keeps the looked-up rows for the backward (no fusion) unless the partitioner chooses to look them
+    # up again in the backward (then the forward's lookup feeds the norm alone, and is fused): either way the
+    # gradients are PyTorch's, the table's included.
+    torch.manual_seed(6)
+    ours, theirs = _model(torch, mt.LayerNorm, 500, 256), _model(torch, torch.nn.LayerNorm, 500, 256)
+    theirs.load_state_dict(ours.state_dict())
+    ids = torch.randint(0, 500, (300,), device="cuda")
+    compiled = torch.compile(ours, fullgraph=True)
+    compiled(ids).square().sum().backward()
+    theirs(ids).square().sum().backward()
+    assert sum(fusions) <= 1 and fusions  # the pass ran on the compiled graphs
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters(), strict=True):
+        assert rel(a.grad, b.grad) < 1e-4, name
+
+
+def test_tuned_kernels_launch_through_the_driver(torch):
+    import mage_tune
+
+    kernel = mage_tune.load("layernorm", db="off")
+    table, w, b = ln_inputs(torch, 64, 512)
+    kernel(table, w, b)
+    launcher = kernel.prepare({"m": 64, "d": 512}).launcher
+    assert launcher.direct._params is not None  # the driver's parameter list was made: the driver launched it
