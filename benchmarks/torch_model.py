@@ -1,19 +1,21 @@
 """A small PyTorch model with mage-tune's layer norm, against the same model with PyTorch's, on a GPU.
 
-The model: embedding → LayerNorm → Linear → LayerNorm over `--rows` tokens, at each `--d`; compiled with
+The model (`--model embedding`, the default): embedding → LayerNorm → Linear → LayerNorm over `--rows` tokens, at
+each `--d` (`--model block`: a pre-norm residual block, h = x + Linear(x), LN(h + Linear(LN(h)))); compiled with
 torch.compile (default mode), its forward timed end to end (CUDA events around `--calls` forwards, `--rounds`
 rounds, the models interleaved round by round), and again as one captured CUDA graph of the compiled forward
 (replays timed). Variants: PyTorch's layer norm ("torch"), mage_tune.torch.LayerNorm ("mage LN": its compiler pass
-fuses the lookup into the first norm, mage_tune/torch/fusion.py), the same compiled without the pass ("mage LN
-unfused"), and for context mage_tune.torch.LayerNorm with mage_tune.torch.Linear ("mage LN+Linear"). Outputs are
-checked against the torch model's (relative L2). Run at each float32 matmul precision given ("highest": FP32;
-"high": TF32 allowed).
+fuses the lookup or the residual adds into the norms, mage_tune/torch/fusion.py), the same compiled without the pass
+("mage LN unfused"), and for context mage_tune.torch.LayerNorm with mage_tune.torch.Linear ("mage LN+Linear").
+Outputs are checked against the torch model's (relative L2). Run at each float32 matmul precision given ("highest":
+FP32; "high": TF32 allowed).
 
 Also the operator's own time at each (rows, d): torch.ops.mage_tune.layer_norm timed by the harness's cold method
 (measure/harness.py: a CUDA graph of launches rotating over ≥ 256 MB of input sets, median of 7 replays), beside
 the same config timed as a variant job in the same process and the time the tuning database recorded for it.
 
     python benchmarks/torch_model.py --db sqlite:///t.db --out model.json [--d 768 --d 4096] [--rows 8192]
+        [--model embedding --model block] [--precision highest]
 """
 
 from __future__ import annotations
@@ -30,8 +32,22 @@ def _rel(a, b) -> float:
     return float((a - b).norm() / b.norm())
 
 
-def _model(torch, ln, linear, vocab: int, d: int):
-    return torch.nn.Sequential(torch.nn.Embedding(vocab, d), ln(d), linear(d, d), ln(d)).cuda()
+def _model(torch, kind: str, ln, linear, vocab: int, d: int):
+    """ "embedding": embedding → LN → Linear → LN; "block": a pre-norm residual block, h = x + Linear(x),
+    out = h + Linear(LN(h)), then LN(out) (a sum used again, then one that is not)."""
+    if kind == "embedding":
+        return torch.nn.Sequential(torch.nn.Embedding(vocab, d), ln(d), linear(d, d), ln(d)).cuda()
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.f, self.g, self.n1, self.n2 = linear(d, d), linear(d, d), ln(d), ln(d)
+
+        def forward(self, x):
+            h = x + self.f(x)
+            return self.n2(h + self.g(self.n1(h)))
+
+    return Block().cuda()
 
 
 def _time_calls(torch, fn, ids, calls: int) -> float:
@@ -69,7 +85,7 @@ def _time_graph(torch, graph, calls: int) -> float:
     return start.elapsed_time(end) * 1000.0 / calls
 
 
-def model_rows(torch, mt, rows: int, d: int, precision: str, calls: int, rounds: int) -> list[dict]:
+def model_rows(torch, mt, kind: str, rows: int, d: int, precision: str, calls: int, rounds: int) -> list[dict]:
     torch.set_float32_matmul_precision(precision)
     torch.manual_seed(0)
     vocab = 32000
@@ -79,28 +95,33 @@ def model_rows(torch, mt, rows: int, d: int, precision: str, calls: int, rounds:
         "mage LN unfused": (mt.LayerNorm, torch.nn.Linear),
         "mage LN+Linear": (mt.LayerNorm, mt.Linear),
     }
-    models = {name: _model(torch, ln, lin, vocab, d) for name, (ln, lin) in variants.items()}
+    models = {name: _model(torch, kind, ln, lin, vocab, d) for name, (ln, lin) in variants.items()}
     state = models["torch"].state_dict()
     for m in models.values():
         m.load_state_dict(state)
         m.eval()
-    ids = torch.randint(0, vocab, (rows,), device="cuda")
+    if kind == "embedding":
+        ids = torch.randint(0, vocab, (rows,), device="cuda")
+    else:
+        ids = torch.randn(rows, d, device="cuda")  # the block's input
     torch._dynamo.reset()
-    torch._inductor.config.fx_graph_cache = False  # each model compiled here, with the pass as set for it
     compiled = {name: torch.compile(m, fullgraph=True) for name, m in models.items()}
     out = []
     fused: dict[str, int] = {}
-    fuse = mt.fusion.fuse_embedding_layer_norm
+    passes = {name: getattr(mt.fusion, name) for name in ("fuse_embedding_layer_norm", "fuse_add_layer_norm")}
     with torch.no_grad():
         outputs = {}
         for name, fn in compiled.items():  # the first call compiles: the fusion pass on, except for "unfused"
             counts: list[int] = []
-            mt.fusion.fuse_embedding_layer_norm = lambda graph, counts=counts: counts.append(fuse(graph)) or counts[-1]
+            for attr, fuse in passes.items():  # counted: how many layer norms each pass fused
+                setattr(mt.fusion, attr, lambda graph, fuse=fuse, seen=counts: seen.append(fuse(graph)) or seen[-1])
             mt.fusion.install(name != "mage LN unfused")
             try:
-                outputs[name] = fn(ids)
+                with torch._inductor.config.patch(fx_graph_cache=False):  # compiled here, with the pass as set
+                    outputs[name] = fn(ids)
             finally:
-                mt.fusion.fuse_embedding_layer_norm = fuse
+                for attr, fuse in passes.items():
+                    setattr(mt.fusion, attr, fuse)
                 mt.fusion.install()
             fused[name] = sum(counts)
         eager = {name: [] for name in compiled}
@@ -119,8 +140,9 @@ def model_rows(torch, mt, rows: int, d: int, precision: str, calls: int, rounds:
                     "rows": rows,
                     "d": d,
                     "precision": precision,
+                    "kind": kind,
                     "model": name,
-                    "lookups_fused": fused[name],
+                    "norms_fused": fused[name],
                     "compiled_us": statistics.median(eager[name]),
                     "compiled_us_range": [min(eager[name]), max(eager[name])],
                     "graph_us": statistics.median(replayed[name]),
@@ -199,6 +221,7 @@ def main() -> int:
     ap.add_argument("--precision", action="append", choices=("highest", "high"))
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--model", action="append", choices=("embedding", "block"), help="default: embedding")
     args = ap.parse_args()
     import torch
 
@@ -209,9 +232,11 @@ def main() -> int:
     record = {"environment": environment(), "ops": [], "models": []}
     for d in args.d or [768, 4096]:
         record["ops"].append(op_row(torch, mt, args.rows, d))
-        for precision in args.precision or ["highest", "high"]:
-            record["models"].extend(model_rows(torch, mt, args.rows, d, precision, args.calls, args.rounds))
-            args.out.write_text(json.dumps(record, indent=1))  # after each model set: a cut run keeps what it measured
+        for kind in args.model or ["embedding"]:
+            for precision in args.precision or ["highest", "high"]:
+                rows = model_rows(torch, mt, kind, args.rows, d, precision, args.calls, args.rounds)
+                record["models"].extend(rows)
+                args.out.write_text(json.dumps(record, indent=1))  # after each set: a cut run keeps what it measured
     for row in record["ops"]:
         print(
             f"op layernorm m={row['rows']} d={row['d']}: {row['op_us']:.2f} µs; same config as a job "
@@ -221,8 +246,9 @@ def main() -> int:
         )
     for row in record["models"]:
         print(
-            f"model d={row['d']} {row['precision']:<7} {row['model']:<15} compiled {row['compiled_us']:9.1f} µs  "
-            f"graph {row['graph_us']:9.1f} µs  err {row['rel_err_vs_torch']:.1e}  fused {row['lookups_fused']}"
+            f"{row['kind']:<9} d={row['d']} {row['precision']:<7} {row['model']:<15} compiled "
+            f"{row['compiled_us']:9.1f} µs  graph {row['graph_us']:9.1f} µs  err {row['rel_err_vs_torch']:.1e}  "
+            f"fused {row['norms_fused']}"
         )
     return 0
 

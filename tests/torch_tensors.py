@@ -16,3 +16,18 @@ def ln_inputs(torch, m: int, d: int, seed: int = 0):
     w = 1.0 + 0.5 * torch.randn(d, device="cuda", generator=g)
     b = torch.randn(d, device="cuda", generator=g)
     return x, w, b
+
+
+def residual_block(torch, d: int, norm):
+    """A pre-norm residual block: h = x + f(x); out = h + g(norm(h)); norm(out) (a sum used again, then one not)."""
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.f, self.g, self.n1, self.n2 = torch.nn.Linear(d, d), torch.nn.Linear(d, d), norm(d), norm(d)
+
+        def forward(self, x):
+            h = x + self.f(x)
+            return self.n2(h + self.g(self.n1(h)))
+
+    return Block()

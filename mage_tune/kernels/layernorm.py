@@ -351,6 +351,8 @@ class LayerNorm(CudaFamily):
             # Without a block barrier shared across rows, a block's surplus rows may simply leave.
             "early_exit": rows == 1 or threads == 32,
             "gather": False,  # embedding-layernorm's: rows read through an index
+            "residual": False,  # add-layernorm's: the norm of x + res
+            "write_sum": False,  # add-layernorm-sum's: x + res written out too
         }
 
     # --- correctness and cost -----------------------------------------------------------------------------------

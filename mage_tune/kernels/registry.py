@@ -27,6 +27,8 @@ ENTRY_POINT_GROUP = "mage_tune.families"
 BUILTINS = {
     "layernorm": "mage_tune.kernels.layernorm:FAMILY",
     "embedding-layernorm": "mage_tune.kernels.embedding_layernorm:FAMILY",
+    "add-layernorm": "mage_tune.kernels.add_layernorm:FAMILY",
+    "add-layernorm-sum": "mage_tune.kernels.add_layernorm:WITH_SUM",
     "matmul": "mage_tune.kernels.matmul:FAMILY",
     "matmul-3xtf32": "mage_tune.kernels.matmul_3xtf32:FAMILY",
 }

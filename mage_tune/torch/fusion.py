@@ -1,11 +1,16 @@
-"""A compiler pass that fuses an embedding lookup into mage_tune's layer norm, as PyTorch fuses it into its own.
+"""A compiler pass that fuses into mage_tune's layer norm what PyTorch's compiler fuses into its own.
 
-torch.compile's Inductor fuses `embedding → layer_norm` into one kernel that reads the looked-up rows from the table
-and writes only the normalized ones; with `mage_tune.torch.LayerNorm` the layer norm is an opaque operator, so the
-looked-up rows would be written out and read again (2·tokens·d floats: ~10 µs at 8192 × 768 on an H200, ~56 µs at
-8192 × 4096). This pass, run by Inductor on each graph after autograd (its post-grad custom pass), replaces a
-`mage_tune::layer_norm` whose input is an embedding lookup used by nothing else (an index_select of rows, or an
-aten.index of rows, alike) by `mage_tune::embedding_layer_norm`, which the `embedding-layernorm` family runs.
+torch.compile's Inductor fuses `embedding → layer_norm` and `add → layer_norm` into one kernel each, which reads the
+looked-up rows (or the two addends) and writes only the normalized rows (and the sum, where it is used on). With
+`mage_tune.torch.LayerNorm` the layer norm is an opaque operator, so the rows it reads would be written out and read
+again first (2·tokens·d floats: ~10 µs at 8192 × 768 on an H200, ~56 µs at 8192 × 4096). This pass, run by Inductor
+on each graph after autograd (its post-grad custom pass), replaces a `mage_tune::layer_norm` of
+
+- an embedding lookup used by nothing else (aten.embedding, or its index_select / aten.index forms) by
+  `mage_tune::embedding_layer_norm` (the `embedding-layernorm` family);
+- a sum of two FP32 tensors of one shape (aten.add, no broadcast, no alpha) by `mage_tune::add_layer_norm` where the
+  sum feeds the norm alone, else by `mage_tune::add_layer_norm_sum`, which writes the sum as well for its other users
+  (the `add-layernorm` and `add-layernorm-sum` families).
 
 A lookup whose rows are used elsewhere too (a training graph keeps them for the backward) is left as it is. The pass
 is installed when mage_tune.torch is imported, after any post-grad pass already set (which still runs);
@@ -14,7 +19,10 @@ is installed when mage_tune.torch is imported, after any post-grad pass already 
 
 from __future__ import annotations
 
+import operator
+
 from mage_tune import gpu
+from mage_tune.torch import ops  # noqa: F401  (registers the operators the pass puts in)
 
 torch = gpu.torch()
 fx = torch.fx
@@ -37,14 +45,17 @@ def _lookup(node) -> tuple | None:
     return None
 
 
+def _norms(graph: fx.Graph) -> list:
+    """The graph's mage_tune::layer_norm calls, listed before any is rewritten."""
+    norm = torch.ops.mage_tune.layer_norm.default
+    return [n for n in graph.nodes if n.op == "call_function" and n.target is norm and n.args]
+
+
 def fuse_embedding_layer_norm(graph: fx.Graph) -> int:
     """Rewrite each lookup → mage_tune::layer_norm pair in `graph` (module docstring); how many were fused."""
-    norm = torch.ops.mage_tune.layer_norm.default
     fused_op = torch.ops.mage_tune.embedding_layer_norm.default
     fused = 0
-    for node in list(graph.nodes):
-        if node.op != "call_function" or node.target is not norm or not node.args:
-            continue
+    for node in _norms(graph):
         rows = node.args[0]
         found = _lookup(rows)
         if found is None or len(rows.users) != 1:
@@ -55,14 +66,75 @@ def fuse_embedding_layer_norm(graph: fx.Graph) -> int:
             continue
         with graph.inserting_before(node):
             new = graph.call_function(fused_op, (table, index, *node.args[1:]), dict(node.kwargs))
-        # the output's value (its fake tensor); not the norm's other meta (eager_input_vals holds the norm's inputs,
-        # which Inductor would match against the fused operator's schema)
-        new.meta.update({k: node.meta[k] for k in ("val", "stack_trace", "nn_module_stack") if k in node.meta})
+        _carry_value(node, new)
         node.replace_all_uses_with(new)
         graph.erase_node(node)
         graph.erase_node(rows)
         fused += 1
     return fused
+
+
+def _sum_of(node) -> tuple | None:
+    """(x, res) where `node` adds two FP32 tensors of its own shape (no broadcast, no alpha); None otherwise."""
+    if not isinstance(node, fx.Node) or node.op != "call_function" or node.target is not torch.ops.aten.add.Tensor:
+        return None
+    if node.kwargs or len(node.args) != 2 or not all(isinstance(a, fx.Node) for a in node.args):
+        return None
+    value = node.meta.get("val")
+    if value is None or value.dtype != torch.float32:
+        return None
+    for a in node.args:
+        other = a.meta.get("val")
+        if other is None or other.dtype != torch.float32 or tuple(other.shape) != tuple(value.shape):
+            return None
+    return node.args[0], node.args[1]
+
+
+def fuse_add_layer_norm(graph: fx.Graph) -> int:
+    """Rewrite each add → mage_tune::layer_norm pair in `graph`: by mage_tune::add_layer_norm where the sum feeds the
+    norm alone, by mage_tune::add_layer_norm_sum (the norm and the sum) where the graph uses the sum again; how many."""
+    fused = 0
+    for node in _norms(graph):
+        total = node.args[0]
+        found = _sum_of(total)
+        if found is None:
+            continue
+        rest = (*found, *node.args[1:])
+        others = [u for u in total.users if u is not node]
+        if not others:
+            with graph.inserting_before(node):
+                new = graph.call_function(torch.ops.mage_tune.add_layer_norm.default, rest, dict(node.kwargs))
+            _carry_value(node, new)
+            node.replace_all_uses_with(new)
+        else:
+            # The sum's other users may come before the norm: the fused operator goes where the sum was, which needs
+            # the norm's other inputs (weight, bias: parameters, as a rule) defined by then.
+            order = {n: i for i, n in enumerate(graph.nodes)}
+            if any(isinstance(a, fx.Node) and order[a] > order[total] for a in node.args[1:]):
+                continue
+            with graph.inserting_after(total):
+                new = graph.call_function(torch.ops.mage_tune.add_layer_norm_sum.default, rest, dict(node.kwargs))
+            with graph.inserting_after(new):
+                y = graph.call_function(operator.getitem, (new, 0))
+                h = graph.call_function(operator.getitem, (new, 1))
+            new.meta["val"] = (node.meta["val"], total.meta["val"])
+            _carry_value(node, y)
+            _carry_value(total, h)
+            node.replace_all_uses_with(y)
+            graph.erase_node(node)
+            node = None
+            total.replace_all_uses_with(h)
+        if node is not None:
+            graph.erase_node(node)
+        graph.erase_node(total)
+        fused += 1
+    return fused
+
+
+def _carry_value(old, new) -> None:
+    """`old`'s output value (its fake tensor) onto `new`; not its other meta (eager_input_vals holds the old node's
+    inputs, which Inductor would match against the new operator's schema)."""
+    new.meta.update({k: old.meta[k] for k in ("val", "stack_trace", "nn_module_stack") if k in old.meta})
 
 
 class FusionPass(CustomGraphPass):
@@ -73,6 +145,7 @@ class FusionPass(CustomGraphPass):
 
     def __call__(self, graph: fx.Graph) -> None:
         fuse_embedding_layer_norm(graph)
+        fuse_add_layer_norm(graph)
         if self.after is not None:
             self.after(graph)
 

@@ -1,6 +1,6 @@
-"""PyTorch operators run by tuned kernels: `torch.ops.mage_tune.layer_norm`, `torch.ops.mage_tune.matmul_fp32` and
-`torch.ops.mage_tune.embedding_layer_norm` (a lookup fused into the layer norm, which mage_tune/torch/fusion.py puts
-into compiled graphs).
+"""PyTorch operators run by tuned kernels: `torch.ops.mage_tune.layer_norm`, `torch.ops.mage_tune.matmul_fp32`, and
+the layer norm with what PyTorch's compiler would fuse into it — `embedding_layer_norm` (a lookup), `add_layer_norm`
+and `add_layer_norm_sum` (a residual add) — which mage_tune/torch/fusion.py puts into compiled graphs.
 
 Each is a `torch.library.custom_op` with a fake implementation, so `torch.compile(fullgraph=True)` traces through it
 (the graph holds one opaque call), and an autograd formula, so a model that trains can use it. The forward runs the
@@ -31,6 +31,8 @@ Tensor = torch.Tensor
 
 LAYERNORM = "layernorm"
 EMBEDDING_LAYERNORM = "embedding-layernorm"
+ADD_LAYERNORM = "add-layernorm"
+ADD_LAYERNORM_SUM = "add-layernorm-sum"
 MATMUL_FP32 = "matmul-3xtf32"
 
 _kernels: dict[str, RunnableKernel] = {}
@@ -169,6 +171,85 @@ def _embedding_layer_norm_backward(ctx, grad: Tensor):
 
 
 embedding_layer_norm.register_autograd(_embedding_layer_norm_backward, setup_context=_embedding_layer_norm_context)
+
+
+# --- a residual add and a layer norm, fused ---------------------------------------------------------------------------
+@torch.library.custom_op("mage_tune::add_layer_norm", mutates_args=(), device_types="cuda")
+def add_layer_norm(x: Tensor, res: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """layer_norm(x + res) * weight + bias over the last dimension (FP32 CUDA tensors of one shape): the sum is never
+    written out. mage_tune/torch/fusion.py puts it where a compiled graph adds two tensors only to normalize the sum."""
+    return _add_then_norm(ADD_LAYERNORM, x, res, weight, bias, eps)[0]
+
+
+@add_layer_norm.register_fake
+def _(x: Tensor, res: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("mage_tune::add_layer_norm_sum", mutates_args=(), device_types="cuda")
+def add_layer_norm_sum(x: Tensor, res: Tensor, weight: Tensor, bias: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    """(layer_norm(x + res) * weight + bias, x + res): the norm and the sum, for a graph that uses the sum again (a
+    pre-norm block's residual stream), in one pass over x and res."""
+    y, h = _add_then_norm(ADD_LAYERNORM_SUM, x, res, weight, bias, eps)
+    return y, h
+
+
+@add_layer_norm_sum.register_fake
+def _(x: Tensor, res: Tensor, weight: Tensor, bias: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    return torch.empty_like(x), torch.empty_like(x)
+
+
+def _add_then_norm(family: str, x: Tensor, res: Tensor, weight: Tensor, bias: Tensor, eps: float) -> tuple:
+    """(y, h) by the family's kernel, or by PyTorch where it does not apply (said once)."""
+    d = x.shape[-1]
+    if x.numel() == 0:
+        return torch.empty_like(x), x + res
+    tensors = (x, res, weight, bias)
+    if x.shape != res.shape or not all(t.is_contiguous() for t in tensors):
+        say_once(f"{family} on tensors of different shapes or not contiguous")
+    else:
+        rows = x.view(-1, d)
+        out = _launched(family, rows, res.view(-1, d), weight, bias, scalars=(np.int32(rows.shape[0]), np.float32(eps)))
+        if isinstance(out, dict):
+            return out["y"].view(x.shape), out["h"].view(x.shape)
+        if out is not None:
+            return out.view(x.shape), None
+    h = x + res
+    return torch.nn.functional.layer_norm(h, (d,), weight, bias, eps), h
+
+
+def _add_layer_norm_context(ctx, inputs, output) -> None:
+    x, res, weight, bias, eps = inputs
+    ctx.save_for_backward(x, res, weight, bias)
+    ctx.eps = eps
+
+
+def _add_norm_gradients(ctx, grad_y: Tensor, grad_h: Tensor | None):
+    # the sum formed again, PyTorch's layer-norm backward on it; x and res both get the sum's gradient
+    x, res, weight, bias = ctx.saved_tensors
+    needs = ctx.needs_input_grad
+    if grad_y is None:  # only the sum was used on
+        return (grad_h if needs[0] else None), (grad_h if needs[1] else None), None, None, None
+    h = x + res
+    d = h.shape[-1]
+    _, mean, rstd = torch.ops.aten.native_layer_norm(h, [d], weight, bias, ctx.eps)
+    mask = [needs[0] or needs[1], needs[2], needs[3]]
+    gh, gw, gb = torch.ops.aten.native_layer_norm_backward(grad_y, h, [d], mean, rstd, weight, bias, mask)
+    if gh is not None and grad_h is not None:
+        gh = gh + grad_h
+    return (gh if needs[0] else None), (gh if needs[1] else None), gw, gb, None
+
+
+def _add_layer_norm_backward(ctx, grad: Tensor):
+    return _add_norm_gradients(ctx, grad, None)
+
+
+def _add_layer_norm_sum_backward(ctx, grad_y: Tensor, grad_h: Tensor):
+    return _add_norm_gradients(ctx, grad_y, grad_h)
+
+
+add_layer_norm.register_autograd(_add_layer_norm_backward, setup_context=_add_layer_norm_context)
+add_layer_norm_sum.register_autograd(_add_layer_norm_sum_backward, setup_context=_add_layer_norm_context)
 
 
 # --- FP32 matmul ------------------------------------------------------------------------------------------------------

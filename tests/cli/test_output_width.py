@@ -145,11 +145,11 @@ def test_did_you_mean_for_a_family_and_a_file():
     def said(*args: str) -> str:
         return " ".join(run(*args).output.split())  # unwrapped
 
-    assert "did you mean the family layernorm?" in said("census", "layernrom")
+    assert "did you mean the family layernorm" in said("census", "layernrom")  # (or another close name after it)
     assert f"did you mean {ROOT / 'tests' / 'fixtures' / 'kernels' / 'flight.cu'}?" in said(
         "census", str(ROOT / "tests" / "fixtures" / "kernels" / "flight.c")
     )
-    assert "did you mean layernorm?" in said("space", "layernrom")
+    assert "did you mean layernorm or" in said("space", "layernrom")  # the closest name first
 
 
 def test_compare_is_faithful_by_default_and_says_which_kernel():

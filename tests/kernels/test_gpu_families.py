@@ -44,6 +44,16 @@ def test_cuda_family_by_path_is_correct_and_timed_with_its_baselines(spec):
     assert sum(r.kind == "variant" for r in results.values()) == 4
 
 
+@pytest.mark.parametrize("name", ["add-layernorm", "add-layernorm-sum"])
+def test_the_fused_residual_add_and_norm_is_correct_at_a_ragged_shape_beside_pytorchs(name):
+    results = _bench(name, {"m": 1001, "d": 768}, ["persist=0,4", "affine=late,early", "threads=128"])
+    assert {r.kind for r in results.values()} == {"variant", "torch"}
+    for label, r in results.items():
+        assert r.ok, (label, r.error)
+        assert r.time("cold") > 0
+    assert sum(r.kind == "variant" for r in results.values()) == 3  # affine=early needs persist=0
+
+
 @pytest.mark.parametrize("settings", [["persist=0,4", "threads=128,256"], ["passes=welford,twopass", "l2_ahead=0,2"]])
 def test_the_fused_lookup_and_norm_is_correct_at_a_ragged_shape_beside_pytorchs(settings):
     results = _bench("embedding-layernorm", {"m": 1001, "d": 768, "vocab": 5003}, settings)

@@ -1,13 +1,22 @@
 """The fusion pass (mage_tune/torch/fusion.py) without a GPU, where torch is installed: on hand-made post-grad
-graphs (each form of a lookup, and a lookup whose rows are used elsewhere) and through a real torch.compile on the
-CPU, with CPU kernels put under the operators for the test (the CUDA ones run in test_gpu_fusion.py)."""
+graphs (each form of a lookup, a lookup whose rows are used elsewhere; a sum used by the norm alone or again, a
+broadcast add) and through a real torch.compile on the CPU, with CPU kernels put under the operators for the test
+(the CUDA ones run in test_gpu_fusion.py)."""
 
 from __future__ import annotations
 
-import pytest
+import importlib.util
 
-pytest.importorskip("torch.fx")  # torch itself (tests/torch, on the path, would pass for a bare "torch")
-import torch
+import pytest
+from torch_tensors import residual_block
+
+# torch itself, looked for without importing: tests/torch is on the path too, and importing it as "torch" where
+# torch is not installed would leave a bare namespace in sys.modules that other libraries (scipy) then take for torch
+_spec = importlib.util.find_spec("torch")
+if _spec is None or _spec.origin in (None, "namespace"):
+    pytest.skip("torch is not installed (the gpu extra)", allow_module_level=True)
+
+import torch  # noqa: E402  (only once torch is known to be installed)
 
 mt = pytest.importorskip("mage_tune.torch")
 fx = torch.fx
@@ -50,15 +59,76 @@ def test_a_lookup_used_elsewhere_or_by_int32_indices_is_left_alone():
         assert [n.target for n in g.nodes] == before
 
 
+def _sum_graph(used_again: bool, bias_shape: tuple | None = None, alpha: bool = False):
+    g = fx.Graph()
+    x, res, w, b = (g.placeholder(n) for n in ("x", "res", "w", "b"))
+    x.meta["val"] = torch.empty(7, 16, device="meta")
+    res.meta["val"] = torch.empty(bias_shape or (7, 16), device="meta")
+    total = g.call_function(aten.add.Tensor, (x, res), {"alpha": 2} if alpha else {})
+    total.meta["val"] = torch.empty(7, 16, device="meta")
+    norm = g.call_function(torch.ops.mage_tune.layer_norm.default, (total, w, b, 1e-5))
+    norm.meta["val"] = torch.empty(7, 16, device="meta")
+    if used_again:
+        after = g.call_function(aten.add.Tensor, (total, norm))
+        after.meta["val"] = torch.empty(7, 16, device="meta")
+        g.output(after)
+    else:
+        g.output(norm)
+    return g
+
+
+def test_a_sum_feeding_the_norm_alone_is_fused_without_writing_it():
+    g = _sum_graph(used_again=False)
+    assert mt.fusion.fuse_add_layer_norm(g) == 1
+    calls = [n for n in g.nodes if n.op == "call_function"]
+    assert [n.target for n in calls] == [torch.ops.mage_tune.add_layer_norm.default]
+    assert [a.name if isinstance(a, fx.Node) else a for a in calls[0].args] == ["x", "res", "w", "b", 1e-5]
+    g.lint()
+
+
+def test_a_sum_used_again_comes_from_the_fused_operator():
+    g = _sum_graph(used_again=True)
+    assert mt.fusion.fuse_add_layer_norm(g) == 1
+    calls = [n for n in g.nodes if n.op == "call_function"]
+    fused, after = calls[0], calls[-1]
+    assert fused.target is torch.ops.mage_tune.add_layer_norm_sum.default
+    parts = {n.args[1]: n for n in calls[1:-1]}  # the two getitems, by index
+    y, h = parts[0], parts[1]
+    assert y.args[0] is fused and h.args[0] is fused
+    assert after.target is aten.add.Tensor and after.args == (h, y)  # the sum's other user reads the written sum
+    assert [v.shape for v in fused.meta["val"]] == [(7, 16), (7, 16)] and h.meta["val"].shape == (7, 16)
+    g.lint()
+
+
+def test_a_broadcast_or_scaled_add_is_left_alone():
+    for g in (_sum_graph(False, bias_shape=(16,)), _sum_graph(False, alpha=True)):
+        before = [n.target for n in g.nodes]
+        assert mt.fusion.fuse_add_layer_norm(g) == 0
+        assert [n.target for n in g.nodes] == before
+
+
 @pytest.fixture
-def cpu_kernels():
-    """CPU kernels under the two operators, for this test only."""
+def no_graph_cache():
+    """Each compile runs the pass (Inductor's graph cache off, through its own patch, undone after the test)."""
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        yield
+
+
+@pytest.fixture
+def cpu_kernels(no_graph_cache):
+    """CPU kernels under the operators, for this test only."""
     fn = torch.nn.functional
     lib = torch.library.Library("mage_tune", "IMPL")
     lib.impl("layer_norm", lambda x, w, b, eps: fn.layer_norm(x, (x.shape[-1],), w, b, eps), "CPU")
     lib.impl(
         "embedding_layer_norm",
         lambda t, i, w, b, eps: fn.layer_norm(fn.embedding(i, t), (t.shape[-1],), w, b, eps),
+        "CPU",
+    )
+    lib.impl("add_layer_norm", lambda x, r, w, b, eps: fn.layer_norm(x + r, (x.shape[-1],), w, b, eps), "CPU")
+    lib.impl(
+        "add_layer_norm_sum",
+        lambda x, r, w, b, eps: (fn.layer_norm(x + r, (x.shape[-1],), w, b, eps), x + r),
         "CPU",
     )
     yield
@@ -69,7 +139,6 @@ def test_a_compiled_model_is_fused_and_compiles_runs_and_trains(cpu_kernels, mon
     seen: list[int] = []
     fuse = mt.fusion.fuse_embedding_layer_norm
     monkeypatch.setattr(mt.fusion, "fuse_embedding_layer_norm", lambda g: seen.append(fuse(g)) or seen[-1])
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
 
     class Norm(torch.nn.LayerNorm):  # the drop-in's operator on any device, as the CPU kernels allow here
         def forward(self, x):
@@ -88,3 +157,28 @@ def test_a_compiled_model_is_fused_and_compiles_runs_and_trains(cpu_kernels, mon
     model.train()
     torch.compile(model, fullgraph=True)(ids).square().sum().backward()
     assert seen and sum(seen) <= 1 and model[0].weight.grad is not None
+
+
+def test_a_compiled_pre_norm_block_fuses_both_adds_and_trains_like_pytorch(cpu_kernels, monkeypatch):
+    seen: list[int] = []
+    fuse = mt.fusion.fuse_add_layer_norm
+    monkeypatch.setattr(mt.fusion, "fuse_add_layer_norm", lambda g: seen.append(fuse(g)) or seen[-1])
+
+    class Norm(torch.nn.LayerNorm):
+        def forward(self, x):
+            return mt.layer_norm(x, self.weight, self.bias, self.eps)
+
+    torch.manual_seed(1)
+    ours, theirs = residual_block(torch, 64, Norm), residual_block(torch, 64, torch.nn.LayerNorm)
+    theirs.load_state_dict(ours.state_dict())
+    x = torch.randn(4, 33, 64)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        y = torch.compile(ours.eval(), fullgraph=True)(x)
+        assert seen == [2] and torch.allclose(y, theirs(x), atol=1e-5)
+    torch._dynamo.reset()
+    weights = torch.linspace(-1, 1, 64)  # a loss whose gradients do not cancel (a norm's squares sum to about d)
+    torch.compile(ours.train(), fullgraph=True)(x).mul(weights).sum().backward()
+    theirs(x).mul(weights).sum().backward()
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters(), strict=True):
+        assert float((a.grad - b.grad).norm() / b.grad.norm()) < 1e-5, name  # FP32 sums in other orders

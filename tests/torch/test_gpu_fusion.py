@@ -8,7 +8,7 @@ driver (mage_tune/cuda_driver.py). Skipped where no CUDA device is present."""
 from __future__ import annotations
 
 import pytest
-from torch_tensors import ln_inputs, rel
+from torch_tensors import ln_inputs, rel, residual_block
 
 pytestmark = pytest.mark.gpu
 
@@ -19,9 +19,9 @@ def fusions(mt, torch, monkeypatch):
     seen: list[int] = []
     fuse = mt.fusion.fuse_embedding_layer_norm
     monkeypatch.setattr(mt.fusion, "fuse_embedding_layer_norm", lambda graph: seen.append(fuse(graph)) or seen[-1])
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
     torch._dynamo.reset()
-    return seen
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        yield seen
 
 
 def test_the_fused_operator_is_the_lookup_then_the_norm_with_pytorchs_gradients(torch, mt):
@@ -77,8 +77,9 @@ def test_a_compiled_model_trains_like_pytorchs_whether_or_not_its_lookup_is_fuse
     theirs.load_state_dict(ours.state_dict())
     ids = torch.randint(0, 500, (300,), device="cuda")
     compiled = torch.compile(ours, fullgraph=True)
-    compiled(ids).square().sum().backward()
-    theirs(ids).square().sum().backward()
+    weights = torch.linspace(-1, 1, 256, device="cuda")  # a loss whose gradients do not cancel
+    compiled(ids).mul(weights).sum().backward()
+    theirs(ids).mul(weights).sum().backward()
     assert sum(fusions) <= 1 and fusions  # the pass ran on the compiled graphs
     for (name, a), b in zip(ours.named_parameters(), theirs.parameters(), strict=True):
         assert rel(a.grad, b.grad) < 1e-4, name
@@ -92,3 +93,47 @@ def test_tuned_kernels_launch_through_the_driver(torch):
     kernel(table, w, b)
     launcher = kernel.prepare({"m": 64, "d": 512}).launcher
     assert launcher.direct._params is not None  # the driver's parameter list was made: the driver launched it
+
+
+def test_the_fused_residual_operators_are_the_add_then_the_norm_with_pytorchs_gradients(torch, mt):
+    x, w, b = ln_inputs(torch, 999, 1024, seed=7)
+    res = torch.randn_like(x)
+    fn = torch.nn.functional
+    want = fn.layer_norm((x.double() + res.double()), (1024,), w.double(), b.double(), 1e-5)
+    y = torch.ops.mage_tune.add_layer_norm(x, res, w, b, 1e-5)
+    y2, h = torch.ops.mage_tune.add_layer_norm_sum(x, res, w, b, 1e-5)
+    assert rel(y, want) < 1e-5 and torch.equal(y, y2) and torch.equal(h, x + res)
+    ours = [t.clone().requires_grad_() for t in (x, res, w, b)]
+    theirs = [t.clone().requires_grad_() for t in (x, res, w, b)]
+    gy, gh = torch.randn_like(x), torch.randn_like(x)
+    out_y, out_h = mt.add_layer_norm_sum(*ours, 1e-5)
+    torch.autograd.backward((out_y, out_h), (gy, gh))
+    total = theirs[0] + theirs[1]
+    torch.autograd.backward((fn.layer_norm(total, (1024,), theirs[2], theirs[3], 1e-5), total), (gy, gh))
+    for a, t in zip(ours, theirs, strict=True):
+        assert rel(a.grad, t.grad) < 1e-5
+
+
+def test_a_compiled_pre_norm_block_runs_both_residual_fusions_also_as_a_cuda_graph(torch, mt, monkeypatch):
+    seen: list[int] = []
+    fuse = mt.fusion.fuse_add_layer_norm
+    monkeypatch.setattr(mt.fusion, "fuse_add_layer_norm", lambda graph: seen.append(fuse(graph)) or seen[-1])
+
+    torch.manual_seed(8)
+    ours = residual_block(torch, 768, mt.LayerNorm).cuda().eval()
+    theirs = residual_block(torch, 768, torch.nn.LayerNorm).cuda().eval()
+    theirs.load_state_dict(ours.state_dict())
+    x = torch.randn(3, 333, 768, device="cuda")
+    torch._dynamo.reset()
+    with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False):
+        compiled = torch.compile(ours, fullgraph=True)
+        y = compiled(x)
+        assert seen == [2] and rel(y, theirs(x)) < 1e-5
+        graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+            captured = compiled(x)
+        captured.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, y)
