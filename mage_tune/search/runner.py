@@ -229,11 +229,13 @@ class Search:
         trial.set_user_attr("redrawn_from", {k: v for k, v in (drawn or config).items() if pick[k] != v})
         return pick
 
-    def _claim(self, trial, config: Config) -> Config:
+    def _claim(self, trial, config: Config) -> Config | None:
         """Set the config the trial runs where other workers see it; where another running trial has set the same
         one (two workers drew it at once), draw again. Of two claims of one config at least the later reader sees
-        the other, so no config runs twice at once; after a few draws the trial runs what it has (at worst a
-        duplicate, which never counts)."""
+        the other, so no config runs twice at once. Where nothing untried is left to draw, None (unless
+        spec.keep_going): the trial stands down (surplus) rather than score the config beside the other before
+        either has finished to make it a duplicate (both would count). After a few draws the trial runs what it has
+        (at worst a duplicate)."""
         drawn = {**config, **trial.user_attrs.get("redrawn_from", {})}
         trial.set_user_attr("config", config)
         for _ in range(3):
@@ -246,7 +248,7 @@ class Search:
                 return config
             again = self._untried(trial, config, drawn)
             if again == config:
-                return config
+                return config if self.spec.keep_going else None  # keep_going asks for duplicates: they never count
             config = again
             trial.set_user_attr("config", config)
         return config
@@ -388,7 +390,12 @@ class Search:
                         self._mark(trial, "surplus")
                         break
                     config, problems = self._suggest(trial)
-                    config = self._claim(trial, config) if not problems else config  # other workers avoid it
+                    if not problems:
+                        claimed = self._claim(trial, config)  # other workers avoid it
+                        if claimed is None:  # another running trial holds the last untried config
+                            self._mark(trial, "surplus")
+                            continue
+                        config = claimed
                     self._checked(config, not problems)
                     if problems:
                         self._finish(
