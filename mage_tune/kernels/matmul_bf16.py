@@ -93,7 +93,9 @@ The epilogues (knob `epilogue`):
   tma            each consumer warpgroup writes its rows of C in chunks of 64 rows × 128 bytes (64 bf16 or 32 FP32
                  columns, 8 KB) into one of its two staging chunks in shared memory (after the stages, 1024-aligned),
                  128-byte swizzled (16-byte unit u of row r at u ^ (r % 8), conflict-free for the accumulator
-                 fragment); every thread then runs fence.proxy.async.shared::cta, the warpgroup meets at named
+                 fragment): bf16 by stmatrix.sync.aligned.m8n8.x4 (an 8 × 8 block of the accumulator fragment is
+                 stmatrix's fragment: four blocks, rows +0/+8 of two column groups, per instruction), FP32 by
+                 st.shared.v2.f32; every thread then runs fence.proxy.async.shared::cta, the warpgroup meets at named
                  barrier 1 + consumer (bar.sync, 128 threads), and its first thread issues the chunk's tensor store
                  (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group through C's map, SWIZZLE_128B, box 64 rows ×
                  128 bytes) and commits it. Before that barrier the same thread waits cp.async.bulk.wait_group.read 0,
@@ -119,8 +121,8 @@ the ctypes launch. The CPU checks what it can: every config compiles for sm_90a 
 epilogue=tma), the mbarrier operations and USETMAXREG in its SASS and no spills
 (tests/kernels/test_matmul_bf16_family.py); tests/kernels/test_gpu_matmul_bf16.py checks every knob value on a GPU.
 
-Later steps: stmatrix for the tma epilogue's staging writes, multicast of A as well (2×2 clusters), split-K or
-stream-K for grids under a wave, a ping-pong schedule of the consumers, and 3xTF32 on wgmma.
+Later steps: multicast of A as well (2×2 clusters), split-K or stream-K for grids under a wave, a ping-pong
+schedule of the consumers, and 3xTF32 on wgmma.
 """
 
 from __future__ import annotations

@@ -186,9 +186,10 @@ def test_every_epilogue_builds_for_both_output_dtypes(epilogues):
 
 
 def test_the_tma_epilogue_stores_through_tensor_stores_not_global_stores(epilogues):
-    """Per chunk of 64 rows × 128 bytes (64 bf16 or 32 FP32 columns): the thread's 32 values into shared memory,
-    a proxy fence, the warpgroup's named barrier, one tensor store and its commit group, with a wait for the
-    previous store's reads before the barrier; no global store at all where direct has one per value pair."""
+    """Per chunk of 64 rows × 128 bytes (64 bf16 or 32 FP32 columns): the thread's 32 values into shared memory
+    (4 stmatrix.x4 for bf16, 16 float2 stores for FP32), a proxy fence, the warpgroup's named barrier, one tensor
+    store and its commit group, with a wait for the previous store's reads before the barrier; no global store at all
+    where direct has one per value pair."""
     tma = [(name, variant, census) for (name, epilogue, _), (variant, census) in epilogues.items() if epilogue == "tma"]
     assert len(tma) == 2 * len(EPILOGUE_SETTINGS)
     for name, variant, census in tma:
@@ -202,8 +203,13 @@ def test_the_tma_epilogue_stores_through_tensor_stores_not_global_stores(epilogu
         assert len(re.findall(r"UTMASTG\.2D", variant.artifact.sass)) == chunks, label
         stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", variant.artifact.ptx)
         assert len(stores) == chunks, label
-        width = 32 if family is FAMILY else 64  # a bf16x2 pair, or two floats
-        assert census.sass.shared_stores == census.ptx.shared_stores == {width: pairs}, label
+        if family is FAMILY:  # bf16: stmatrix.x4, four 8 × 8 blocks a warp (16 of the thread's values) at a time
+            assert census.sass.matrix_stores == census.ptx.matrix_stores == {"x4": pairs // 4}, label
+            assert census.sass.shared_stores == census.ptx.shared_stores == {}, label
+            assert "STSM.16.M88.4" in variant.artifact.sass, label
+        else:  # FP32: a float2 per value pair
+            assert census.sass.shared_stores == census.ptx.shared_stores == {64: pairs}, label
+            assert census.sass.matrix_stores == census.ptx.matrix_stores == {}, label
         assert census.sass.bulk_commits == census.ptx.bulk_commits == chunks, label
         assert census.sass.bulk_waits == census.ptx.bulk_waits == (0,) * (chunks + 1), label  # reads, then the end
         assert census.ptx.memory_fences.get("fence.proxy.async.shared::cta") == chunks, label
