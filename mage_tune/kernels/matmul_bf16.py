@@ -541,7 +541,9 @@ class TensorMapLauncher:
             self.driver.call("cuFuncSetAttribute", self.function, FUNC_MAX_DYNAMIC_SHARED, job.dynamic_shared)
         self.arguments: dict[tuple[int, int, int], tuple] = {}
 
-    def encode(self, target: int, address: int, rows: int, columns: int, box_rows: int, dtype: str = "bfloat16"):
+    def encode(
+        self, target: int, address: int, rows: int, columns: int, box_rows: int, dtype: str = "bfloat16"
+    ) -> None:
         f = tensor_map_fields(rows, columns, box_rows, dtype)
         self.driver.call(
             "cuTensorMapEncodeTiled",
