@@ -1,6 +1,7 @@
 """BF16 matmul C = A·B on Hopper's own machinery (sm_90a only): tensor copies (TMA) into a ring of shared-memory
 stages guarded by mbarriers, a producer warpgroup and one or two consumer warpgroups (warp specialization with
-`setmaxnreg`), `wgmma.mma_async` m64nNk16 with FP32 accumulation, and an epilogue from registers to global memory.
+`setmaxnreg`), `wgmma.mma_async` m64nNk16 with FP32 accumulation, and an epilogue from registers to global memory,
+either directly or through shared memory and tensor stores (the knob `epilogue`).
 
 The problem. A (M×K) and B (K×N) are row-major BF16 (make_inputs gives float32 arrays the harness rounds to bf16,
 device_dtype); C (M×N, row-major) is BF16 (`FAMILY`, "matmul-bf16") or FP32 (`FP32_OUT`, "matmul-bf16-f32out"): the
@@ -20,7 +21,7 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  the bytes to come (mbarrier.arrive.expect_tx)
   warpgroups 1.. setmaxnreg.inc to 232 (two consumers) or 240 (one); wait on `full`, then 4 k16 steps × M_SUB wgmma
                  per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's stage
-                 (one arrival per warp on `empty`); at a tile's end wait_group 0 and store from registers
+                 (one arrival per warp on `empty`); at a tile's end wait_group 0 and store (see "the epilogues")
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
                  min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
   cluster        2: blocks launch in pairs (__cluster_dims__)
@@ -86,21 +87,42 @@ documents it):
   - Triton's tl.dot ignores input_precision for inputs other than fp32, so the tutorial kernel's "ieee" leaves its
     bf16 products on the tensor cores (it compiles to wgmma m64n256k16 bf16 offline).
 
+The epilogues (knob `epilogue`):
+  direct         each thread stores its accumulator pairs to C: a bf16x2 (4 bytes) or float2 per row and 8-column
+                 group, 16 contiguous bytes per row from 4 lanes, guarded by row < M and col < N
+  tma            each consumer warpgroup writes its rows of C in chunks of 64 rows × 128 bytes (64 bf16 or 32 FP32
+                 columns, 8 KB) into one of its two staging chunks in shared memory (after the stages, 1024-aligned),
+                 128-byte swizzled (16-byte unit u of row r at u ^ (r % 8), conflict-free for the accumulator
+                 fragment): bf16 by stmatrix.sync.aligned.m8n8.x4 (an 8 × 8 block of the accumulator fragment is
+                 stmatrix's fragment: four blocks, rows +0/+8 of two column groups, per instruction), FP32 by
+                 st.shared.v2.f32; every thread then runs fence.proxy.async.shared::cta, the warpgroup meets at named
+                 barrier 1 + consumer (bar.sync, 128 threads), and its first thread issues the chunk's tensor store
+                 (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group through C's map, SWIZZLE_128B, box 64 rows ×
+                 128 bytes) and commits it. Before that barrier the same thread waits cp.async.bulk.wait_group.read 0,
+                 so the store of the previous chunk has read the other staging chunk, which the next chunk overwrites:
+                 one store is in flight while the next chunk is written. The tensor store clips rows and columns
+                 outside C (no per-element guards); chunks that start outside C are skipped by the whole warpgroup.
+                 Before exiting, the issuing thread waits cp.async.bulk.wait_group 0. Costs 2 × 8 KB of shared memory
+                 per consumer warpgroup, refused where the stages leave no room for it.
+
 The launch. A tensor map is a 128-byte, 64-byte-aligned kernel parameter (`const __grid_constant__`), which the
 harness's cupy launch (pointers and scalars) cannot pass, so this family launches its own variants (`launcher` for
 kind "variant"): the driver's cuTensorMapEncodeTiled (through ctypes on libcuda, into buffers this module aligns;
 cuda-bindings' own CUtensorMap object lies in Python memory, 32 mod 64 where this was written) for each buffer set,
 then cuLaunchKernel on torch's current stream (a CUDA graph captures it like any launch), with the dynamic shared
-memory limit raised by cuFuncSetAttribute. Encoding needs the driver, so it happens on the GPU side only.
+memory limit raised by cuFuncSetAttribute. Encoding needs the driver, so it happens on the GPU side only. With
+epilogue=tma the kernel takes C's map too (M rows × N columns of C's dtype, FLOAT32 = 7 for the FP32 output, box one
+staging chunk), third, before C's pointer: seven parameters instead of six.
 
 Unverified until a GPU run: everything above that only the hardware can confirm: the descriptors, the swizzle
-agreement, the barrier protocol, the fragment layout, the FP32 tolerance's drift term (borrowed from the TF32
-mma.sync chains of matmul-3xtf32 on the H200) and the ctypes launch. The CPU checks what it can: every config
-compiles for sm_90a with HGMMA, UTMALDG, the mbarrier operations and USETMAXREG in its SASS and no spills
+agreement (of the operands and of the epilogue's staging chunks with C's map), the barrier protocol, the fragment
+layout, the FP32 tolerance's drift term (borrowed from the TF32 mma.sync chains of matmul-3xtf32 on the H200) and
+the ctypes launch. The CPU checks what it can: every config compiles for sm_90a with HGMMA, UTMALDG (and UTMASTG for
+epilogue=tma), the mbarrier operations and USETMAXREG in its SASS and no spills
 (tests/kernels/test_matmul_bf16_family.py); tests/kernels/test_gpu_matmul_bf16.py checks every knob value on a GPU.
 
-Later steps: an stmatrix + TMA-store epilogue, multicast of A as well (2×2 clusters), split-K or stream-K for
-grids under a wave, a ping-pong schedule of the consumers, and 3xTF32 on wgmma.
+Later steps: multicast of A as well (2×2 clusters), split-K or stream-K for grids under a wave, a ping-pong
+schedule of the consumers, and 3xTF32 on wgmma.
 """
 
 from __future__ import annotations
@@ -115,14 +137,17 @@ from mage_tune import gpu
 from mage_tune.arch import Arch
 from mage_tune.cuda_driver import Driver
 from mage_tune.errors import ConfigError
-from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape
+from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape, Variant
 from mage_tune.kernels.matmul import triton_matmul_kernels
 from mage_tune.ptx_parts import entry_params
 
 BF16 = 2  # bytes
 BK = 64  # k-tile depth: one 128-byte swizzle row of bf16
-BOX_COLUMNS = 64  # bf16 columns of one 128-byte-swizzled box (its inner extent may not pass 128 bytes)
 SWIZZLE_ATOM = 1024  # bytes: 8 rows of 128; tile bases are aligned to it
+SWIZZLE_ROW = 128  # bytes: one row of the 128-byte swizzle, the widest a swizzled box's inner extent may be
+CHUNK_ROWS = 64  # rows of one staging chunk of C (epilogue=tma): one m64 wgmma tile
+CHUNK_BYTES = CHUNK_ROWS * SWIZZLE_ROW  # 8 KB: 64 bf16 or 32 FP32 columns
+STAGING_CHUNKS = 2  # per consumer warpgroup: one written while the other's tensor store reads it
 BARRIER_BYTES = 8
 WARPGROUP = 128
 TARGET = "sm_90a"  # wgmma and setmaxnreg exist on this arch-specific target only
@@ -138,6 +163,7 @@ CHAIN_DRIFT = 2.0**-26
 
 # cuda.h enum values for cuTensorMapEncodeTiled and cuFuncSetAttribute (the tests check them against cuda-bindings).
 TENSOR_MAP_BFLOAT16 = 9
+TENSOR_MAP_FLOAT32 = 7
 TENSOR_MAP_INTERLEAVE_NONE = 0
 TENSOR_MAP_SWIZZLE_128B = 3
 TENSOR_MAP_L2_PROMOTION_256B = 3
@@ -183,7 +209,12 @@ class MatmulBF16(CudaFamily):
             free=True,
         ),
         Knob("persistent", (1, 0), "1: min(tiles, SMs) blocks walk the tiles; 0: one block per tile", free=True),
-        Knob("epilogue", ("direct",), "how C is written: direct, from registers (stmatrix + TMA store later)"),
+        Knob(
+            "epilogue",
+            ("direct", "tma"),
+            "how C is written: direct, from registers to global memory; tma, through two swizzled 8 KB shared-memory "
+            "chunks per consumer warpgroup that tensor stores copy out",
+        ),
     )
 
     def __init__(self, out_dtype: str = "bfloat16"):
@@ -211,11 +242,17 @@ class MatmulBF16(CudaFamily):
         return self.m_sub(config) * config["bn"] // 2
 
     @staticmethod
+    def staging_bytes(config: Config) -> int:
+        """The TMA-store epilogue's shared memory: two 8 KB chunks of C per consumer warpgroup (none for direct)."""
+        return config["consumers"] * STAGING_CHUNKS * CHUNK_BYTES if config["epilogue"] == "tma" else 0
+
+    @staticmethod
     def shared_bytes(config: Config) -> int:
-        """Dynamic shared memory: the stages of A (bm × 64) and B (64 × bn), their two mbarriers each, and 1024 bytes
-        to align the first stage."""
+        """Dynamic shared memory: the stages of A (bm × 64) and B (64 × bn), their two mbarriers each, the
+        epilogue's staging chunks, and 1024 bytes to align the first stage."""
         stage = (config["bm"] + config["bn"]) * BK * BF16
-        return SWIZZLE_ATOM + config["stages"] * (stage + 2 * BARRIER_BYTES)
+        staging = MatmulBF16.staging_bytes(config)
+        return SWIZZLE_ATOM + config["stages"] * (stage + 2 * BARRIER_BYTES) + staging
 
     @staticmethod
     def consumer_registers(config: Config) -> int:
@@ -261,9 +298,11 @@ class MatmulBF16(CudaFamily):
             )
         smem, limit = self.shared_bytes(c), target.smem_per_block_optin
         if smem > limit:
+            staging = self.staging_bytes(c)
+            plus = f" plus epilogue=tma's staging, consumers × 2 × 8192 = {staging} bytes," if staging else ""
             out.append(
-                f"shared memory stages × (bm + bn) × 64 × 2 bytes, with barriers and alignment, = {smem} B exceeds "
-                f"the {limit} B a block may opt into on {target.name}"
+                f"shared memory stages × (bm + bn) × 64 × 2 bytes,{plus} with barriers and alignment, = {smem} B "
+                f"exceeds the {limit} B a block may opt into on {target.name}"
             )
         if c["multicast"] and c["cluster"] != 2:
             out.append(f"multicast=1 shares B between the blocks of a pair: it needs cluster=2, not {c['cluster']}")
@@ -284,9 +323,10 @@ class MatmulBF16(CudaFamily):
             f"(bm / consumers / 64) × bn / 2 <= {MAX_ACCUMULATORS} FP32 accumulators per consumer thread",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
             "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
-            "shared memory 1024 + stages × ((bm + bn) × 64 × 2 + 16) bytes <= the arch's opt-in limit (227 KB)",
+            "shared memory 1024 + stages × ((bm + bn) × 64 × 2 + 16) bytes (+ consumers × 2 × 8192 staging bytes "
+            "with epilogue=tma) <= the arch's opt-in limit (227 KB)",
             "K and N multiples of 8: a tensor map's row pitch is a multiple of 16 bytes (M is free; ragged M, N and K "
-            "edges are zero-filled by the copy engine and guarded in the stores)",
+            "edges are zero-filled by the copy engine, and guarded in the stores or clipped by the tensor store)",
         ]
 
     def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
@@ -319,22 +359,37 @@ class MatmulBF16(CudaFamily):
             "out_bf16": out_bf16,
             "out_ctype": "unsigned short" if out_bf16 else "float",  # bf16 bits: the kernel includes no header
             "out_name": "BF16" if out_bf16 else "FP32",
+            "out_bytes": self.out_bytes,
+            "chunk_cols": SWIZZLE_ROW // self.out_bytes,  # columns of C in one staging chunk's 128-byte row
             "producer_registers": PRODUCER_REGISTERS,
             "consumer_registers": self.consumer_registers(c),
         }
 
-    def check_parameters(self, ptx: str, shape: Shape) -> None:
-        """The kernel takes A's and B's tensor maps (128-byte structs), then C's pointer, then M, N, K as int."""
+    @staticmethod
+    def tensor_maps(config: Config) -> int:
+        """Tensor maps the kernel takes, first among its parameters: A's and B's, and C's with epilogue=tma."""
+        return 3 if config["epilogue"] == "tma" else 2
+
+    def build(self, config: Config, shape: Shape, arch: Arch, *, checked: bool = False) -> Variant:
+        """CudaFamily's build, then the parameter check for this config's epilogue (the base checks without it)."""
+        variant = super().build(config, shape, arch, checked=checked)
+        self.check_parameters(variant.artifact.ptx or "", shape, maps=self.tensor_maps(config))
+        return variant
+
+    def check_parameters(self, ptx: str, shape: Shape, maps: int | None = None) -> None:
+        """The kernel takes `maps` tensor maps (128-byte structs: A's, B's, and C's with epilogue=tma; 2 or 3 where
+        not given), then C's pointer, then M, N, K as int."""
         params = entry_params(ptx, self.kernel_name)
         if params is None:
             raise ConfigError(f"{self.name}: the compiled module has no kernel {self.kernel_name!r}")
-        expected = [("bytes", TENSOR_MAP_BYTES), ("bytes", TENSOR_MAP_BYTES), ("int", 8)]
-        expected += [(SCALAR_TYPES[s.ctype][1], SCALAR_TYPES[s.ctype][0]) for s in self.scalar_params]
         got = [(kind, size) for _, kind, size in params]
-        if got != expected:
+        rest = [("int", 8)] + [(SCALAR_TYPES[s.ctype][1], SCALAR_TYPES[s.ctype][0]) for s in self.scalar_params]
+        allowed = (2, 3) if maps is None else (maps,)
+        if not any(got == [("bytes", TENSOR_MAP_BYTES)] * count + rest for count in allowed):
+            which = " or ".join(("two", "three")[count - 2] for count in allowed)
             raise ConfigError(
-                f"{self.name}: kernel {self.kernel_name} takes {got}; the launcher passes two 128-byte tensor maps, "
-                "C's pointer and M, N, K as int"
+                f"{self.name}: kernel {self.kernel_name} takes {got}; the launcher passes {which} 128-byte tensor "
+                "maps, C's pointer and M, N, K as int"
             )
 
     # --- correctness and cost ---------------------------------------------------------------------------------
@@ -399,7 +454,7 @@ class MatmulBF16(CudaFamily):
     def launcher(self, job, shape: Shape):
         m, n, k = shape["m"], shape["n"], shape["k"]
         if job.kind == "variant":
-            return TensorMapLauncher(job, shape, Driver(), _torch_stream, _torch_context)
+            return TensorMapLauncher(job, shape, Driver(), _torch_stream, _torch_context, self.out_dtype)
         if job.kind == "torch":
             torch = gpu.torch()
             # BF16 in, FP32 sums, one rounding out: no split-K partials reduced in BF16 (torch allows them by default)
@@ -441,15 +496,23 @@ def _torch_context() -> None:
     gpu.torch().cuda.synchronize()
 
 
-def tensor_map_fields(rows: int, columns: int, box_rows: int) -> dict:
-    """cuTensorMapEncodeTiled's arguments for a row-major bf16 matrix read in boxes of 64 columns × box_rows rows,
-    128-byte swizzled, zero fill outside (innermost dimension first)."""
+# The element types a tensor map here describes: (cuTensorMapEncodeTiled's data type, bytes per element).
+TENSOR_MAP_TYPES = {"bfloat16": (TENSOR_MAP_BFLOAT16, BF16), "float32": (TENSOR_MAP_FLOAT32, 4)}
+
+
+def tensor_map_fields(rows: int, columns: int, box_rows: int, dtype: str = "bfloat16") -> dict:
+    """cuTensorMapEncodeTiled's arguments for a row-major matrix of `dtype` moved in boxes of one 128-byte swizzle
+    row (64 bf16 or 32 FP32 columns) × box_rows rows, 128-byte swizzled, zero fill outside (innermost dimension
+    first)."""
+    if dtype not in TENSOR_MAP_TYPES:
+        raise ConfigError(f"a tensor map here holds {' or '.join(TENSOR_MAP_TYPES)}, not {dtype!r}")
+    code, size = TENSOR_MAP_TYPES[dtype]
     return {
         "dims": (columns, rows),
-        "strides": (columns * BF16,),
-        "box": (BOX_COLUMNS, box_rows),
+        "strides": (columns * size,),
+        "box": (SWIZZLE_ROW // size, box_rows),
         "element_strides": (1, 1),
-        "dtype": TENSOR_MAP_BFLOAT16,
+        "dtype": code,
         "interleave": TENSOR_MAP_INTERLEAVE_NONE,
         "swizzle": TENSOR_MAP_SWIZZLE_128B,
         "l2_promotion": TENSOR_MAP_L2_PROMOTION_256B,
@@ -458,12 +521,15 @@ def tensor_map_fields(rows: int, columns: int, box_rows: int) -> dict:
 
 
 class TensorMapLauncher:
-    """Launches one variant: its cubin loaded through the driver, A's and B's tensor maps encoded for each buffer set
-    it meets (kept, so a graph's launches reuse them), then cuLaunchKernel with (A map, B map, C, M, N, K)."""
+    """Launches one variant: its cubin loaded through the driver, A's and B's tensor maps (and C's, for epilogue=tma)
+    encoded for each buffer set it meets (kept, so a graph's launches reuse them), then cuLaunchKernel with (A map,
+    B map, C, M, N, K), or (A map, B map, C map, C, M, N, K) for epilogue=tma."""
 
-    def __init__(self, job, shape: Shape, driver: Driver, stream_of, prepare):
+    def __init__(self, job, shape: Shape, driver: Driver, stream_of, prepare, out_dtype: str = "bfloat16"):
         self.job, self.shape, self.driver, self.stream_of = job, dict(shape), driver, stream_of
         self.box_rows = int(job.config["bm"])
+        self.out_dtype = out_dtype
+        self.maps = MatmulBF16.tensor_maps(job.config)
         prepare()
         self.driver.call("cuInit", 0)
         self.module = ctypes.c_void_p()
@@ -475,8 +541,10 @@ class TensorMapLauncher:
             self.driver.call("cuFuncSetAttribute", self.function, FUNC_MAX_DYNAMIC_SHARED, job.dynamic_shared)
         self.arguments: dict[tuple[int, int, int], tuple] = {}
 
-    def encode(self, target: int, address: int, rows: int, columns: int, box_rows: int) -> None:
-        f = tensor_map_fields(rows, columns, box_rows)
+    def encode(
+        self, target: int, address: int, rows: int, columns: int, box_rows: int, dtype: str = "bfloat16"
+    ) -> None:
+        f = tensor_map_fields(rows, columns, box_rows, dtype)
         self.driver.call(
             "cuTensorMapEncodeTiled",
             ctypes.c_void_p(target),
@@ -494,19 +562,24 @@ class TensorMapLauncher:
         )
 
     def parameters(self, a: int, b: int, c: int) -> tuple:
-        """The kernel's parameter list for these buffers (encoded once per buffer set): (storage, void*[6])."""
+        """The kernel's parameter list for these buffers (encoded once per buffer set): (storage, scalars, void*[]),
+        the maps first, 64-byte aligned, one after another."""
         key = (a, b, c)
         if key not in self.arguments:
             for name, address in (("A", a), ("B", b), ("C", c)):
                 if address % 16:
                     raise ConfigError(f"{name} at {address:#x} is not 16-byte aligned, as a tensor copy needs")
             m, n, k = self.shape["m"], self.shape["n"], self.shape["k"]
-            maps = ctypes.create_string_buffer(2 * TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN)
+            maps = ctypes.create_string_buffer(self.maps * TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN)
             first = ctypes.addressof(maps) + (-ctypes.addressof(maps)) % TENSOR_MAP_ALIGN
-            self.encode(first, a, m, k, self.box_rows)  # A: M rows of K, boxes 64 × bm
-            self.encode(first + TENSOR_MAP_BYTES, b, k, n, BK)  # B: K rows of N, boxes 64 × 64
+            targets = [first + i * TENSOR_MAP_BYTES for i in range(self.maps)]
+            self.encode(targets[0], a, m, k, self.box_rows)  # A: M rows of K, boxes 64 × bm
+            self.encode(targets[1], b, k, n, BK)  # B: K rows of N, boxes 64 × 64
+            if self.maps == 3:  # C: M rows of N, boxes of one staging chunk (64 rows × 128 bytes)
+                self.encode(targets[2], c, m, n, CHUNK_ROWS, self.out_dtype)
             scalars = (ctypes.c_uint64(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k))
-            pointers = (ctypes.c_void_p * 6)(first, first + TENSOR_MAP_BYTES, *(ctypes.addressof(s) for s in scalars))
+            addresses = [*targets, *(ctypes.addressof(s) for s in scalars)]
+            pointers = (ctypes.c_void_p * len(addresses))(*addresses)
             self.arguments[key] = (maps, scalars, pointers)
         return self.arguments[key]
 

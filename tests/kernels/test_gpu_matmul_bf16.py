@@ -1,9 +1,10 @@
 """The Hopper BF16 matmul family on a GPU (sm_90a): every knob value checked against the float64 reference at ragged
 shapes, through the harness (its own tensor maps and launch, in the worker process), beside cuBLAS; both output
-dtypes; multicast pairs, an odd last row of tiles among them; persistent blocks that walk many tiles and lap the
-stage ring; shapes under one box; repeated launches bit-identical; and a timed run beside the Triton tutorial
-matmul and cuBLAS, which also shows that a CUDA graph captures the family's own launches. Skipped where no CUDA
-device is present; what holds without one is tests/kernels/test_matmul_bf16_family.py's."""
+dtypes; both epilogues (the TMA-store one on its own too, where it is new); multicast pairs, an odd last row of
+tiles among them; persistent blocks that walk many tiles and lap the stage ring; shapes under one box; repeated
+launches bit-identical; and a timed run beside the Triton tutorial matmul and cuBLAS, which also shows that a CUDA
+graph captures the family's own launches. Skipped where no CUDA device is present; what holds without one is
+tests/kernels/test_matmul_bf16_family.py's."""
 
 from __future__ import annotations
 
@@ -45,6 +46,20 @@ COVER = [
     {"cluster": 2, "multicast": 1},
     {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
     {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "cluster": 2, "multicast": 1, "raster": 0},
+    {"epilogue": "tma"},
+    {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "tma"},
+    {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "raster": 0, "epilogue": "tma"},
+]
+# The TMA-store epilogue over every wgmma loop shape and the cluster modes: its chunks (one to four per m64 tile, an
+# odd count per tile with bn=192, so the staging buffer alternates across tiles), clipped at ragged M and N.
+TMA = [
+    {"epilogue": "tma"},
+    {"bm": 128, "bn": 64, "consumers": 2, "stages": 6, "epilogue": "tma"},
+    {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "persistent": 0, "epilogue": "tma"},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "epilogue": "tma"},
+    {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "tma"},
+    {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "raster": 0, "epilogue": "tma"},
+    {"bm": 256, "bn": 128, "consumers": 2, "stages": 3, "cluster": 2, "epilogue": "tma"},
 ]
 
 
@@ -82,9 +97,17 @@ def test_every_knob_value_is_correct_at_ragged_shapes(shape):
     _check(SPEC, shape, COVER)
 
 
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("shape", RAGGED, ids=lambda s: "x".join(map(str, s.values())))
+def test_the_tma_epilogue_is_correct_at_ragged_shapes(spec, shape):
+    """Check first, where the TMA-store epilogue is new: the swizzle of the staging chunks against C's map, the
+    proxy fence and the named barrier, the double buffer; for both output dtypes (FP32 chunks are 32 columns)."""
+    _check(spec, shape, TMA)
+
+
 @pytest.mark.parametrize("shape", RAGGED, ids=lambda s: "x".join(map(str, s.values())))
 def test_fp32_output_is_within_fp32_s_bound(shape):
-    results = _check(SPEC_FP32, shape, COVER[:4] + COVER[6:8] + COVER[10:12])
+    results = _check(SPEC_FP32, shape, COVER[:4] + COVER[6:8] + COVER[10:12] + COVER[16:])
     variants = [r for r in results if r.kind == "variant"]
     assert max(r.rel_err for r in variants) < 1e-5  # far under one bf16 rounding: C really is FP32
 
@@ -100,6 +123,9 @@ def test_persistent_blocks_walk_many_tiles_and_lap_the_ring():
         {"bm": 64, "bn": 128, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1},
         {"cluster": 2, "multicast": 1, "raster": 4},
         {},
+        {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "tma"},
+        {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "epilogue": "tma"},  # 3 chunks a tile: buffers alternate
+        {"cluster": 2, "multicast": 1, "epilogue": "tma"},
     ]
     _check(SPEC, shape, settings)
 
@@ -113,6 +139,7 @@ def test_multicast_pairs_with_an_odd_last_row_of_tiles(m):
         {"cluster": 2, "multicast": 1},
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
         {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "cluster": 2, "multicast": 1},
+        {"cluster": 2, "multicast": 1, "epilogue": "tma"},  # the idle lower block stores no chunk
     ]
     _check(SPEC, shape, settings)
 
@@ -120,7 +147,9 @@ def test_multicast_pairs_with_an_odd_last_row_of_tiles(m):
 @pytest.mark.parametrize("shape", [{"m": 1, "n": 8, "k": 8}, {"m": 77, "n": 24, "k": 40}], ids=["1x8x8", "77x24x40"])
 def test_shapes_under_one_box(shape):
     settings = [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2}, {"bm": 256, "bn": 64}]
-    _check(SPEC, shape, [*settings, {"cluster": 2, "multicast": 1}])
+    tma = [{"epilogue": "tma"}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "tma"}]
+    _check(SPEC, shape, [*settings, {"cluster": 2, "multicast": 1}, *tma])
+    _check(SPEC_FP32, shape, tma)
 
 
 REPEAT = """
@@ -163,6 +192,8 @@ def test_repeated_launches_are_bit_identical(spec):
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2},
         {"persistent": 0},
         {"cluster": 2, "multicast": 1},
+        {"epilogue": "tma"},
+        {"cluster": 2, "multicast": 1, "epilogue": "tma"},
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
@@ -178,10 +209,10 @@ def test_repeated_launches_are_bit_identical(spec):
 
 
 def test_timed_beside_triton_and_cublas():
-    """The default config at 4096³, timed (CUDA graphs of the family's own launches) beside the Triton tutorial
-    matmul at its configs and cuBLAS; every one correct, every one timed."""
+    """The default config at 4096³ with each epilogue, timed (CUDA graphs of the family's own launches) beside the
+    Triton tutorial matmul at its configs and cuBLAS; every one correct, every one timed."""
     shape = {"m": 4096, "n": 4096, "k": 4096}
-    results = _check(SPEC, shape, [{}], baselines=None, timed=True)
+    results = _check(SPEC, shape, [{}, {"epilogue": "tma"}], baselines=None, timed=True)
     kinds = {r.kind for r in results}
     assert kinds == {"variant", "triton", "torch"}
     assert all(r.time("cold") > 0 for r in results)

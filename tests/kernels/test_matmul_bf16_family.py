@@ -49,6 +49,9 @@ COVER = [
     {"cluster": 2, "multicast": 1},
     {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
     {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "cluster": 2, "multicast": 1, "raster": 0},
+    {"epilogue": "tma"},  # the defaults with two 8 KB staging chunks per consumer: 230464 B, just inside 227 KB
+    {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "tma"},  # 3 chunks
+    {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "raster": 0, "epilogue": "tma"},  # 4 m64 tiles, 1 chunk each
 ]
 
 
@@ -85,6 +88,8 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
         # one tensor copy of A and one per 64-column box of B (multicast into both blocks of a pair)
         boxes = config["bn"] // 64
         copies = {"load": 1, "multicast": boxes} if config["multicast"] else {"load": 1 + boxes}
+        if config["epilogue"] == "tma":  # and one tensor store per 64 × 64 chunk of the consumer's rows
+            copies["store"] = m_sub * boxes
         assert census.sass.bulk == census.ptx.bulk == copies, label
         # full and empty barriers per stage, the producer's arrival with its bytes, the consumers' releases (in the
         # loop and at the tile's end; into both blocks of a pair with multicast, through mapa)
@@ -143,6 +148,94 @@ def test_fp32_output_compiles_to_float2_stores():
         assert census.sass.global_stores == {64: pairs}
         assert census.sass.local_loads == {} and census.resources.spill_store_bytes == 0
         assert "cvt.rn.bf16x2.f32" not in variant.source and "float* __restrict__ C" in variant.source
+
+
+# --- the epilogues -------------------------------------------------------------------------------------------------
+EPILOGUE_SETTINGS = [{}, {"bm": 64, "bn": 192, "consumers": 1, "stages": 2}]
+
+
+@pytest.fixture(scope="module")
+def epilogues():
+    """{(family name, epilogue, settings index): (variant, census)} for every epilogue value of both output dtypes."""
+    built = {}
+    for family in (FAMILY, FP32_OUT):
+        settings = [{**s, "epilogue": e} for e in family.knob("epilogue").domain for s in EPILOGUE_SETTINGS]
+        for variant in build_all(family, RAGGED, ARCH, _configs(family, settings, RAGGED), pytest.fail):
+            key = (family.name, variant.config["epilogue"], _index(variant.config))
+            built[key] = (variant, census_variant(variant))
+    return built
+
+
+def _index(config):
+    """Which of EPILOGUE_SETTINGS a config completes (they differ in bm)."""
+    return 0 if config["bm"] == 128 else 1
+
+
+def test_every_epilogue_builds_for_both_output_dtypes(epilogues):
+    domain = FAMILY.knob("epilogue").domain
+    assert domain == FP32_OUT.knob("epilogue").domain == ("direct", "tma")
+    assert set(epilogues) == {
+        (f.name, e, i) for f in (FAMILY, FP32_OUT) for e in domain for i in range(len(EPILOGUE_SETTINGS))
+    }
+    for (name, epilogue, _), (variant, census) in epilogues.items():
+        label = f"{name} {variant.label}"
+        assert census.sass.local_loads == {} and census.resources.spill_store_bytes == 0, label
+        assert ("const __grid_constant__ TensorMap c_map" in variant.source) == (epilogue == "tma"), label
+        warnings = [line for line in (variant.artifact.ptxas_log or "").splitlines() if "arning" in line]
+        assert warnings == [], label
+
+
+def test_the_tma_epilogue_stores_through_tensor_stores_not_global_stores(epilogues):
+    """Per chunk of 64 rows × 128 bytes (64 bf16 or 32 FP32 columns): the thread's 32 values into shared memory
+    (4 stmatrix.x4 for bf16, 16 float2 stores for FP32), a proxy fence, the warpgroup's named barrier, one tensor
+    store and its commit group, with a wait for the previous store's reads before the barrier; no global store at all
+    where direct has one per value pair."""
+    tma = [(name, variant, census) for (name, epilogue, _), (variant, census) in epilogues.items() if epilogue == "tma"]
+    assert len(tma) == 2 * len(EPILOGUE_SETTINGS)
+    for name, variant, census in tma:
+        family, config, label = (FAMILY if name == FAMILY.name else FP32_OUT), variant.config, variant.label
+        chunks = FAMILY.m_sub(config) * config["bn"] * family.out_bytes // 128
+        direct, direct_census = epilogues[(name, "direct", _index(config))]
+        pairs = FAMILY.m_sub(config) * 2 * config["bn"] // 8
+        assert sum(direct_census.sass.global_stores.values()) == pairs, label
+        assert census.sass.global_stores == census.ptx.global_stores == {}, label
+        assert census.sass.bulk["store"] == census.ptx.bulk["store"] == chunks, label
+        assert len(re.findall(r"UTMASTG\.2D", variant.artifact.sass)) == chunks, label
+        stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", variant.artifact.ptx)
+        assert len(stores) == chunks, label
+        if family is FAMILY:  # bf16: stmatrix.x4, four 8 × 8 blocks a warp (16 of the thread's values) at a time
+            assert census.sass.matrix_stores == census.ptx.matrix_stores == {"x4": pairs // 4}, label
+            assert census.sass.shared_stores == census.ptx.shared_stores == {}, label
+            assert "STSM.16.M88.4" in variant.artifact.sass, label
+        else:  # FP32: a float2 per value pair
+            assert census.sass.shared_stores == census.ptx.shared_stores == {64: pairs}, label
+            assert census.sass.matrix_stores == census.ptx.matrix_stores == {}, label
+        assert census.sass.bulk_commits == census.ptx.bulk_commits == chunks, label
+        assert census.sass.bulk_waits == census.ptx.bulk_waits == (0,) * (chunks + 1), label  # reads, then the end
+        assert census.ptx.memory_fences.get("fence.proxy.async.shared::cta") == chunks, label
+        assert census.sass.barriers == census.ptx.barriers == 1 + chunks, label  # __syncthreads + one per chunk
+        assert "bar.sync %0, 128;" in variant.source and "cp.async.bulk.wait_group.read 0;" in variant.source
+        assert variant.launch.dynamic_shared == direct.launch.dynamic_shared + config["consumers"] * 2 * 8192, label
+
+
+def test_the_tma_epilogue_refuses_configs_whose_staging_passes_the_shared_memory():
+    """The defaults fit with their staging (230464 B); five stages of 128 × 192 fit only without it."""
+    assert FAMILY.violations(FAMILY.with_defaults({"epilogue": "tma"}), SHAPE, ARCH) == []
+    direct = FAMILY.with_defaults({"bn": 192, "stages": 5})
+    assert FAMILY.violations(direct, SHAPE, ARCH) == [] and FAMILY.shared_bytes(direct) == 205904
+    tma = {**direct, "epilogue": "tma"}
+    sentence = (
+        "shared memory stages × (bm + bn) × 64 × 2 bytes, plus epilogue=tma's staging, consumers × 2 × 8192 = 32768 "
+        "bytes, with barriers and alignment, = 238672 B exceeds the 232448 B a block may opt into on sm_90a"
+    )
+    assert FAMILY.violations(tma, SHAPE, ARCH) == [sentence]
+    with pytest.raises(ConfigError, match="epilogue=tma's staging"):
+        FAMILY.check_valid(tma, SHAPE, ARCH)
+    assert any("staging bytes with epilogue=tma" in line for line in FAMILY.constraint_text())
+    valid = list(FAMILY.configs(SHAPE, ARCH))
+    assert tma not in valid and direct in valid
+    assert {c["epilogue"] for c in valid} == {"direct", "tma"}
+    assert all(FAMILY.shared_bytes(c) <= ARCH.smem_per_block_optin for c in valid)
 
 
 # --- the space --------------------------------------------------------------------------------------------------
@@ -275,13 +368,20 @@ def test_baselines_are_the_tutorial_configs_for_two_byte_inputs_and_cublas():
     assert FP32_OUT.baseline_kernels(SHAPE)[-1].label == "torch.mm (cuBLAS BF16→FP32)"
 
 
-def test_the_parameter_check_wants_two_tensor_maps_a_pointer_and_three_ints(covered):
+def test_the_parameter_check_wants_the_epilogue_s_tensor_maps_a_pointer_and_three_ints(covered):
     _, variant, _ = covered[0]
     FAMILY.check_parameters(variant.artifact.ptx, SHAPE)  # as built
+    FAMILY.check_parameters(variant.artifact.ptx, SHAPE, maps=2)
     pointers_only = variant.artifact.ptx.replace(".param .align 64 .b8 matmul_bf16_param_1[128]", ".param .u64 x")
     assert pointers_only != variant.artifact.ptx
-    with pytest.raises(ConfigError, match="two 128-byte tensor maps"):
+    with pytest.raises(ConfigError, match="two or three 128-byte tensor maps"):
         FAMILY.check_parameters(pointers_only, SHAPE)
+    with pytest.raises(ConfigError, match="passes three 128-byte tensor maps"):
+        FAMILY.check_parameters(variant.artifact.ptx, SHAPE, maps=3)  # a direct kernel where tma's launcher runs
+    tma = next(v for c, v, _ in covered if c["epilogue"] == "tma")
+    FAMILY.check_parameters(tma.artifact.ptx, SHAPE, maps=3)
+    with pytest.raises(ConfigError, match="passes two 128-byte tensor maps"):
+        FAMILY.check_parameters(tma.artifact.ptx, SHAPE, maps=2)
 
 
 # --- the launcher, with a stand-in driver --------------------------------------------------------------------------
@@ -290,6 +390,7 @@ def test_the_parameter_check_wants_two_tensor_maps_a_pointer_and_three_ints(cove
 def test_enum_values_match_the_driver_bindings():
     driver = pytest.importorskip("cuda.bindings.driver")
     assert matmul_bf16.TENSOR_MAP_BFLOAT16 == driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    assert matmul_bf16.TENSOR_MAP_FLOAT32 == driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32
     assert matmul_bf16.TENSOR_MAP_SWIZZLE_128B == driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B
     assert matmul_bf16.TENSOR_MAP_INTERLEAVE_NONE == driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
     assert matmul_bf16.TENSOR_MAP_L2_PROMOTION_256B == driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B
@@ -316,11 +417,11 @@ class Recorder(Driver):
             )  # fmt: skip
         elif name == "cuLaunchKernel":
             _, *geometry, stream, params, extra = args
+            maps = len(params) - 4  # the tensor maps' addresses, then C's pointer and M, N, K
             values = [
-                params[0],
-                params[1],
-                ctypes.c_uint64.from_address(params[2]).value,
-                *(ctypes.c_int.from_address(p).value for p in params[3:6]),
+                *params[:maps],
+                ctypes.c_uint64.from_address(params[maps]).value,
+                *(ctypes.c_int.from_address(p).value for p in params[maps + 1 :]),
             ]
             self.calls.append((name, tuple(geometry), stream.value, values, extra))
         elif name == "cuModuleGetFunction":
@@ -381,6 +482,60 @@ def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the
 def test_the_box_of_a_follows_bm():
     fields = matmul_bf16.tensor_map_fields(rows=1000, columns=264, box_rows=256)
     assert fields["dims"] == (264, 1000) and fields["strides"] == (528,) and fields["box"] == (64, 256)
+
+
+def test_an_fp32_map_holds_32_columns_per_swizzled_row():
+    fields = matmul_bf16.tensor_map_fields(rows=1000, columns=520, box_rows=64, dtype="float32")
+    assert fields["dims"] == (520, 1000) and fields["strides"] == (2080,) and fields["box"] == (32, 64)
+    assert fields["dtype"] == 7 and fields["swizzle"] == 3
+    with pytest.raises(ConfigError, match="not 'float16'"):
+        matmul_bf16.tensor_map_fields(rows=8, columns=8, box_rows=8, dtype="float16")
+
+
+@pytest.mark.parametrize("family", [FAMILY, FP32_OUT], ids=["bf16", "fp32"])
+def test_the_tma_launcher_encodes_c_s_map_and_passes_seven_parameters(family, monkeypatch):
+    """The family's own launcher (its driver, stream and context stood in for) encodes C's map in C's dtype."""
+    monkeypatch.setattr(matmul_bf16, "Driver", Recorder)
+    monkeypatch.setattr(matmul_bf16, "_torch_stream", lambda: 0x5EED)
+    monkeypatch.setattr(matmul_bf16, "_torch_context", lambda: None)
+    shape = RAGGED
+    config = family.complete({"bm": 128, "bn": 128, "consumers": 2, "epilogue": "tma"}, shape, ARCH)
+    launch = family.launch(config, shape, ARCH)
+    job = SimpleNamespace(
+        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
+        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
+    )  # fmt: skip
+    launcher = family.launcher(job, shape)
+    assert isinstance(launcher, TensorMapLauncher) and launcher.out_dtype == family.out_dtype
+    driver = launcher.driver
+    assert ("cuFuncSetAttribute", 8, FAMILY.shared_bytes(config)) in driver.calls
+    driver.calls.clear()
+
+    a, b, c = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
+    bufs = {"A": Buffer(a), "B": Buffer(b), "__out__": Buffer(c)}
+    launcher(bufs)
+    launcher(bufs)  # the same buffers: encoded once
+    encodes = [call for call in driver.calls if call[0] == "cuTensorMapEncodeTiled"]
+    launches = [call for call in driver.calls if call[0] == "cuLaunchKernel"]
+    assert len(encodes) == 3 and len(launches) == 2
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    modes = [0, 3, 3, 0]  # no interleave, 128-byte swizzle (the staging chunk's), 256-byte L2 promotion, zero fill
+    (_, map_a, *rest_a), (_, map_b, *rest_b), (_, map_c, *rest_c) = encodes
+    assert rest_a == [9, 2, a, [k, m], [2 * k], [64, 128], [1, 1], modes]
+    assert rest_b == [9, 2, b, [n, k], [2 * n], [64, 64], [1, 1], modes]
+    if family is FAMILY:  # C: M rows of N bf16, boxes of 64 columns × 64 rows (one 8 KB chunk)
+        assert rest_c == [9, 2, c, [n, m], [2 * n], [64, 64], [1, 1], modes]
+    else:  # FP32: 32 columns make the chunk's 128-byte row
+        assert rest_c == [7, 2, c, [n, m], [4 * n], [32, 64], [1, 1], modes]
+    assert map_a % 64 == 0 and map_b == map_a + 128 and map_c == map_a + 256
+    _, geometry, stream, values, extra = launches[0]
+    assert geometry == (*launch.grid, *launch.block, launch.dynamic_shared) and stream == 0x5EED and extra is None
+    assert values == [map_a, map_b, map_c, c, m, n, k]  # 7 parameters, as the tma kernel declares them
+
+    launcher({"A": Buffer(a), "B": Buffer(b), "__out__": Buffer(c + 4096)})  # a new C: all three maps again
+    assert sum(call[0] == "cuTensorMapEncodeTiled" for call in driver.calls) == 6
+    with pytest.raises(ConfigError, match=r"C at 0x\w+ is not 16-byte aligned"):
+        launcher({"A": Buffer(a), "B": Buffer(b), "__out__": Buffer(c + 4)})
 
 
 # --- the command line ------------------------------------------------------------------------------------------------
