@@ -13,8 +13,6 @@
     python benchmarks/host_cost.py --out host.json [--rows 8192] [--d 768]
 """
 
-from __future__ import annotations
-
 import argparse
 import cProfile
 import io

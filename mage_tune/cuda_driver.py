@@ -139,6 +139,13 @@ class KernelLaunch:
             self.driver.call("cuLaunchKernel", self.function, *self.dims, ctypes.c_void_p(stream), self._params, None)
         return True
 
+    def bind(self, scalars: tuple[np.generic, ...]) -> BoundLaunch | None:
+        """This kernel with `scalars` packed once, for a caller that launches with the same ones again (a PyTorch
+        operator at a shape it has met): None where a scalar is not a numpy scalar."""
+        if not all(isinstance(s, np.generic) for s in scalars):
+            return None
+        return BoundLaunch(self, scalars)
+
     def _same(self, scalars: tuple) -> bool:
         """Whether `scalars` pack to the bytes held now (a caller's fresh tuple of the same values)."""
         old = self._scalars or ()
@@ -151,3 +158,34 @@ def _three(dims: Sequence[int]) -> tuple[int, int, int]:
     """x, y, z of a grid or block given as 1 to 3 numbers (the missing ones 1)."""
     x, y, z = (*dims, 1, 1)[:3]
     return int(x), int(y), int(z)
+
+
+class BoundLaunch:
+    """A KernelLaunch with its scalars packed into storage of its own: a launch writes the pointer values and calls
+    the driver, nothing else (the path of an operator called thousands of times at one shape). Threads share it
+    under a lock; `__call__` returns False, launching nothing, where this thread has no CUDA context."""
+
+    def __init__(self, kernel: KernelLaunch, scalars: tuple[np.generic, ...]):
+        self._kernel = kernel
+        self._call = kernel.driver.call
+        self._head = (kernel.function, *kernel.dims)
+        self._pointers: ctypes.Array | None = None
+        self._scalars = [(ctypes.c_char * s.nbytes).from_buffer_copy(s.tobytes()) for s in scalars]
+        self._params: ctypes.Array | None = None
+        self._lock = threading.Lock()
+
+    def _layout(self, pointers: int) -> None:
+        self._pointers = (ctypes.c_uint64 * pointers)()
+        addresses = [ctypes.addressof(self._pointers) + 8 * i for i in range(pointers)]
+        addresses += [ctypes.addressof(s) for s in self._scalars]
+        self._params = (ctypes.c_void_p * len(addresses))(*addresses)
+
+    def __call__(self, pointers: Sequence[int], stream: int) -> bool:
+        if not self._kernel._has_context():
+            return False
+        with self._lock:
+            if self._pointers is None or len(self._pointers) != len(pointers):
+                self._layout(len(pointers))
+            self._pointers[:] = pointers
+            self._call("cuLaunchKernel", *self._head, ctypes.c_void_p(stream), self._params, None)
+        return True

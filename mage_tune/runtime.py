@@ -28,11 +28,11 @@ from mage_tune.errors import InputError
 from mage_tune.kernels.base import Family, Shape
 from mage_tune.kernels.registry import load_family
 from mage_tune.measure import variant_job
-from mage_tune.measure.harness import make_launcher
+from mage_tune.measure.harness import VariantLauncher, make_launcher
 from mage_tune.tuning.choice import Choice, TunedKernel, shape_key, shape_text
 from mage_tune.tuning.db import TuningDB
 
-__all__ = ["Prepared", "RunnableKernel", "load"]
+__all__ = ["DirectLaunch", "Prepared", "RunnableKernel", "load"]
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -109,6 +109,27 @@ class RunnableKernel(TunedKernel):
         if not outputs:
             return None
         return outputs if self.family.outputs else next(iter(outputs.values()))
+
+    def direct(self, *tensors, scalars: tuple | None = None) -> DirectLaunch | None:
+        """This kernel bound to these tensors' sizes, dtypes and device and to `scalars` (packed; None: the shape's),
+        checked and built now, for a caller that launches at them again and again (a PyTorch operator): its call
+        costs a few microseconds of host time. None where the config launches through its family's own launcher
+        (a Triton family's JIT) or a scalar is not a numpy scalar."""
+        torch = gpu.torch()
+        device = torch.cuda.current_device()
+        bufs = self._bind(tensors, {})
+        for name, t in bufs.items():
+            self._check_tensor(name, t, device)
+        prepared = self.prepare(self.family.shape_of({name: tuple(t.shape) for name, t in bufs.items()}), device)
+        launcher = prepared.launcher
+        if not isinstance(launcher, VariantLauncher):
+            return None
+        bound = launcher.direct.bind(launcher.scalars if scalars is None else scalars)
+        if bound is None:
+            return None
+        names = (*self.inputs, *(name for name, _, _ in prepared.written))
+        order = tuple(names.index(key) for key in launcher.param_keys(set(names)))
+        return DirectLaunch(self, prepared, bound, order, device, scalars)
 
     def prepare(self, shape: Mapping[str, int], device: int | None = None) -> Prepared:
         """The launch at `shape` on `device` (the current one by default): chosen, built and loaded on first use."""
@@ -187,6 +208,44 @@ class RunnableKernel(TunedKernel):
             if t.device.type != "cuda" or t.device.index != device:
                 raise InputError(f"{self.family.name}: out {name} is on {t.device}, not on cuda:{device}")
         return dict(given)
+
+
+class DirectLaunch:
+    """A tuned kernel's launch at one set of input sizes, dtypes, device and scalars, checked when it was made
+    (RunnableKernel.direct): `launch(*tensors)` allocates the outputs, launches on the current stream and returns
+    what the kernel's own call would. It checks nothing: the caller keys it by the inputs' sizes, dtypes and
+    device and gives contiguous tensors (mage_tune.torch's operators do)."""
+
+    def __init__(self, kernel: RunnableKernel, prepared: Prepared, bound, order: tuple[int, ...], device: int, scalars):
+        torch = gpu.torch()
+        self._kernel = kernel
+        self._prepared = prepared
+        self._bound = bound
+        self._order = order
+        self._device = device
+        self._scalars = scalars
+        self._written = tuple((dims, dtype) for _, dims, dtype in prepared.written)
+        self._names = tuple(name for name, _, _ in prepared.written)
+        self._several = bool(kernel.family.outputs)
+        self._empty = torch.empty
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton's launcher asks
+        self._stream = raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
+
+    def __call__(self, *tensors):
+        device = self._device
+        empty = self._empty
+        outputs = [empty(dims, dtype=dtype, device=device) for dims, dtype in self._written]
+        every = (*tensors, *outputs)
+        if not self._bound([every[i].data_ptr() for i in self._order], self._stream(device)):
+            # this thread has no CUDA context yet: the launcher's usual path makes torch's current
+            bufs = dict(zip((*self._kernel.inputs, *self._names), every, strict=True))
+            if self._scalars is None:
+                self._prepared.launcher(bufs)
+            else:
+                self._prepared.launcher(bufs, self._scalars)
+        if not outputs:
+            return None
+        return dict(zip(self._names, outputs, strict=True)) if self._several else outputs[0]
 
 
 def _is_single_output(family: Family, name: str) -> bool:

@@ -63,3 +63,15 @@ def test_no_launch_without_a_context_or_with_a_scalar_of_unknown_c_type():
     assert driver.launches == []
     assert launch.launch([0x10], (np.float64(2.5),), 0)
     assert _read(driver.launches[0][3], 1, (np.float64(2.5),)) == (0x10, 2.5)
+
+
+def test_a_bound_launch_packs_its_scalars_once_and_takes_pointers_per_call():
+    driver = Recorder()
+    launch = KernelLaunch(0xABC, (40,), (128,), 0, driver)
+    bound = launch.bind((np.int32(8192), np.float32(1e-5)))
+    assert bound([0x10, 0x20, 0x30], 5) and bound([0x40, 0x50, 0x60], 6)
+    first, second = driver.launches
+    assert first[:3] == (0xABC, (40, 1, 1, 128, 1, 1, 0), 5) and second[2] == 6
+    assert _read(second[3], 3, (np.int32(0), np.float32(0))) == (0x40, 0x50, 0x60, 8192, np.float32(1e-5))
+    assert launch.bind((8192,)) is None  # a Python int's C type would be a guess
+    assert not KernelLaunch(1, (1,), (32,), 0, Recorder(context=0)).bind((np.int32(1),))([0x10], 0)

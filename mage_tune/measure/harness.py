@@ -130,7 +130,9 @@ class VariantLauncher:
         # launches once per call); cupy's where this thread has no CUDA context yet. RawKernel.kernel: its Function
         self.direct = KernelLaunch(self.fn.kernel.ptr, job.grid, job.block, job.dynamic_shared)  # its CUfunction
 
-    def _keys(self, bufs: dict) -> tuple[str, ...]:
+    def param_keys(self, names) -> tuple[str, ...]:
+        """The buffer name each kernel parameter takes, in parameter order, given the names of the buffers at hand."""
+        bufs = names
         keys = []
         for name in self.family.param_names:
             if name in bufs:
@@ -147,7 +149,7 @@ class VariantLauncher:
     def __call__(self, bufs: dict, scalars: tuple | None = None) -> None:
         """Launch on `bufs` (tensors by name) on torch's current stream; `scalars` (packed) in place of the shape's."""
         if self.keys is None:
-            self.keys = self._keys(bufs)
+            self.keys = self.param_keys(bufs)
         pointers = [bufs[key].data_ptr() for key in self.keys]
         packed = self.scalars if scalars is None else scalars
         if self.direct.launch(pointers, packed, raw_stream()):

@@ -2,10 +2,14 @@
 the layer norm with what PyTorch's compiler would fuse into it — `embedding_layer_norm` (a lookup), `add_layer_norm`
 and `add_layer_norm_sum` (a residual add) — which mage_tune/torch/fusion.py puts into compiled graphs.
 
-Each is a `torch.library.custom_op` with a fake implementation, so `torch.compile(fullgraph=True)` traces through it
-(the graph holds one opaque call), and an autograd formula, so a model that trains can use it. The forward runs the
-config the tuning data chooses at the call's shape (mage_tune.runtime: measured here, nearest measured shape, model,
-default) on torch's current stream; a CUDA graph captures it as one kernel once a launch at that shape has run.
+Each is a custom operator of the library `mage_tune` (a schema defined through `torch.library.Library`, its CUDA
+kernel, a fake implementation so `torch.compile(fullgraph=True)` traces through it as one opaque call, and an
+autograd formula so a model that trains can use it). `torch.library.custom_op` would do the same with more checks
+per call, which cost an H200 host about 20 µs an operator call, more than the kernel at small shapes. The forward
+runs the config the tuning data chooses at the call's shape (mage_tune.runtime: measured here, nearest measured
+shape, model, default) on torch's current stream: the first call at a set of input sizes checks them and binds a
+launch (RunnableKernel.direct), later ones only allocate the output and launch. A CUDA graph captures it as one
+kernel once a launch at that shape has run.
 
 What the kernels do not cover is computed by PyTorch inside the operator, and said once per reason: a tensor not
 contiguous, a shape no config of the family takes. (Dtype and device are decided before the operator, by the
@@ -23,7 +27,7 @@ import numpy as np
 
 from mage_tune import gpu
 from mage_tune.errors import ConfigError, ToolchainError
-from mage_tune.runtime import RunnableKernel, load
+from mage_tune.runtime import DirectLaunch, RunnableKernel, load
 from mage_tune.tuning.db import TuningDB
 
 torch = gpu.torch()
@@ -36,6 +40,7 @@ ADD_LAYERNORM_SUM = "add-layernorm-sum"
 MATMUL_FP32 = "matmul-3xtf32"
 
 _kernels: dict[str, RunnableKernel] = {}
+_direct: dict[tuple, DirectLaunch | None] = {}  # by family, eps, device and the inputs' sizes, dtypes, devices
 _settings: dict[str, object] = {"db": None, "use_shipped": True}
 _said: set[str] = set()
 _lock = threading.Lock()
@@ -47,6 +52,7 @@ def configure(db: str | TuningDB | None = None, use_shipped: bool = True) -> Non
     with _lock:
         _settings.update(db=db, use_shipped=use_shipped)
         _kernels.clear()
+        _direct.clear()
 
 
 def kernel(family: str) -> RunnableKernel:
@@ -67,18 +73,63 @@ def say_once(what: str) -> None:
         warnings.warn(f"mage_tune.torch: {what}; PyTorch computes it", RuntimeWarning, stacklevel=3)
 
 
-def _launched(family: str, *tensors, **options):
-    """The family's kernel launched on `tensors`; None where it has no kernel at their shape (said once). A first
-    launch inside a graph capture is not such a case: its InputError says to launch once before capturing."""
+def _launched(family: str, *tensors, eps: float | None = None, scalars=None):
+    """The family's kernel launched on `tensors` (contiguous: the operators check) with the scalars `scalars()`
+    returns (packed; None: the shape's; `eps` the one value in them the tensors' sizes do not fix); None where it
+    has no kernel at their shape (said once). A first launch inside a graph capture is not such a case: its
+    InputError says to launch once before capturing.
+
+    The first launch at a set of input sizes, dtypes and device goes through the kernel's checked call and binds a
+    DirectLaunch for the next ones: their host cost is the lookup, the output's allocation and the driver's launch."""
+    key = (family, eps, _device_index(), *[(t.shape, t.dtype, t.get_device()) for t in tensors])
+    launch = _direct.get(key)
+    if launch is not None:
+        return launch(*tensors)
     try:
-        return kernel(family)(*tensors, **options)
+        found = kernel(family)
+        packed = scalars() if scalars is not None else None
+        out = found(*tensors, scalars=packed)
+        if key not in _direct:
+            _direct[key] = found.direct(*tensors, scalars=packed)
+        return out
     except (ConfigError, ToolchainError) as exc:
         say_once(f"{family} has no kernel for these inputs ({exc})")
         return None
 
 
+_device_index = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+_library = torch.library.Library("mage_tune", "DEF")
+
+
+class Operator:
+    """An operator of the `mage_tune` library, made by `@_operator(schema)` from its CUDA kernel; calling it calls
+    `torch.ops.mage_tune.NAME.default`. `register_fake` and `register_autograd` as on a custom_op."""
+
+    def __init__(self, schema: str, kernel):
+        name = schema.split("(", 1)[0]
+        self.qualname = f"mage_tune::{name}"
+        _library.define(schema)
+        _library.impl(name, kernel, "CUDA")
+        self.op = getattr(torch.ops.mage_tune, name).default
+        self.__doc__ = kernel.__doc__
+
+    def __call__(self, *args):
+        return self.op(*args)
+
+    def register_fake(self, fake):
+        torch.library.register_fake(self.qualname, fake, lib=_library)
+        return fake
+
+    def register_autograd(self, backward, setup_context) -> None:
+        torch.library.register_autograd(self.qualname, backward, setup_context=setup_context, lib=_library)
+
+
+def _operator(schema: str):
+    return lambda kernel: Operator(schema, kernel)
+
+
 # --- layer norm -----------------------------------------------------------------------------------------------------
-@torch.library.custom_op("mage_tune::layer_norm", mutates_args=(), device_types="cuda")
+@_operator("layer_norm(Tensor x, Tensor weight, Tensor bias, float eps) -> Tensor")
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """y = (x - mean) / sqrt(var + eps) * weight + bias over x's last dimension (FP32 CUDA tensors, weight and bias
     of that dimension)."""
@@ -89,7 +140,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
         say_once("layer_norm on a tensor that is not contiguous")
         return torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)
     rows = x.view(-1, d)
-    y = _launched(LAYERNORM, rows, weight, bias, scalars=(np.int32(rows.shape[0]), np.float32(eps)))
+    y = _launched(LAYERNORM, rows, weight, bias, eps=eps, scalars=lambda: (np.int32(rows.shape[0]), np.float32(eps)))
     if y is None:
         return torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)
     return y.view(x.shape)
@@ -120,7 +171,7 @@ layer_norm.register_autograd(_layer_norm_backward, setup_context=_layer_norm_con
 
 
 # --- an embedding lookup and a layer norm, fused ----------------------------------------------------------------------
-@torch.library.custom_op("mage_tune::embedding_layer_norm", mutates_args=(), device_types="cuda")
+@_operator("embedding_layer_norm(Tensor table, Tensor index, Tensor weight, Tensor bias, float eps) -> Tensor")
 def embedding_layer_norm(table: Tensor, index: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """layer_norm(table[index]) * weight + bias over the table's rows (FP32 CUDA table, int64 indices of any shape):
     the rows are read from the table and never written out. mage_tune/torch/fusion.py puts it where a compiled
@@ -132,8 +183,8 @@ def embedding_layer_norm(table: Tensor, index: Tensor, weight: Tensor, bias: Ten
         say_once("embedding_layer_norm on a table that is not contiguous or indices that are not int64")
         return _embedding_then_norm(table, index, weight, bias, eps)
     flat = index.reshape(-1).contiguous()
-    scalars = (np.int32(flat.shape[0]), np.int64(table.shape[0]), np.float32(eps))
-    y = _launched(EMBEDDING_LAYERNORM, table, flat, weight, bias, scalars=scalars)
+    scalars = lambda: (np.int32(flat.shape[0]), np.int64(table.shape[0]), np.float32(eps))  # noqa: E731
+    y = _launched(EMBEDDING_LAYERNORM, table, flat, weight, bias, eps=eps, scalars=scalars)
     if y is None:
         return _embedding_then_norm(table, index, weight, bias, eps)
     return y.view(*index.shape, d)
@@ -174,7 +225,7 @@ embedding_layer_norm.register_autograd(_embedding_layer_norm_backward, setup_con
 
 
 # --- a residual add and a layer norm, fused ---------------------------------------------------------------------------
-@torch.library.custom_op("mage_tune::add_layer_norm", mutates_args=(), device_types="cuda")
+@_operator("add_layer_norm(Tensor x, Tensor res, Tensor weight, Tensor bias, float eps) -> Tensor")
 def add_layer_norm(x: Tensor, res: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """layer_norm(x + res) * weight + bias over the last dimension (FP32 CUDA tensors of one shape): the sum is never
     written out. mage_tune/torch/fusion.py puts it where a compiled graph adds two tensors only to normalize the sum."""
@@ -186,7 +237,7 @@ def _(x: Tensor, res: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tenso
     return torch.empty_like(x)
 
 
-@torch.library.custom_op("mage_tune::add_layer_norm_sum", mutates_args=(), device_types="cuda")
+@_operator("add_layer_norm_sum(Tensor x, Tensor res, Tensor weight, Tensor bias, float eps) -> (Tensor, Tensor)")
 def add_layer_norm_sum(x: Tensor, res: Tensor, weight: Tensor, bias: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     """(layer_norm(x + res) * weight + bias, x + res): the norm and the sum, for a graph that uses the sum again (a
     pre-norm block's residual stream), in one pass over x and res."""
@@ -209,7 +260,8 @@ def _add_then_norm(family: str, x: Tensor, res: Tensor, weight: Tensor, bias: Te
         say_once(f"{family} on tensors of different shapes or not contiguous")
     else:
         rows = x.view(-1, d)
-        out = _launched(family, rows, res.view(-1, d), weight, bias, scalars=(np.int32(rows.shape[0]), np.float32(eps)))
+        scalars = lambda: (np.int32(rows.shape[0]), np.float32(eps))  # noqa: E731
+        out = _launched(family, rows, res.view(-1, d), weight, bias, eps=eps, scalars=scalars)
         if isinstance(out, dict):
             return out["y"].view(x.shape), out["h"].view(x.shape)
         if out is not None:
@@ -253,7 +305,7 @@ add_layer_norm_sum.register_autograd(_add_layer_norm_sum_backward, setup_context
 
 
 # --- FP32 matmul ------------------------------------------------------------------------------------------------------
-@torch.library.custom_op("mage_tune::matmul_fp32", mutates_args=(), device_types="cuda")
+@_operator("matmul_fp32(Tensor a, Tensor b) -> Tensor")
 def matmul_fp32(a: Tensor, b: Tensor) -> Tensor:
     """a @ b for FP32 CUDA matrices, accurate to FP32 (three TF32 tensor-core products: matmul-3xtf32)."""
     m, n = a.shape[0], b.shape[1]
