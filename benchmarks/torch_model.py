@@ -108,7 +108,10 @@ def model_rows(torch, mt, kind: str, rows: int, d: int, precision: str, calls: i
     compiled = {name: torch.compile(m, fullgraph=True) for name, m in models.items()}
     out = []
     fused: dict[str, int] = {}
-    passes = {name: getattr(mt.fusion, name) for name in ("fuse_embedding_layer_norm", "fuse_add_layer_norm")}
+    passes = {
+        name: getattr(mt.fusion, name)
+        for name in ("fuse_embedding_layer_norm", "fuse_linear_layer_norm", "fuse_add_layer_norm")
+    }
     with torch.no_grad():
         outputs = {}
         for name, fn in compiled.items():  # the first call compiles: the fusion pass on, except for "unfused"

@@ -352,6 +352,7 @@ class LayerNorm(CudaFamily):
             "early_exit": rows == 1 or threads == 32,
             "gather": False,  # embedding-layernorm's: rows read through an index
             "residual": False,  # add-layernorm's: the norm of x + res
+            "res_vector": False,  # add-vector-layernorm's: res one row, added to each row of x
             "write_sum": False,  # add-layernorm-sum's: x + res written out too
         }
 

@@ -29,6 +29,7 @@ BUILTINS = {
     "embedding-layernorm": "mage_tune.kernels.embedding_layernorm:FAMILY",
     "add-layernorm": "mage_tune.kernels.add_layernorm:FAMILY",
     "add-layernorm-sum": "mage_tune.kernels.add_layernorm:WITH_SUM",
+    "add-vector-layernorm": "mage_tune.kernels.add_layernorm:VECTOR",
     "matmul": "mage_tune.kernels.matmul:FAMILY",
     "matmul-3xtf32": "mage_tune.kernels.matmul_3xtf32:FAMILY",
 }

@@ -37,6 +37,7 @@ LAYERNORM = "layernorm"
 EMBEDDING_LAYERNORM = "embedding-layernorm"
 ADD_LAYERNORM = "add-layernorm"
 ADD_LAYERNORM_SUM = "add-layernorm-sum"
+ADD_VECTOR_LAYERNORM = "add-vector-layernorm"
 MATMUL_FP32 = "matmul-3xtf32"
 
 _kernels: dict[str, RunnableKernel] = {}
@@ -227,8 +228,9 @@ embedding_layer_norm.register_autograd(_embedding_layer_norm_backward, setup_con
 # --- a residual add and a layer norm, fused ---------------------------------------------------------------------------
 @_operator("add_layer_norm(Tensor x, Tensor res, Tensor weight, Tensor bias, float eps) -> Tensor")
 def add_layer_norm(x: Tensor, res: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-    """layer_norm(x + res) * weight + bias over the last dimension (FP32 CUDA tensors of one shape): the sum is never
-    written out. mage_tune/torch/fusion.py puts it where a compiled graph adds two tensors only to normalize the sum."""
+    """layer_norm(x + res) * weight + bias over the last dimension (FP32 CUDA tensors; res of x's shape, or one row
+    of its last dimension added to every row): the sum is never written out. mage_tune/torch/fusion.py puts it where
+    a compiled graph adds two tensors (or a Linear its bias) only to normalize the sum."""
     return _add_then_norm(ADD_LAYERNORM, x, res, weight, bias, eps)[0]
 
 
@@ -256,12 +258,15 @@ def _add_then_norm(family: str, x: Tensor, res: Tensor, weight: Tensor, bias: Te
     if x.numel() == 0:
         return torch.empty_like(x), x + res
     tensors = (x, res, weight, bias)
-    if x.shape != res.shape or not all(t.is_contiguous() for t in tensors):
+    vector = family == ADD_LAYERNORM and res.shape != x.shape and tuple(res.shape) == (d,)
+    if (x.shape != res.shape and not vector) or not all(t.is_contiguous() for t in tensors):
         say_once(f"{family} on tensors of different shapes or not contiguous")
     else:
         rows = x.view(-1, d)
         scalars = lambda: (np.int32(rows.shape[0]), np.float32(eps))  # noqa: E731
-        out = _launched(family, rows, res.view(-1, d), weight, bias, eps=eps, scalars=scalars)
+        added = res if vector else res.view(-1, d)
+        family = ADD_VECTOR_LAYERNORM if vector else family
+        out = _launched(family, rows, added, weight, bias, eps=eps, scalars=scalars)
         if isinstance(out, dict):
             return out["y"].view(x.shape), out["h"].view(x.shape)
         if out is not None:
@@ -281,7 +286,7 @@ def _add_norm_gradients(ctx, grad_y: Tensor, grad_h: Tensor | None):
     x, res, weight, bias = ctx.saved_tensors
     needs = ctx.needs_input_grad
     if grad_y is None:  # only the sum was used on
-        return (grad_h if needs[0] else None), (grad_h if needs[1] else None), None, None, None
+        return (grad_h if needs[0] else None), (_to_res(grad_h, res) if needs[1] else None), None, None, None
     h = x + res
     d = h.shape[-1]
     _, mean, rstd = torch.ops.aten.native_layer_norm(h, [d], weight, bias, ctx.eps)
@@ -289,7 +294,12 @@ def _add_norm_gradients(ctx, grad_y: Tensor, grad_h: Tensor | None):
     gh, gw, gb = torch.ops.aten.native_layer_norm_backward(grad_y, h, [d], mean, rstd, weight, bias, mask)
     if gh is not None and grad_h is not None:
         gh = gh + grad_h
-    return (gh if needs[0] else None), (gh if needs[1] else None), gw, gb, None
+    return (gh if needs[0] else None), (_to_res(gh, res) if needs[1] else None), gw, gb, None
+
+
+def _to_res(grad: Tensor, res: Tensor) -> Tensor:
+    """The sum's gradient as res's: summed over the rows where res was one row added to each."""
+    return grad if grad.shape == res.shape else grad.reshape(-1, res.shape[-1]).sum(0)
 
 
 def _add_layer_norm_backward(ctx, grad: Tensor):

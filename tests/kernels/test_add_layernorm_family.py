@@ -1,7 +1,7 @@
-"""add-layernorm and add-layernorm-sum, the layer norm with a residual add fused in: the layer norm's space with
-passes=regs alone, each row of res loaded beside x's (compiled for real: twice x's loads of the rows, the sum's
-stores beside y's for -sum), the outputs and float64 references of the sum and its norm, the shape from the tensors'
-sizes."""
+"""add-layernorm, add-layernorm-sum and add-vector-layernorm, the layer norm with a residual add fused in: the layer
+norm's space with passes=regs alone, each row of res loaded beside x's (compiled for real: twice x's loads of the rows,
+the sum's stores beside y's for -sum, one row of res through the read-only path for -vector), the outputs and float64
+references of the sum and its norm, the shape from the tensors' sizes."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from mage_tune.tuning.warm import random_valid
 ARCH = get_arch("sm_90")
 PLAIN = get_family("layernorm")
 ADD, SUM = get_family("add-layernorm"), get_family("add-layernorm-sum")
+VECTOR = get_family("add-vector-layernorm")
 SHAPE = {"m": 1000, "d": 768}
 
 
-@pytest.mark.parametrize("family", [ADD, SUM], ids=lambda f: f.name)
+@pytest.mark.parametrize("family", [ADD, SUM, VECTOR], ids=lambda f: f.name)
 def test_its_space_is_the_layer_norms_with_the_row_in_registers(family):
     for config in random_valid(Problem(PLAIN, SHAPE, ARCH), 60, 3):
         problems = family.violations(config, SHAPE, ARCH)
@@ -72,3 +73,23 @@ def test_outputs_inputs_and_references():
     sizes = {"x": (9, 32), "res": (9, 32), "scale": (32,), "bias": (32,)}
     assert ADD.shape_of(sizes) == SUM.shape_of(sizes) == shape
     assert SUM.bytes_moved(shape) - ADD.bytes_moved(shape) == 4 * 9 * 32
+
+
+def test_one_row_of_res_is_added_to_every_row():
+    shape = {"m": 9, "d": 32}
+    inputs = VECTOR.make_inputs(shape, np.random.default_rng(1))
+    assert inputs["res"].shape == (32,) and inputs["x"].shape == (9, 32)
+    h = inputs["x"].astype(np.float64) + inputs["res"].astype(np.float64)[None, :]
+    mean = h.mean(axis=1, keepdims=True)
+    var = ((h - mean) ** 2).mean(axis=1, keepdims=True)
+    want = (h - mean) / np.sqrt(var + 1e-5) * inputs["scale"] + inputs["bias"]
+    np.testing.assert_allclose(VECTOR.references(inputs, shape)["__out__"], want, rtol=1e-12)
+    assert VECTOR.shape_of({"x": (9, 32), "res": (32,), "scale": (32,), "bias": (32,)}) == shape
+    assert VECTOR.bytes_moved(shape) == 4 * (2 * 9 * 32 + 3 * 32)
+    config = PLAIN.complete({"passes": "regs"}, SHAPE, ARCH)
+    plain = census_variant(PLAIN.build(config, SHAPE, ARCH))
+    vector = census_variant(VECTOR.build(config, SHAPE, ARCH))
+    # res read as scale is (the same row for every row of x), x as the plain norm reads it
+    assert vector.ptx.params["res"].loads == vector.ptx.params["scale"].loads > 0
+    assert vector.ptx.params["x"].loads == plain.ptx.params["x"].loads
+    assert "res + (xr - x)" not in VECTOR.build(config, SHAPE, ARCH).source

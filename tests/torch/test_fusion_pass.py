@@ -100,10 +100,60 @@ def test_a_sum_used_again_comes_from_the_fused_operator():
     g.lint()
 
 
-def test_a_broadcast_or_scaled_add_is_left_alone():
-    for g in (_sum_graph(False, bias_shape=(16,)), _sum_graph(False, alpha=True)):
+def test_one_row_added_to_every_row_is_fused_where_the_sum_feeds_the_norm_alone():
+    g = _sum_graph(False, bias_shape=(16,))
+    assert mt.fusion.fuse_add_layer_norm(g) == 1
+    calls = [n for n in g.nodes if n.op == "call_function"]
+    assert [n.target for n in calls] == [torch.ops.mage_tune.add_layer_norm.default]
+    assert [a.name if isinstance(a, fx.Node) else a for a in calls[0].args] == ["x", "res", "w", "b", 1e-5]
+    g.lint()
+
+
+def test_a_scaled_add_or_a_broadcast_sum_used_again_is_left_alone():
+    for g in (_sum_graph(True, bias_shape=(16,)), _sum_graph(False, alpha=True), _sum_graph(False, (7, 1))):
         before = [n.target for n in g.nodes]
         assert mt.fusion.fuse_add_layer_norm(g) == 0
+        assert [n.target for n in g.nodes] == before
+
+
+def _linear_graph(view: bool = False, used_again: bool = False, beta: bool = False, bias_size: int = 16):
+    g = fx.Graph()
+    x, weight, bias, w, b = (g.placeholder(n) for n in ("x", "weight", "bias", "w", "b"))
+    bias.meta["val"] = torch.empty(bias_size, device="meta")
+    product = g.call_function(aten.addmm.default, (bias, x, weight), {"beta": 2} if beta else {})
+    product.meta["val"] = torch.empty(12, 16, device="meta")
+    rows = product
+    if view:
+        rows = g.call_function(aten.view.default, (product, [3, 4, 16]))
+        rows.meta["val"] = torch.empty(3, 4, 16, device="meta")
+    norm = g.call_function(torch.ops.mage_tune.layer_norm.default, (rows, w, b, 1e-5))
+    norm.meta["val"] = torch.empty(rows.meta["val"].shape, device="meta")
+    g.output((norm, product) if used_again else norm)
+    return g
+
+
+@pytest.mark.parametrize("view", [False, True], ids=["rows", "view"])
+def test_a_linears_bias_moves_into_the_norm_and_its_product_is_a_plain_mm(view):
+    g = _linear_graph(view)
+    assert mt.fusion.fuse_linear_layer_norm(g) == 1
+    calls = [n for n in g.nodes if n.op == "call_function"]
+    want = [aten.mm.default, *([aten.view.default] if view else []), torch.ops.mage_tune.add_layer_norm.default]
+    assert [n.target for n in calls] == want
+    product, fused = calls[0], calls[-1]
+    assert [a.name for a in product.args] == ["x", "weight"] and product.meta["val"].shape == (12, 16)
+    assert fused.args[0] is calls[-2] and [a.name if isinstance(a, fx.Node) else a for a in fused.args[1:]] == [
+        "bias",
+        "w",
+        "b",
+        1e-5,
+    ]
+    g.lint()
+
+
+def test_a_linear_used_elsewhere_scaled_or_biased_by_a_matrix_is_left_alone():
+    for g in (_linear_graph(used_again=True), _linear_graph(beta=True), _linear_graph(bias_size=1)):
+        before = [n.target for n in g.nodes]
+        assert mt.fusion.fuse_linear_layer_norm(g) == 0
         assert [n.target for n in g.nodes] == before
 
 
@@ -139,6 +189,9 @@ def test_a_compiled_model_is_fused_and_compiles_runs_and_trains(cpu_kernels, mon
     seen: list[int] = []
     fuse = mt.fusion.fuse_embedding_layer_norm
     monkeypatch.setattr(mt.fusion, "fuse_embedding_layer_norm", lambda g: seen.append(fuse(g)) or seen[-1])
+    linear: list[int] = []
+    fuse_linear = mt.fusion.fuse_linear_layer_norm
+    monkeypatch.setattr(mt.fusion, "fuse_linear_layer_norm", lambda g: linear.append(fuse_linear(g)) or linear[-1])
 
     class Norm(torch.nn.LayerNorm):  # the drop-in's operator on any device, as the CPU kernels allow here
         def forward(self, x):
@@ -151,7 +204,7 @@ def test_a_compiled_model_is_fused_and_compiles_runs_and_trains(cpu_kernels, mon
     with torch.no_grad():
         model.eval()
         y = torch.compile(model, fullgraph=True)(ids)
-        assert seen == [1] and torch.allclose(y, model(ids), atol=1e-5)
+        assert seen == [1] and linear == [1] and torch.allclose(y, model(ids), atol=1e-5)
     seen.clear()
     torch._dynamo.reset()
     model.train()

@@ -2,8 +2,8 @@
 torch.ops.mage_tune.embedding_layer_norm against PyTorch's lookup then norm (values and gradients), and the compiler
 pass (mage_tune/torch/fusion.py) putting it into a compiled model's graph — counted, so a pass that silently stops
 matching fails here — under torch.compile and CUDA graph capture; a compiled model that trains gets PyTorch's
-gradients. Also: the tuned kernels' launches go through the
-driver (mage_tune/cuda_driver.py). Skipped where no CUDA device is present."""
+gradients; a Linear's bias moved into the norm after it. Also: the tuned kernels' launches go through the driver
+(mage_tune/cuda_driver.py), bound once per set of input sizes. Skipped where no CUDA device is present."""
 
 from __future__ import annotations
 
@@ -45,7 +45,10 @@ def _model(torch, layer_norm, vocab: int, d: int):
     return torch.nn.Sequential(torch.nn.Embedding(vocab, d), layer_norm(d), torch.nn.Linear(d, d), layer_norm(d)).cuda()
 
 
-def test_a_compiled_model_runs_the_lookup_fused_into_the_norm_also_as_a_cuda_graph(torch, mt, fusions):
+def test_a_compiled_model_runs_the_lookup_fused_into_the_norm_also_as_a_cuda_graph(torch, mt, fusions, monkeypatch):
+    linear: list[int] = []
+    fuse = mt.fusion.fuse_linear_layer_norm
+    monkeypatch.setattr(mt.fusion, "fuse_linear_layer_norm", lambda graph: linear.append(fuse(graph)) or linear[-1])
     torch.manual_seed(5)
     ours, theirs = _model(torch, mt.LayerNorm, 3000, 1024), _model(torch, torch.nn.LayerNorm, 3000, 1024)
     theirs.load_state_dict(ours.state_dict())
@@ -55,7 +58,8 @@ def test_a_compiled_model_runs_the_lookup_fused_into_the_norm_also_as_a_cuda_gra
     with torch.no_grad():
         y = compiled(ids)
         want = theirs(ids)
-        assert sum(fusions) == 1  # the first norm's input is the lookup; the second's is the Linear's output
+        assert sum(fusions) == 1  # the first norm's input is the lookup; the second's is the Linear's output,
+        assert sum(linear) == 1  # whose bias the second norm's kernel adds (the product a plain mm)
         assert y.shape == (2, 777, 1024) and rel(y, want) < 1e-5
         graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
         torch.cuda.synchronize()
@@ -93,6 +97,12 @@ def test_tuned_kernels_launch_through_the_driver(torch):
     kernel(table, w, b)
     launcher = kernel.prepare({"m": 64, "d": 512}).launcher
     assert launcher.direct._params is not None  # the driver's parameter list was made: the driver launched it
+    # a bound launch (an operator's later calls at these sizes) gives the checked call's result, on new outputs
+    bound = kernel.direct(table, w, b)
+    first, again = kernel(table, w, b), bound(table, w, b)
+    torch.cuda.synchronize()
+    assert torch.equal(first, again) and first.data_ptr() != again.data_ptr()
+    assert bound._bound._params is not None
 
 
 def test_the_fused_residual_operators_are_the_add_then_the_norm_with_pytorchs_gradients(torch, mt):
@@ -112,6 +122,24 @@ def test_the_fused_residual_operators_are_the_add_then_the_norm_with_pytorchs_gr
     torch.autograd.backward((fn.layer_norm(total, (1024,), theirs[2], theirs[3], 1e-5), total), (gy, gh))
     for a, t in zip(ours, theirs, strict=True):
         assert rel(a.grad, t.grad) < 1e-5
+
+
+def test_one_row_added_to_every_row_before_the_norm_with_pytorchs_gradients(torch, mt):
+    x, w, b = ln_inputs(torch, 999, 1024, seed=8)
+    row = torch.randn(1024, device="cuda")
+    fn = torch.nn.functional
+    want = fn.layer_norm(x.double() + row.double(), (1024,), w.double(), b.double(), 1e-5)
+    for _ in range(2):  # the first call checks and binds the launch, the second takes the bound one
+        assert (
+            rel(torch.ops.mage_tune.add_layer_norm(x.view(9, 111, 1024), row, w, b, 1e-5).view(999, 1024), want) < 1e-5
+        )
+    ours = [t.clone().requires_grad_() for t in (x, row, w, b)]
+    theirs = [t.clone().requires_grad_() for t in (x, row, w, b)]
+    grad = torch.randn_like(x)
+    torch.autograd.backward(mt.add_layer_norm(*ours, 1e-5), grad)
+    torch.autograd.backward(fn.layer_norm(theirs[0] + theirs[1], (1024,), theirs[2], theirs[3], 1e-5), grad)
+    for a, t in zip(ours, theirs, strict=True):
+        assert a.grad.shape == t.grad.shape and rel(a.grad, t.grad) < 1e-5
 
 
 def test_a_compiled_pre_norm_block_runs_both_residual_fusions_also_as_a_cuda_graph(torch, mt, monkeypatch):
