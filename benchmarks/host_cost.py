@@ -22,17 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def per_call_us(torch, fn, args, calls: int = 3000) -> float:
-    for _ in range(50):
-        fn(*args)
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn(*args)
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed * 1e6 / calls
+from torch_model import call_overhead_us  # this folder is the script's: sys.path[0]
 
 
 def dispatch_layers(torch) -> dict[str, object]:
@@ -72,15 +62,15 @@ def call_costs(torch, mt, d: int) -> dict[str, float]:
 
     x, w, b = torch.randn(8, d, device="cuda"), torch.ones(d, device="cuda"), torch.zeros(d, device="cuda")
     layers, _lib = dispatch_layers(torch)
-    costs = {name: per_call_us(torch, fn, (x, w, b, 1e-5)) for name, fn in layers.items()}
-    costs["torch.empty"] = per_call_us(torch, lambda: torch.empty((8, d), dtype=torch.float32, device=0), ())
-    costs["torch.cuda.current_device"] = per_call_us(torch, torch.cuda.current_device, ())
-    costs["raw_stream"] = per_call_us(torch, raw_stream, ())
+    costs = {name: call_overhead_us(torch, fn, (x, w, b, 1e-5)) for name, fn in layers.items()}
+    costs["torch.empty"] = call_overhead_us(torch, lambda: torch.empty((8, d), dtype=torch.float32, device=0), ())
+    costs["torch.cuda.current_device"] = call_overhead_us(torch, torch.cuda.current_device, ())
+    costs["raw_stream"] = call_overhead_us(torch, raw_stream, ())
     kernel = mt.kernel("layernorm")
-    costs["tuned kernel called directly"] = per_call_us(torch, kernel, (x, w, b))
+    costs["tuned kernel called directly"] = call_overhead_us(torch, kernel, (x, w, b))
     op = torch.ops.mage_tune.layer_norm.default
-    costs["torch.ops.mage_tune.layer_norm"] = per_call_us(torch, op, (x, w, b, 1e-5))
-    costs["torch layer_norm"] = per_call_us(
+    costs["torch.ops.mage_tune.layer_norm"] = call_overhead_us(torch, op, (x, w, b, 1e-5))
+    costs["torch layer_norm"] = call_overhead_us(
         torch, lambda x, w, b: torch.nn.functional.layer_norm(x, (d,), w, b, 1e-5), (x, w, b)
     )
     profile = cProfile.Profile()
