@@ -15,6 +15,11 @@ on each graph after autograd (its post-grad custom pass), replaces a `mage_tune:
 - a Linear's output (aten.addmm: bias, then the product; or a view of it) feeding the norm alone by the product
   alone (aten.mm) and `mage_tune::add_layer_norm` of it and the bias: what Inductor does for its own layer norm
   (cuBLAS's matmul with a bias epilogue cost 4 % more than without it at 8192 × 4096 × 4096 FP32 in one H200 run).
+- a sum x + (product + row) whose addend is a Linear's output with its bias added apart (Inductor's
+  unfuse_bias_add_to_pointwise does that on a GPU where addmm's user is pointwise, as a residual add is) by
+  `mage_tune::add_row_layer_norm`, or `mage_tune::add_row_layer_norm_sum` where the sum is used again (a pre-norm
+  block's h = x + Linear(x)): the families `add-row-layernorm(-sum)`. It runs before the plain sum's rewrite, which
+  would fuse the outer add alone and leave the bias add a kernel of its own.
 
 A lookup whose rows are used elsewhere too (a training graph keeps them for the backward) is left as it is. The pass
 is installed when mage_tune.torch is imported, after any post-grad pass already set (which still runs);
