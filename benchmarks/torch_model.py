@@ -110,7 +110,12 @@ def model_rows(torch, mt, kind: str, rows: int, d: int, precision: str, calls: i
     fused: dict[str, int] = {}
     passes = {
         name: getattr(mt.fusion, name)
-        for name in ("fuse_embedding_layer_norm", "fuse_linear_layer_norm", "fuse_add_layer_norm")
+        for name in (
+            "fuse_embedding_layer_norm",
+            "fuse_linear_layer_norm",
+            "fuse_add_row_layer_norm",
+            "fuse_add_layer_norm",
+        )
     }
     with torch.no_grad():
         outputs = {}

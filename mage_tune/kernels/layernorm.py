@@ -353,6 +353,7 @@ class LayerNorm(CudaFamily):
             "gather": False,  # embedding-layernorm's: rows read through an index
             "residual": False,  # add-layernorm's: the norm of x + res
             "res_vector": False,  # add-vector-layernorm's: res one row, added to each row of x
+            "res_row": False,  # add-row-layernorm's: one more input, a row added to each row of res
             "write_sum": False,  # add-layernorm-sum's: x + res written out too
         }
 

@@ -30,6 +30,8 @@ BUILTINS = {
     "add-layernorm": "mage_tune.kernels.add_layernorm:FAMILY",
     "add-layernorm-sum": "mage_tune.kernels.add_layernorm:WITH_SUM",
     "add-vector-layernorm": "mage_tune.kernels.add_layernorm:VECTOR",
+    "add-row-layernorm": "mage_tune.kernels.add_layernorm:ROW",
+    "add-row-layernorm-sum": "mage_tune.kernels.add_layernorm:ROW_WITH_SUM",
     "matmul": "mage_tune.kernels.matmul:FAMILY",
     "matmul-3xtf32": "mage_tune.kernels.matmul_3xtf32:FAMILY",
 }

@@ -15,6 +15,11 @@ on each graph after autograd (its post-grad custom pass), replaces a `mage_tune:
 - a Linear's output (aten.addmm: bias, then the product; or a view of it) feeding the norm alone by the product
   alone (aten.mm) and `mage_tune::add_layer_norm` of it and the bias: what Inductor does for its own layer norm
   (cuBLAS's matmul with a bias epilogue cost 4 % more than without it at 8192 × 4096 × 4096 FP32 in one H200 run).
+- a sum x + (product + row) whose addend is a Linear's output with its bias added apart (Inductor's
+  unfuse_bias_add_to_pointwise does that on a GPU where addmm's user is pointwise, as a residual add is) by
+  `mage_tune::add_row_layer_norm`, or `mage_tune::add_row_layer_norm_sum` where the sum is used again (a pre-norm
+  block's h = x + Linear(x)): the families `add-row-layernorm(-sum)`. It runs before the plain sum's rewrite, which
+  would fuse the outer add alone and leave the bias add a kernel of its own.
 
 A lookup whose rows are used elsewhere too (a training graph keeps them for the backward) is left as it is. The pass
 is installed when mage_tune.torch is imported, after any post-grad pass already set (which still runs);
@@ -108,44 +113,113 @@ def _is_row(node) -> bool:
 def fuse_add_layer_norm(graph: fx.Graph) -> int:
     """Rewrite each add → mage_tune::layer_norm pair in `graph`: by mage_tune::add_layer_norm where the sum feeds the
     norm alone, by mage_tune::add_layer_norm_sum (the norm and the sum) where the graph uses the sum again; how many."""
+    mage = torch.ops.mage_tune
     fused = 0
     for node in _norms(graph):
         total = node.args[0]
         found = _sum_of(total)
         if found is None:
             continue
-        rest = (*found, *node.args[1:])
-        others = [u for u in total.users if u is not node]
-        if others and _is_row(found[1]):
+        used_again = any(u is not node for u in total.users)
+        if used_again and _is_row(found[1]):
             continue  # a sum with one row written out too: no kernel of that form
-        if not others:
-            with graph.inserting_before(node):
-                new = graph.call_function(torch.ops.mage_tune.add_layer_norm.default, rest, dict(node.kwargs))
-            _carry_value(node, new)
-            node.replace_all_uses_with(new)
-        else:
-            # The sum's other users may come before the norm: the fused operator goes where the sum was, which needs
-            # the norm's other inputs (weight, bias: parameters, as a rule) defined by then.
-            order = {n: i for i, n in enumerate(graph.nodes)}
-            if any(isinstance(a, fx.Node) and order[a] > order[total] for a in node.args[1:]):
-                continue
-            with graph.inserting_after(total):
-                new = graph.call_function(torch.ops.mage_tune.add_layer_norm_sum.default, rest, dict(node.kwargs))
-            with graph.inserting_after(new):
-                y = graph.call_function(operator.getitem, (new, 0))
-                h = graph.call_function(operator.getitem, (new, 1))
-            new.meta["val"] = (node.meta["val"], total.meta["val"])
-            _carry_value(node, y)
-            _carry_value(total, h)
-            node.replace_all_uses_with(y)
-            graph.erase_node(node)
-            node = None
-            total.replace_all_uses_with(h)
-        if node is not None:
-            graph.erase_node(node)
-        graph.erase_node(total)
+        if used_again and not _defined_before(graph, node.args[1:], total):
+            continue
+        _fuse_norm_of_sum(graph, node, total, found, mage.add_layer_norm.default, mage.add_layer_norm_sum.default)
         fused += 1
     return fused
+
+
+def _biased_product(node) -> tuple | None:
+    """(add, view or None, product, row) where `node`, an addend of a norm's sum, is a Linear's output whose bias
+    Inductor moved out of the matmul into a pointwise add (its unfuse_bias_add_to_pointwise, on a GPU): aten.add of an
+    FP32 tensor and one row of its last dimension (either order, no alpha), or a view of that sum keeping its rows;
+    each used by nothing else. None otherwise."""
+    if not isinstance(node, fx.Node) or node.op != "call_function":
+        return None
+    view = None
+    if node.target in [getattr(torch.ops.aten, name).default for name in _VIEWS]:
+        view, node = node, node.args[0]
+        if len(view.users) != 1 or not isinstance(node, fx.Node):
+            return None
+    found = _sum_of(node)
+    if found is None or len(node.users) != 1 or not _is_row(found[1]) or node.meta["val"].dim() < 2:
+        return None
+    if view is not None:
+        seen = view.meta.get("val")
+        if seen is None or seen.dim() == 0 or seen.shape[-1] != node.meta["val"].shape[-1]:
+            return None
+    return node, view, found[0], found[1]
+
+
+def _residual_and_biased_product(addends: tuple) -> tuple | None:
+    """(the other addend, `_biased_product` of one) for a sum's two addends, whichever is the Linear's; or None."""
+    for x, addend in (addends, addends[::-1]):
+        biased = _biased_product(addend)
+        if biased is not None:
+            return x, biased
+    return None
+
+
+def fuse_add_row_layer_norm(graph: fx.Graph) -> int:
+    """Rewrite each mage_tune::layer_norm of x + (product + row), the addend a Linear's output with its bias added
+    apart (`_biased_product`; either addend, either order), by mage_tune::add_row_layer_norm, or
+    mage_tune::add_row_layer_norm_sum where the graph uses the outer sum again: neither sum is written out. How many."""
+    mage = torch.ops.mage_tune
+    fused = 0
+    for node in _norms(graph):
+        total = node.args[0]
+        found = _sum_of(total)
+        if found is None or found[0] is found[1] or _is_row(found[1]):
+            continue
+        split = _residual_and_biased_product(found)
+        if split is None:
+            continue
+        x, (inner, view, product, row) = split
+        if any(u is not node for u in total.users) and not _defined_before(graph, node.args[1:], total):
+            continue
+        if view is not None:  # the view takes the product's rows as it took the sum's (the same shape)
+            view.replace_input_with(inner, product)
+        args = (x, view or product, row)
+        _fuse_norm_of_sum(
+            graph, node, total, args, mage.add_row_layer_norm.default, mage.add_row_layer_norm_sum.default
+        )
+        graph.erase_node(inner)  # once the outer sum, its user where no view is between, is gone
+        fused += 1
+    return fused
+
+
+def _defined_before(graph: fx.Graph, args, total) -> bool:
+    """Whether `args`' nodes come before `total` in `graph`: a fused operator that writes the sum goes where the sum
+    was (its other users may come before the norm), so the norm's other inputs (parameters, as a rule) must be there."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    return not any(isinstance(a, fx.Node) and order[a] > order[total] for a in args)
+
+
+def _fuse_norm_of_sum(graph: fx.Graph, node, total, addends: tuple, op, sum_op) -> None:
+    """Replace the norm `node` of the sum `total` by `op(*addends, weight, bias, eps)` where the sum feeds the norm
+    alone, else by `sum_op`'s (norm, sum) put where the sum was, its sum taking the sum's other users."""
+    rest = (*addends, *node.args[1:])
+    if all(u is node for u in total.users):
+        with graph.inserting_before(node):
+            new = graph.call_function(op, rest, dict(node.kwargs))
+        _carry_value(node, new)
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+        graph.erase_node(total)
+        return
+    with graph.inserting_after(total):
+        new = graph.call_function(sum_op, rest, dict(node.kwargs))
+    with graph.inserting_after(new):
+        y = graph.call_function(operator.getitem, (new, 0))
+        h = graph.call_function(operator.getitem, (new, 1))
+    new.meta["val"] = (node.meta["val"], total.meta["val"])
+    _carry_value(node, y)
+    _carry_value(total, h)
+    node.replace_all_uses_with(y)
+    graph.erase_node(node)
+    total.replace_all_uses_with(h)
+    graph.erase_node(total)
 
 
 _VIEWS = ("view", "reshape", "_unsafe_view")
@@ -220,6 +294,7 @@ class FusionPass(CustomGraphPass):
     def __call__(self, graph: fx.Graph) -> None:
         fuse_embedding_layer_norm(graph)
         fuse_linear_layer_norm(graph)
+        fuse_add_row_layer_norm(graph)  # before fuse_add_layer_norm, which would take the outer sum alone
         fuse_add_layer_norm(graph)
         if self.after is not None:
             self.after(graph)

@@ -1,6 +1,7 @@
 """PyTorch operators run by tuned kernels: `torch.ops.mage_tune.layer_norm`, `torch.ops.mage_tune.matmul_fp32`, and
 the layer norm with what PyTorch's compiler would fuse into it — `embedding_layer_norm` (a lookup), `add_layer_norm`
-and `add_layer_norm_sum` (a residual add) — which mage_tune/torch/fusion.py puts into compiled graphs.
+and `add_layer_norm_sum` (a residual add), `add_row_layer_norm` and `add_row_layer_norm_sum` (a residual add with a
+Linear's bias) — which mage_tune/torch/fusion.py puts into compiled graphs.
 
 Each is a custom operator of the library `mage_tune` (a schema defined through `torch.library.Library`, its CUDA
 kernel, a fake implementation so `torch.compile(fullgraph=True)` traces through it as one opaque call, and an
@@ -38,6 +39,8 @@ EMBEDDING_LAYERNORM = "embedding-layernorm"
 ADD_LAYERNORM = "add-layernorm"
 ADD_LAYERNORM_SUM = "add-layernorm-sum"
 ADD_VECTOR_LAYERNORM = "add-vector-layernorm"
+ADD_ROW_LAYERNORM = "add-row-layernorm"
+ADD_ROW_LAYERNORM_SUM = "add-row-layernorm-sum"
 MATMUL_FP32 = "matmul-3xtf32"
 
 _kernels: dict[str, RunnableKernel] = {}
@@ -282,19 +285,25 @@ def _add_layer_norm_context(ctx, inputs, output) -> None:
 
 
 def _add_norm_gradients(ctx, grad_y: Tensor, grad_h: Tensor | None):
-    # the sum formed again, PyTorch's layer-norm backward on it; x and res both get the sum's gradient
+    # x and res both get the sum's gradient
     x, res, weight, bias = ctx.saved_tensors
     needs = ctx.needs_input_grad
+    gh, gw, gb = _sum_norm_gradients(x + res, weight, bias, ctx.eps, grad_y, grad_h, needs[:2], needs[2:4])
+    return (gh if needs[0] else None), (_to_res(gh, res) if needs[1] else None), gw, gb, None
+
+
+def _sum_norm_gradients(h, weight, bias, eps: float, grad_y, grad_h, needs_sum, needs_affine) -> tuple:
+    """(the sum's, weight's, bias's gradients) of layer_norm(h) and h, for the sum formed again from its addends:
+    PyTorch's layer-norm backward from the recomputed mean and rstd, plus the gradient of h where it was used on."""
     if grad_y is None:  # only the sum was used on
-        return (grad_h if needs[0] else None), (_to_res(grad_h, res) if needs[1] else None), None, None, None
-    h = x + res
+        return grad_h, None, None
     d = h.shape[-1]
-    _, mean, rstd = torch.ops.aten.native_layer_norm(h, [d], weight, bias, ctx.eps)
-    mask = [needs[0] or needs[1], needs[2], needs[3]]
+    _, mean, rstd = torch.ops.aten.native_layer_norm(h, [d], weight, bias, eps)
+    mask = [any(needs_sum), *needs_affine]
     gh, gw, gb = torch.ops.aten.native_layer_norm_backward(grad_y, h, [d], mean, rstd, weight, bias, mask)
     if gh is not None and grad_h is not None:
         gh = gh + grad_h
-    return (gh if needs[0] else None), (_to_res(gh, res) if needs[1] else None), gw, gb, None
+    return gh, gw, gb
 
 
 def _to_res(grad: Tensor, res: Tensor) -> Tensor:
@@ -312,6 +321,88 @@ def _add_layer_norm_sum_backward(ctx, grad_y: Tensor, grad_h: Tensor):
 
 add_layer_norm.register_autograd(_add_layer_norm_backward, setup_context=_add_layer_norm_context)
 add_layer_norm_sum.register_autograd(_add_layer_norm_sum_backward, setup_context=_add_layer_norm_context)
+
+
+# --- a residual add with a Linear's bias and a layer norm, fused ------------------------------------------------------
+@_operator("add_row_layer_norm(Tensor x, Tensor res, Tensor row, Tensor weight, Tensor bias, float eps) -> Tensor")
+def add_row_layer_norm(x: Tensor, res: Tensor, row: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """layer_norm(x + (res + row)) * weight + bias over the last dimension (FP32 CUDA tensors; res of x's shape, row
+    one row of its last dimension added to every row of res): neither sum is written out. mage_tune/torch/fusion.py
+    puts it where a compiled graph adds a Linear's output (its product plus its bias) to x only to normalize it."""
+    return _add_row_then_norm(ADD_ROW_LAYERNORM, x, res, row, weight, bias, eps)[0]
+
+
+@add_row_layer_norm.register_fake
+def _(x: Tensor, res: Tensor, row: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    return torch.empty_like(x)
+
+
+@_operator(
+    "add_row_layer_norm_sum(Tensor x, Tensor res, Tensor row, Tensor weight, Tensor bias, float eps)"
+    " -> (Tensor, Tensor)"
+)
+def add_row_layer_norm_sum(
+    x: Tensor, res: Tensor, row: Tensor, weight: Tensor, bias: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
+    """(layer_norm(x + (res + row)) * weight + bias, x + (res + row)): the norm and the sum, for a pre-norm block's
+    h = x + Linear(x) (used again), in one pass over x and res."""
+    y, h = _add_row_then_norm(ADD_ROW_LAYERNORM_SUM, x, res, row, weight, bias, eps)
+    return y, h
+
+
+@add_row_layer_norm_sum.register_fake
+def _(x: Tensor, res: Tensor, row: Tensor, weight: Tensor, bias: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    return torch.empty_like(x), torch.empty_like(x)
+
+
+def _add_row_then_norm(family: str, x: Tensor, res: Tensor, row: Tensor, weight: Tensor, bias: Tensor, eps: float):
+    """(y, h) by the family's kernel, or by PyTorch where it does not apply (said once)."""
+    d = x.shape[-1]
+    if x.numel() == 0:
+        return torch.empty_like(x), x + (res + row)
+    tensors = (x, res, row, weight, bias)
+    if x.shape != res.shape or tuple(row.shape) != (d,) or not all(t.is_contiguous() for t in tensors):
+        say_once(f"{family} on tensors of other shapes or not contiguous")
+    else:
+        rows = x.view(-1, d)
+        scalars = lambda: (np.int32(rows.shape[0]), np.float32(eps))  # noqa: E731
+        out = _launched(family, rows, res.view(-1, d), row, weight, bias, eps=eps, scalars=scalars)
+        if isinstance(out, dict):
+            return out["y"].view(x.shape), out["h"].view(x.shape)
+        if out is not None:
+            return out.view(x.shape), None
+    h = x + (res + row)
+    return torch.nn.functional.layer_norm(h, (d,), weight, bias, eps), h
+
+
+def _add_row_layer_norm_context(ctx, inputs, output) -> None:
+    x, res, row, weight, bias, eps = inputs
+    ctx.save_for_backward(x, res, row, weight, bias)
+    ctx.eps = eps
+
+
+def _add_row_norm_gradients(ctx, grad_y: Tensor, grad_h: Tensor | None):
+    # x and res get the sum's gradient, the row its sum over the rows
+    x, res, row, weight, bias = ctx.saved_tensors
+    needs = ctx.needs_input_grad
+    h = x + (res + row)
+    gh, gw, gb = _sum_norm_gradients(h, weight, bias, ctx.eps, grad_y, grad_h, needs[:3], needs[3:5])
+    gx = gh if needs[0] else None
+    gres = gh if needs[1] else None
+    grow = _to_res(gh, row) if needs[2] else None
+    return gx, gres, grow, gw, gb, None
+
+
+def _add_row_layer_norm_backward(ctx, grad: Tensor):
+    return _add_row_norm_gradients(ctx, grad, None)
+
+
+def _add_row_layer_norm_sum_backward(ctx, grad_y: Tensor, grad_h: Tensor):
+    return _add_row_norm_gradients(ctx, grad_y, grad_h)
+
+
+add_row_layer_norm.register_autograd(_add_row_layer_norm_backward, setup_context=_add_row_layer_norm_context)
+add_row_layer_norm_sum.register_autograd(_add_row_layer_norm_sum_backward, setup_context=_add_row_layer_norm_context)
 
 
 # --- FP32 matmul ------------------------------------------------------------------------------------------------------

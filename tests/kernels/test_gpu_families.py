@@ -44,7 +44,9 @@ def test_cuda_family_by_path_is_correct_and_timed_with_its_baselines(spec):
     assert sum(r.kind == "variant" for r in results.values()) == 4
 
 
-@pytest.mark.parametrize("name", ["add-layernorm", "add-layernorm-sum", "add-vector-layernorm"])
+@pytest.mark.parametrize(
+    "name", ["add-layernorm", "add-layernorm-sum", "add-vector-layernorm", "add-row-layernorm", "add-row-layernorm-sum"]
+)
 def test_the_fused_residual_add_and_norm_is_correct_at_a_ragged_shape_beside_pytorchs(name):
     results = _bench(name, {"m": 1001, "d": 768}, ["persist=0,4", "affine=late,early", "threads=128"])
     assert {r.kind for r in results.values()} == {"variant", "torch"}

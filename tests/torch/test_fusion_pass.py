@@ -1,11 +1,13 @@
 """The fusion pass (mage_tune/torch/fusion.py) without a GPU, where torch is installed: on hand-made post-grad
 graphs (each form of a lookup, a lookup whose rows are used elsewhere; a sum used by the norm alone or again, a
-broadcast add) and through a real torch.compile on the CPU, with CPU kernels put under the operators for the test
-(the CUDA ones run in test_gpu_fusion.py)."""
+broadcast add; a sum with a Linear's bias added apart, as Inductor leaves it on a GPU) and through a real
+torch.compile on the CPU, with CPU kernels put under the operators for the test (the CUDA ones run in
+test_gpu_fusion.py)."""
 
 from __future__ import annotations
 
 import importlib.util
+import operator
 
 import pytest
 from torch_tensors import residual_block
@@ -157,6 +159,96 @@ def test_a_linear_used_elsewhere_scaled_or_biased_by_a_matrix_is_left_alone():
         assert [n.target for n in g.nodes] == before
 
 
+def _row_graph(
+    row_first: bool = True,
+    residual_first: bool = True,
+    view: bool = False,
+    used_again: bool = False,
+    inner_used_again: bool = False,
+    row_shape: tuple = (16,),
+):
+    """x + (row + product): a Linear's output whose bias Inductor moved into a pointwise add (bias first), or the
+    other orders; through a view of the rows (a Linear on a 3-D input) where `view`."""
+    g = fx.Graph()
+    x, product, row, w, b = (g.placeholder(n) for n in ("x", "product", "row", "w", "b"))
+    full = (3, 4, 16) if view else (12, 16)
+    x.meta["val"] = torch.empty(full, device="meta")
+    product.meta["val"] = torch.empty(12, 16, device="meta")
+    row.meta["val"] = torch.empty(row_shape, device="meta")
+    inner = g.call_function(aten.add.Tensor, (row, product) if row_first else (product, row))
+    inner.meta["val"] = torch.empty(12, 16, device="meta")
+    addend = inner
+    if view:
+        addend = g.call_function(aten.reshape.default, (inner, [3, 4, 16]))
+        addend.meta["val"] = torch.empty(full, device="meta")
+    total = g.call_function(aten.add.Tensor, (x, addend) if residual_first else (addend, x))
+    total.meta["val"] = torch.empty(full, device="meta")
+    norm = g.call_function(torch.ops.mage_tune.layer_norm.default, (total, w, b, 1e-5))
+    norm.meta["val"] = torch.empty(full, device="meta")
+    outputs = [norm]
+    if used_again:
+        after = g.call_function(aten.add.Tensor, (total, norm))
+        after.meta["val"] = torch.empty(full, device="meta")
+        outputs = [after]
+    g.output((*outputs, inner) if inner_used_again else outputs[0])
+    return g
+
+
+def _names(args) -> list:
+    return [a.name if isinstance(a, fx.Node) else a for a in args]
+
+
+@pytest.mark.parametrize("row_first", [True, False], ids=["row+product", "product+row"])
+@pytest.mark.parametrize("residual_first", [True, False], ids=["x+linear", "linear+x"])
+@pytest.mark.parametrize("view", [False, True], ids=["rows", "view"])
+def test_a_residual_plus_a_linears_unfused_bias_is_one_operator(row_first, residual_first, view):
+    g = _row_graph(row_first, residual_first, view)
+    assert mt.fusion.fuse_add_row_layer_norm(g) == 1
+    calls = [n for n in g.nodes if n.op == "call_function"]
+    assert [n.target for n in calls] == [
+        *([aten.reshape.default] if view else []),
+        torch.ops.mage_tune.add_row_layer_norm.default,
+    ]
+    fused = calls[-1]
+    res = "product" if not view else calls[0].name
+    assert _names(fused.args) == ["x", res, "row", "w", "b", 1e-5]
+    if view:  # the view now takes the product's rows, at the sum's shape
+        assert calls[0].args[0].name == "product" and calls[0].meta["val"].shape == (3, 4, 16)
+    assert fused.meta["val"].shape == ((3, 4, 16) if view else (12, 16))
+    assert mt.fusion.fuse_add_layer_norm(g) == 0  # nothing left for the plain residual pass
+    g.lint()
+
+
+@pytest.mark.parametrize("view", [False, True], ids=["rows", "view"])
+def test_a_residual_plus_a_linear_used_again_comes_from_the_sum_form(view):
+    g = _row_graph(view=view, used_again=True)
+    assert mt.fusion.fuse_add_row_layer_norm(g) == 1
+    calls = [n for n in g.nodes if n.op == "call_function"]
+    fused = next(n for n in calls if n.target is torch.ops.mage_tune.add_row_layer_norm_sum.default)
+    assert _names(fused.args)[2:] == ["row", "w", "b", 1e-5] and fused.args[0].name == "x"
+    parts = {n.args[1]: n for n in calls if n.target is operator.getitem}
+    after = calls[-1]
+    assert after.target is aten.add.Tensor and after.args == (parts[1], parts[0])
+    assert [v.shape for v in fused.meta["val"]] == [fused.args[0].meta["val"].shape] * 2
+    assert sum(n.target is aten.add.Tensor for n in calls) == 1  # only the sum's other user: both adds are fused
+    g.lint()
+
+
+def test_a_bias_add_used_elsewhere_scaled_or_of_no_row_is_left_to_the_plain_residual_pass():
+    cases = [
+        _row_graph(inner_used_again=True),
+        _row_graph(row_shape=(12, 16)),
+        _row_graph(row_shape=(1, 16)),
+    ]
+    scaled = _row_graph()
+    next(n for n in scaled.nodes if n.target is aten.add.Tensor).kwargs = {"alpha": 2}
+    for g in (*cases, scaled):
+        before = [n.target for n in g.nodes]
+        assert mt.fusion.fuse_add_row_layer_norm(g) == 0
+        assert [n.target for n in g.nodes] == before
+    assert mt.fusion.fuse_add_layer_norm(_row_graph(inner_used_again=True)) == 1  # the outer add alone
+
+
 @pytest.fixture
 def no_graph_cache():
     """Each compile runs the pass (Inductor's graph cache off, through its own patch, undone after the test)."""
@@ -179,6 +271,16 @@ def cpu_kernels(no_graph_cache):
     lib.impl(
         "add_layer_norm_sum",
         lambda x, r, w, b, eps: (fn.layer_norm(x + r, (x.shape[-1],), w, b, eps), x + r),
+        "CPU",
+    )
+    lib.impl(
+        "add_row_layer_norm",
+        lambda x, r, row, w, b, eps: fn.layer_norm(x + (r + row), (x.shape[-1],), w, b, eps),
+        "CPU",
+    )
+    lib.impl(
+        "add_row_layer_norm_sum",
+        lambda x, r, row, w, b, eps: (fn.layer_norm(x + (r + row), (x.shape[-1],), w, b, eps), x + (r + row)),
         "CPU",
     )
     yield
@@ -212,10 +314,16 @@ def test_a_compiled_model_is_fused_and_compiles_runs_and_trains(cpu_kernels, mon
     assert seen and sum(seen) <= 1 and model[0].weight.grad is not None
 
 
-def test_a_compiled_pre_norm_block_fuses_both_adds_and_trains_like_pytorch(cpu_kernels, monkeypatch):
+@pytest.mark.parametrize("unfused_bias", [False, True], ids=["addmm", "bias-add"])
+def test_a_compiled_pre_norm_block_fuses_both_adds_and_trains_like_pytorch(cpu_kernels, monkeypatch, unfused_bias):
     seen: list[int] = []
     fuse = mt.fusion.fuse_add_layer_norm
     monkeypatch.setattr(mt.fusion, "fuse_add_layer_norm", lambda g: seen.append(fuse(g)) or seen[-1])
+    rows: list[int] = []
+    fuse_row = mt.fusion.fuse_add_row_layer_norm
+    monkeypatch.setattr(mt.fusion, "fuse_add_row_layer_norm", lambda g: rows.append(fuse_row(g)) or rows[-1])
+    if unfused_bias:  # Inductor moves a Linear's bias out of addmm into the add after it on a GPU alone: here too
+        monkeypatch.setattr(torch._inductor.fx_passes.post_grad, "is_gpu", lambda device: True)
 
     class Norm(torch.nn.LayerNorm):
         def forward(self, x):
@@ -228,7 +336,8 @@ def test_a_compiled_pre_norm_block_fuses_both_adds_and_trains_like_pytorch(cpu_k
     torch._dynamo.reset()
     with torch.no_grad():
         y = torch.compile(ours.eval(), fullgraph=True)(x)
-        assert seen == [2] and torch.allclose(y, theirs(x), atol=1e-5)
+        # both norms' sums fused: with the Linears' biases in them where Inductor added them apart
+        assert (rows, seen) == (([2], [0]) if unfused_bias else ([0], [2])) and torch.allclose(y, theirs(x), atol=1e-5)
     torch._dynamo.reset()
     weights = torch.linspace(-1, 1, 64)  # a loss whose gradients do not cancel (a norm's squares sum to about d)
     torch.compile(ours.train(), fullgraph=True)(x).mul(weights).sum().backward()

@@ -2,8 +2,9 @@
 torch.ops.mage_tune.embedding_layer_norm against PyTorch's lookup then norm (values and gradients), and the compiler
 pass (mage_tune/torch/fusion.py) putting it into a compiled model's graph — counted, so a pass that silently stops
 matching fails here — under torch.compile and CUDA graph capture; a compiled model that trains gets PyTorch's
-gradients; a Linear's bias moved into the norm after it. Also: the tuned kernels' launches go through the driver
-(mage_tune/cuda_driver.py), bound once per set of input sizes. Skipped where no CUDA device is present."""
+gradients; a Linear's bias moved into the norm after it, also beside a residual add. Also: the tuned kernels'
+launches go through the driver (mage_tune/cuda_driver.py), bound once per set of input sizes. Skipped where no CUDA
+device is present."""
 
 from __future__ import annotations
 
@@ -142,16 +143,45 @@ def test_one_row_added_to_every_row_before_the_norm_with_pytorchs_gradients(torc
         assert a.grad.shape == t.grad.shape and rel(a.grad, t.grad) < 1e-5
 
 
-def test_a_compiled_pre_norm_block_runs_both_residual_fusions_also_as_a_cuda_graph(torch, mt, monkeypatch):
+def test_the_residual_with_a_linears_bias_is_the_adds_then_the_norm_with_pytorchs_gradients(torch, mt):
+    x, w, b = ln_inputs(torch, 999, 1024, seed=9)
+    res, row = torch.randn_like(x), torch.randn(1024, device="cuda")
+    fn = torch.nn.functional
+    want = fn.layer_norm(x.double() + (res.double() + row.double()), (1024,), w.double(), b.double(), 1e-5)
+    for _ in range(2):  # the first call checks and binds the launch, the second takes the bound one
+        y = torch.ops.mage_tune.add_row_layer_norm(x.view(9, 111, 1024), res.view(9, 111, 1024), row, w, b, 1e-5)
+        y2, h = torch.ops.mage_tune.add_row_layer_norm_sum(x, res, row, w, b, 1e-5)
+        assert rel(y.view(999, 1024), want) < 1e-5 and torch.equal(y.view(999, 1024), y2)
+        assert torch.equal(h, x + (res + row))  # the graph's order of the adds, so the sum is the graph's to the bit
+    ours = [t.clone().requires_grad_() for t in (x, res, row, w, b)]
+    theirs = [t.clone().requires_grad_() for t in (x, res, row, w, b)]
+    gy, gh = torch.randn_like(x), torch.randn_like(x)
+    torch.autograd.backward(mt.add_row_layer_norm_sum(*ours, 1e-5), (gy, gh))
+    total = theirs[0] + (theirs[1] + theirs[2])
+    torch.autograd.backward((fn.layer_norm(total, (1024,), theirs[3], theirs[4], 1e-5), total), (gy, gh))
+    for a, t in zip(ours, theirs, strict=True):
+        assert a.grad.shape == t.grad.shape and rel(a.grad, t.grad) < 1e-5
+    ours = [t.clone().requires_grad_() for t in (x, res, row, w, b)]
+    theirs = [t.clone().requires_grad_() for t in (x, res, row, w, b)]
+    torch.autograd.backward(mt.add_row_layer_norm(*ours, 1e-5), gy)
+    total = theirs[0] + (theirs[1] + theirs[2])
+    torch.autograd.backward(fn.layer_norm(total, (1024,), theirs[3], theirs[4], 1e-5), gy)
+    for a, t in zip(ours, theirs, strict=True):
+        assert a.grad.shape == t.grad.shape and rel(a.grad, t.grad) < 1e-5
+
+
+@pytest.mark.parametrize("tokens", [(3, 333), (999,)], ids=["3-d", "2-d"])
+def test_a_compiled_pre_norm_block_runs_both_residual_fusions_also_as_a_cuda_graph(torch, mt, monkeypatch, tokens):
+    # On a GPU Inductor moves each Linear's bias out of addmm into the add after it: both norms' sums take it in
     seen: list[int] = []
-    fuse = mt.fusion.fuse_add_layer_norm
-    monkeypatch.setattr(mt.fusion, "fuse_add_layer_norm", lambda graph: seen.append(fuse(graph)) or seen[-1])
+    fuse = mt.fusion.fuse_add_row_layer_norm
+    monkeypatch.setattr(mt.fusion, "fuse_add_row_layer_norm", lambda graph: seen.append(fuse(graph)) or seen[-1])
 
     torch.manual_seed(8)
     ours = residual_block(torch, 768, mt.LayerNorm).cuda().eval()
     theirs = residual_block(torch, 768, torch.nn.LayerNorm).cuda().eval()
     theirs.load_state_dict(ours.state_dict())
-    x = torch.randn(3, 333, 768, device="cuda")
+    x = torch.randn(*tokens, 768, device="cuda")
     torch._dynamo.reset()
     with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False):
         compiled = torch.compile(ours, fullgraph=True)
