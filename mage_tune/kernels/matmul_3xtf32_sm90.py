@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -148,9 +147,6 @@ def emulate_3xtf32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class Matmul3xTF32SM90(CudaFamily):
     name = "matmul-3xtf32-sm90"
     template = "matmul_3xtf32_sm90.cu.j2"
-    # The checkout's templates first: an editable install may map mage_tune.templates to another checkout (absent
-    # from an installed package, where the lookup falls through to mage_tune.templates).
-    template_dir = str(Path(__file__).resolve().parents[2] / "kernels" / "templates")
     kernel_name = "matmul_3xtf32_sm90"
     param_names = ("A", "B", "C")  # A and B reach the main kernel as the tensor maps of their splits
     input_dims: ClassVar[dict[str, tuple[str, ...]]] = {"A": ("m", "k"), "B": ("k", "n")}
