@@ -344,3 +344,13 @@ def test_a_compiled_pre_norm_block_fuses_both_adds_and_trains_like_pytorch(cpu_k
     theirs(x).mul(weights).sum().backward()
     for (name, a), b in zip(ours.named_parameters(), theirs.parameters(), strict=True):
         assert float((a.grad - b.grad).norm() / b.grad.norm()) < 1e-5, name  # FP32 sums in other orders
+
+
+def test_every_operator_is_a_name_of_the_package():
+    """What `torch.ops.mage_tune` defines, `mage_tune.torch` exports under the same name (a model calls them)."""
+    from mage_tune.torch import ops
+
+    defined = {name for name, value in vars(ops).items() if isinstance(value, ops.Operator)}
+    assert {"layer_norm", "add_row_layer_norm", "add_row_layer_norm_sum"} <= defined
+    assert all(getattr(mt, name, None) is getattr(ops, name) for name in defined)
+    assert defined <= set(mt.__all__)
