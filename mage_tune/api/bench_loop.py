@@ -146,7 +146,7 @@ def bench(
     device.require_gpu()
     say(f"measuring on the GPU: {device.gpu_mode()[1]}")
     fam, shape = family_and_shape(family, shape, include_dirs, defines, compiler_options)
-    arch = device.arch_of_device() if arch in (None, "auto") else get_arch(arch)  # an Arch from here on
+    arch = fam.target_arch(device.arch_of_device()) if arch in (None, "auto") else get_arch(arch)  # an Arch from here
     variants = _variants(fam, shape, arch, setting_items(settings), strings(sources), configs, all_configs, sample, say)
     regimes = REGIMES[regime]
     names = _baseline_names(baselines)

@@ -190,7 +190,7 @@ def search(
         else:
             said = f"measuring on the GPU: {why}; "
             if arch in (None, "auto"):
-                arch = device.arch_of_device()
+                arch = fam.target_arch(device.arch_of_device())
     else:
         said = "static census model (--static), no GPU used; "
     arch = get_arch(DEFAULT_ARCH if arch in (None, "auto") else arch)  # the caller's arch name: an Arch, once

@@ -52,7 +52,7 @@ def counters(family, dims, arch, source_options, settings, baseline_labels, as_j
     device.require_gpu()
     click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     fam, shape = family_and_shape(family, dims, source_options)
-    arch = device.arch_of_device() if arch in ("auto", None) else get_arch(arch)  # an Arch from here on
+    arch = fam.target_arch(device.arch_of_device()) if arch in ("auto", None) else get_arch(arch)  # an Arch from here
     variant = fam.build(fam.parse_settings(settings, shape, arch), shape, arch)
     by_label = {job.label: job for job in baseline_jobs(fam, shape, fam.baselines)}
     missing = [label for label in baseline_labels if label not in by_label]

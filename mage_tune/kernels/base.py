@@ -306,6 +306,8 @@ class Family(ABC):
     # run-time choice takes that family's tuning data where this one has none (tuning/choice.py).
     tuned_as: ClassVar[str | None] = None
     origin: str = ""  # how the registry found it (a built-in name, path.py:NAME, or entry-point name); set there
+    # "a": the family builds for the arch-specific target of a device's arch only (wgmma: sm_90 -> sm_90a)
+    arch_features: ClassVar[str] = ""
 
     _REQUIRED: ClassVar[tuple[str, ...]] = ("name", "dims", "knobs")
 
@@ -445,6 +447,16 @@ class Family(ABC):
         """Contract attributes this family left out (a class missing abstract methods cannot be instantiated:
         Python names those)."""
         return [attr for attr in self._REQUIRED if not hasattr(self, attr)]
+
+    def target_arch(self, device_arch: Arch) -> Arch:
+        """What this family builds for on a device of `device_arch` (where the arch is "auto"): the device's arch,
+        or with `arch_features` its suffixed target where mage-tune knows one (sm_90 -> sm_90a)."""
+        if not self.arch_features or device_arch.suffix:
+            return device_arch
+        try:
+            return get_arch(device_arch.base + self.arch_features)
+        except InputError:
+            return device_arch
 
     def shape_from(self, given: Mapping[str, int | None] | None = None, **more: int | None) -> Shape:
         """The family's dims from `given` and `more` (CLI options, --shape), defaults filled, each checked."""

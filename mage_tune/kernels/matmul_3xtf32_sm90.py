@@ -148,6 +148,7 @@ class Matmul3xTF32SM90(CudaFamily):
     name = "matmul-3xtf32-sm90"
     template = "matmul_3xtf32_sm90.cu.j2"
     kernel_name = "matmul_3xtf32_sm90"
+    arch_features = "a"  # an sm_90 device runs it as sm_90a ("auto" arch, run-time choices)
     param_names = ("A", "B", "C")  # A and B reach the main kernel as the tensor maps of their splits
     input_dims: ClassVar[dict[str, tuple[str, ...]]] = {"A": ("m", "k"), "B": ("k", "n")}
     scalar_params = (Scalar("M", "int"), Scalar("N", "int"), Scalar("K", "int"))

@@ -180,6 +180,7 @@ def _cdiv(a: int, b: int) -> int:
 class MatmulBF16(CudaFamily):
     template = "matmul_bf16.cu.j2"
     kernel_name = "matmul_bf16"
+    arch_features = "a"  # an sm_90 device runs it as sm_90a ("auto" arch, run-time choices)
     param_names = ("A", "B", "C")  # A and B reach the kernel as their tensor maps; C is the output
     input_dims: ClassVar[dict[str, tuple[str, ...]]] = {"A": ("m", "k"), "B": ("k", "n")}
     scalar_params = (Scalar("M", "int"), Scalar("N", "int"), Scalar("K", "int"))

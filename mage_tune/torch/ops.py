@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -42,6 +43,8 @@ ADD_VECTOR_LAYERNORM = "add-vector-layernorm"
 ADD_ROW_LAYERNORM = "add-row-layernorm"
 ADD_ROW_LAYERNORM_SUM = "add-row-layernorm-sum"
 MATMUL_FP32 = "matmul-3xtf32"
+# On Hopper the same problem on wgmma and TMA (about twice cuBLAS FP32's speed on an H200), loaded by path
+MATMUL_FP32_SM90 = str(Path(__file__).resolve().parents[1] / "kernels" / "matmul_3xtf32_sm90.py")
 
 _kernels: dict[str, RunnableKernel] = {}
 _direct: dict[tuple, DirectLaunch | None] = {}  # by family, eps, device and the inputs' sizes, dtypes, devices
@@ -408,15 +411,30 @@ add_row_layer_norm_sum.register_autograd(_add_row_layer_norm_sum_backward, setup
 # --- FP32 matmul ------------------------------------------------------------------------------------------------------
 @_operator("matmul_fp32(Tensor a, Tensor b) -> Tensor")
 def matmul_fp32(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b for FP32 CUDA matrices, accurate to FP32 (three TF32 tensor-core products: matmul-3xtf32)."""
+    """a @ b for FP32 CUDA matrices, accurate to FP32 (three TF32 tensor-core products: on Hopper the wgmma family
+    mage_tune/kernels/matmul_3xtf32_sm90.py, elsewhere or where it has no kernel matmul-3xtf32)."""
     m, n = a.shape[0], b.shape[1]
     if a.numel() == 0 or b.numel() == 0:
         return torch.zeros((m, n), dtype=a.dtype, device=a.device)
     if not (a.is_contiguous() and b.is_contiguous()):
         say_once("matmul_fp32 on a matrix that is not contiguous")
         return _fp32_matmul(a, b)
-    c = _launched(MATMUL_FP32, a, b)
+    c = _launched(MATMUL_FP32_SM90, a, b) if _is_hopper(a.device) else None
+    if c is None:
+        c = _launched(MATMUL_FP32, a, b)
     return _fp32_matmul(a, b) if c is None else c
+
+
+_hopper: dict[int, bool] = {}
+
+
+def _is_hopper(device) -> bool:
+    """Whether the device runs sm_90a code (compute capability 9.0): the wgmma family's, else matmul-3xtf32's."""
+    index = device.index if device.index is not None else _device_index()
+    found = _hopper.get(index)
+    if found is None:
+        found = _hopper[index] = torch.cuda.get_device_capability(index) == (9, 0)
+    return found
 
 
 @matmul_fp32.register_fake

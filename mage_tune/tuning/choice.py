@@ -155,7 +155,7 @@ class TunedKernel:
         else those the data (the database's, else the shipped) holds most measured trials of."""
         arch = get_arch(arch) if arch else None  # a caller's arch name becomes an Arch here, once
         if this_machine and (gpu is None or arch is None) and device.has_gpu():
-            here = (device.gpu_name(), device.arch_of_device())
+            here = (device.gpu_name(), self.family.target_arch(device.arch_of_device()))
             if here[0] and gpu in (None, here[0]) and arch in (None, here[1]):
                 return here
         data = self.user_entries() or self.shipped_entries()

@@ -50,6 +50,44 @@ def test_the_fp32_matmul_runs_at_ragged_shapes_within_fp32_error(torch):
         assert rel(c, exact) <= max(2 * rel(cublas, exact), 1e-6), (m, n, k)
 
 
+def test_the_fp32_matmul_operator_runs_the_wgmma_family_on_hopper(torch, mt, monkeypatch):
+    """On an sm_90 device torch.ops.mage_tune.matmul_fp32 runs matmul_3xtf32_sm90.py (built for sm_90a: the
+    family's target_arch), at ragged shapes within FP32's error, its gradients through the same operator, and a
+    CUDA graph replays it to the bit; elsewhere it runs matmul-3xtf32."""
+    from mage_tune.torch import ops
+
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    sm90 = ops.kernel(ops.MATMUL_FP32_SM90)
+    built = []
+    build = sm90.family.build
+    monkeypatch.setattr(
+        sm90.family, "build", lambda config, shape, arch: built.append((shape, arch.name)) or build(config, shape, arch)
+    )
+    g = torch.Generator(device="cuda").manual_seed(2)
+    for m, n, k in ((333, 260, 129), (1000, 520, 263), (2048, 1024, 1536)):
+        a = torch.rand(m, k, device="cuda", generator=g) * 2 - 1
+        b = torch.rand(k, n, device="cuda", generator=g) * 2 - 1
+        c = torch.ops.mage_tune.matmul_fp32(a, b)
+        exact = a.double() @ b.double()
+        assert c.shape == (m, n) and rel(c, exact) <= max(2 * rel(a @ b, exact), 1e-6), (m, n, k)
+    shapes = [{"m": 333, "n": 260, "k": 129}, {"m": 1000, "n": 520, "k": 263}, {"m": 2048, "n": 1024, "k": 1536}]
+    assert built == ([(shape, "sm_90a") for shape in shapes] if hopper else [])
+    a = (torch.rand(512, 384, device="cuda", generator=g) * 2 - 1).requires_grad_()
+    b = (torch.rand(384, 256, device="cuda", generator=g) * 2 - 1).requires_grad_()
+    grad = torch.randn(512, 256, device="cuda", generator=g)
+    torch.ops.mage_tune.matmul_fp32(a, b).backward(grad)
+    assert rel(a.grad, grad.double() @ b.double().t()) < 1e-6 and rel(b.grad, a.double().t() @ grad.double()) < 1e-6
+    x, w = a.detach(), b.detach()
+    eager = torch.ops.mage_tune.matmul_fp32(x, w)
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        captured = torch.ops.mage_tune.matmul_fp32(x, w)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, eager)
+
+
 def test_tensors_the_kernel_cannot_read_are_refused_by_name(torch):
     import mage_tune
     from mage_tune.errors import InputError

@@ -181,3 +181,22 @@ def test_a_fused_family_takes_the_choice_of_the_family_it_is_tuned_as(layernorm_
     # with no data anywhere, its own default (never the other family's default dressed as borrowed)
     bare = load("embedding-layernorm", db="off", use_shipped=False).choice(shape, gpu=GPU, arch=ARCH)
     assert bare.source == "default"
+
+
+def test_a_family_of_arch_specific_code_chooses_for_the_suffixed_target_of_this_gpu(monkeypatch):
+    """On an sm_90 device the wgmma families choose and build for sm_90a (their target_arch); a plain family keeps
+    the device's arch; an arch with no suffixed target mage-tune knows (sm_80) stays as it is."""
+    from mage_tune.arch import get_arch
+    from mage_tune.kernels import load_family
+
+    monkeypatch.setattr(choice_module.device, "has_gpu", lambda: True)
+    monkeypatch.setattr(choice_module.device, "gpu_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(choice_module.device, "arch_of_device", lambda: get_arch("sm_90"))
+    sm90 = load_family("mage_tune/kernels/matmul_3xtf32_sm90.py")
+    shape = {"m": 1000, "n": 520, "k": 263}
+    picked = load(sm90, db="off").choice(shape)
+    assert picked.arch == "sm_90a" and picked.source == "default"
+    assert picked.launch == sm90.launch(sm90.complete({}, shape, get_arch("sm_90a")), shape, get_arch("sm_90a"))
+    assert load("layernorm", db="off", use_shipped=False).choice({"m": 4096, "d": 768}).arch == "sm_90"
+    assert [sm90.target_arch(get_arch(a)).name for a in ("sm_80", "sm_90", "sm_90a")] == ["sm_80", "sm_90a", "sm_90a"]
+    assert load_family("mage_tune/kernels/matmul_bf16.py").target_arch(get_arch("sm_90")).name == "sm_90a"
