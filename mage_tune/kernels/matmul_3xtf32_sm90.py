@@ -84,6 +84,7 @@ from mage_tune.kernels.matmul_bf16 import (
     FUNC_MAX_DYNAMIC_SHARED,
     TENSOR_MAP_ALIGN,
     TENSOR_MAP_BYTES,
+    forget_oldest,
     tensor_map_fields,
 )
 from mage_tune.ptx_parts import entry_params
@@ -473,6 +474,7 @@ class SplitLauncher:
         main's void*[])."""
         key = (a, b, c)
         if key not in self.arguments:
+            forget_oldest(self.arguments)
             m, n, k = self.shape["m"], self.shape["n"], self.shape["k"]
             dims = [ctypes.c_int(v) for v in (m, n, k, padded_k(k))]
             split = [ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_uint64(self.scratch_address), *dims]

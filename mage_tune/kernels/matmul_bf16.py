@@ -521,6 +521,16 @@ def tensor_map_fields(rows: int, columns: int, box_rows: int, dtype: str = "bflo
     }
 
 
+ARGUMENT_SETS = 32  # parameter lists a launcher keeps: the harness rotates a few buffer sets, an operator's recur
+
+
+def forget_oldest(arguments: dict) -> None:
+    """Make room for one more parameter list, dropping the oldest where `arguments` holds ARGUMENT_SETS: an
+    operator called on ever new buffers keeps a bounded cache (cuLaunchKernel copied each list when it launched)."""
+    if len(arguments) >= ARGUMENT_SETS:
+        del arguments[next(iter(arguments))]
+
+
 class TensorMapLauncher:
     """Launches one variant: its cubin loaded through the driver, A's and B's tensor maps (and C's, for epilogue=tma)
     encoded for each buffer set it meets (kept, so a graph's launches reuse them), then cuLaunchKernel with (A map,
@@ -567,6 +577,7 @@ class TensorMapLauncher:
         the maps first, 64-byte aligned, one after another."""
         key = (a, b, c)
         if key not in self.arguments:
+            forget_oldest(self.arguments)
             for name, address in (("A", a), ("B", b), ("C", c)):
                 if address % 16:
                     raise ConfigError(f"{name} at {address:#x} is not 16-byte aligned, as a tensor copy needs")

@@ -558,3 +558,14 @@ def test_census_of_a_variant_on_the_command_line():
     assert re.search(r"SASS bulk copies\s+load 3", out.output)
     refused = CliRunner().invoke(cli, ["census", FILE, "--arch", "sm_90", "--shape", "m=1000,n=520,k=264"])
     assert isinstance(refused.exception, ConfigError) and "sm_90a only" in str(refused.exception)
+
+
+def test_a_launcher_keeps_a_bounded_number_of_parameter_lists():
+    """An operator called on ever new buffers: the launcher's parameter lists stay at ARGUMENT_SETS, oldest out."""
+    from mage_tune.kernels.matmul_bf16 import ARGUMENT_SETS, forget_oldest
+
+    kept: dict = {}
+    for address in range(3 * ARGUMENT_SETS):
+        forget_oldest(kept)
+        kept[address] = address
+    assert list(kept) == list(range(2 * ARGUMENT_SETS, 3 * ARGUMENT_SETS))
