@@ -273,6 +273,7 @@ def run_record(run, variants, family, shipped_note: str = "") -> dict:
         "shape": run.shape,
         "bytes_moved": run.bytes_moved,
         "flops": run.flops,
+        "mma_passes": int(family.mma_passes),  # tensor-core products per FLOP: what explain's pipe fraction needs
         "environment": run.environment,
         "sessions": [dataclasses.asdict(s) for s in run.sessions],
         "results": [shipped.recorded(r).to_json() for r in run.results],

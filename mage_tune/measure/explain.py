@@ -25,11 +25,13 @@ def explain_bench(record: dict, counters: dict | None = None, regime: str = "col
     if record["flops"]:
         floor_text = f"(FLOPs at the measured FMA rate, {session['fp32_tflops']:.1f} TFLOP/s)"
         pipe = bound_fractions(record, best, t, family).get("pipe")
-        # a one-pass 16-bit tensor-core winner: its floor is the tensor pipe's peak, not the FP32 FMA rate (TF32 is
-        # left on the FMA floor: a 3xTF32 split makes three products per FLOP)
-        if pipe and pipe["name"] == "tensor pipe" and pipe["dtype"] in ("BF16", "FP16") and pipe["peak_tflops"]:
-            floor = record["flops"] / (pipe["peak_tflops"] * 1e12) * 1e6
-            floor_text = f"(FLOPs at the {pipe['dtype']} dense tensor peak, {pipe['peak_tflops']:.0f} TFLOP/s)"
+        # a tensor-core winner: its floor is the tensor pipe's peak over the products it makes per FLOP, not the FP32
+        # FMA rate (TF32 only where that count is known: a 3xTF32 split makes three, a plain TF32 matmul one)
+        known = pipe and (pipe["dtype"] in ("BF16", "FP16") or pipe["products_known"])
+        if known and pipe["name"] == "tensor pipe" and pipe["peak_tflops"]:
+            floor = record["flops"] * pipe["products"] / (pipe["peak_tflops"] * 1e12) * 1e6
+            per = f" × {pipe['products']} products" if pipe["products"] > 1 else ""
+            floor_text = f"(FLOPs{per} at the {pipe['dtype']} dense tensor peak, {pipe['peak_tflops']:.0f} TFLOP/s)"
     else:
         floor_text = f"(bytes over the best copy bandwidth, {session['copy_gbs'] / 1e3:.2f} TB/s)"
     env = record["environment"]
@@ -123,12 +125,15 @@ def bound_fractions(record: dict, best: dict, t: float, named: str | None = None
         tensor = dtype not in (None, "FP32")
         peak = peak_tflops(arch, dtype) if dtype and arch is not None else None  # None: an arch without facts
         rate = record["flops"] / t / 1e6  # TFLOP/s
+        products, known = mma_passes(record, named) if tensor else (1, True)
         out["pipe"] = {
             "name": "tensor pipe" if tensor else "FMA pipe" if dtype else "math pipe",
             "dtype": dtype,
             "tflops": rate,
+            "products": products,  # tensor-core products per FLOP (3xTF32: 3): the pipe does rate × products
+            "products_known": known,
             "peak_tflops": peak,
-            "fraction": rate / peak if peak else None,
+            "fraction": rate * products / peak if peak else None,
         }
     session = record["sessions"][best.get("session", 0)]
     gbs, source = session.get("copy_gbs"), "copy"
@@ -147,6 +152,17 @@ def bound_fractions(record: dict, best: dict, t: float, named: str | None = None
     else:
         out["bound"] = "latency"
     return out
+
+
+def mma_passes(record: dict, named: str | None = None) -> tuple[int, bool]:
+    """(tensor-core products per FLOP of the record's variants, whether that is known): the record's own
+    `mma_passes` (bench records write it), else the family's where its code may serve the record (a built-in or
+    one named), else (1, False)."""
+    passes = record.get("mma_passes")
+    if isinstance(passes, int) and not isinstance(passes, bool) and passes >= 1:
+        return passes, True
+    family, _ = recorded.family_for(record, named)
+    return (int(family.mma_passes), True) if family is not None else (1, False)
 
 
 def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | None:
@@ -190,7 +206,8 @@ def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> 
             kind = "dense" if pipe["name"] == "tensor pipe" else "non-tensor"
             peak = pipe["peak_tflops"]
             shown = f"{peak:.0f}" if peak >= 100 else f"{peak:.1f}"
-            cells.append(f"{pipe['name']} {pipe['fraction']:.0%} of {shown} TFLOP/s ({pipe['dtype']} {kind})")
+            per = f", {pipe['products']} products per FLOP" if pipe["products"] > 1 else ""
+            cells.append(f"{pipe['name']} {pipe['fraction']:.0%} of {shown} TFLOP/s ({pipe['dtype']} {kind}{per})")
         else:
             arch = record_arch(record) or "an arch without facts"
             why = f"no known peak for {pipe['dtype']} on {arch}" if pipe["dtype"] else "dtype unknown"

@@ -79,6 +79,9 @@ def check_bench(record: dict, label: str) -> None:
         value = record.get(key)
         if not (value == 0 or _positive(value)) or isinstance(value, bool):
             raise bad(f"{key!r} is {value!r}, not a number of zero or more")
+    passes = record.get("mma_passes")
+    if passes is not None and (isinstance(passes, bool) or not isinstance(passes, int) or passes < 1):
+        raise bad(f"'mma_passes' is {passes!r}, not a positive integer")
     kept = []
     for i, r in enumerate(record["results"]):
         why = _result_problem(r, len(sessions))

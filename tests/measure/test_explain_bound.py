@@ -6,6 +6,7 @@ fraction; memory bound)."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,57 @@ def test_a_bf16_winners_floor_is_the_tensor_peak_not_the_fma_rate():
                 view.pop("matrix", None)
                 view.pop("matrix_shapes", None)
     assert "(FLOPs at the measured FMA rate" in explain_bench(fp32)
+
+
+def _tf32(record: dict, family: str, passes: int | None) -> dict:
+    """The BF16 fixture as a TF32 matmul's record: its winners' wgmma shapes TF32, the family and its products per
+    FLOP as given (None: a record written before bench records kept them)."""
+    out = copy.deepcopy(record)
+    out["family"] = family
+    for census in out["census"].values():
+        for view in ("ptx", "sass"):
+            shapes = census[view].get("matrix_shapes") or {}
+            census[view]["matrix_shapes"] = {re.sub("bf16", "tf32", k, flags=re.I): v for k, v in shapes.items()} or {
+                "wgmma.m64n256k8.f32.tf32.tf32": 1
+            }
+    if passes is not None:
+        out["mma_passes"] = passes
+    return out
+
+
+def test_a_3xtf32_winner_fills_the_tensor_pipe_three_times_per_flop():
+    record = read_json(MATMUL)
+    best, t = _best(record)  # 687.2 TFLOP/s FP32-equivalent at 200 µs
+    tf32 = _tf32(record, "matmul-3xtf32-sm90", 3)
+    b = bound_fractions(tf32, best, 4 * t)  # 171.8 TFLOP/s, three TF32 products each
+    assert b["pipe"]["dtype"] == "TF32" and b["pipe"]["products"] == 3
+    assert b["pipe"]["fraction"] == pytest.approx(3 * 687.19476736 / 4 / 494.7)  # 104 %: bound by the pipe
+    assert b["bound"] == "tensor pipe"
+    assert "tensor pipe 104% of 495 TFLOP/s (TF32 dense, 3 products per FLOP)" in bound_line(tf32, best, 4 * t)
+    # the floor: three products per FLOP at the TF32 peak, not the FP32 FMA rate
+    tf32["results"][0]["timings"][0]["median_us"] = 8 * t
+    floor = record["flops"] * 3 / 494.7e12 * 1e6
+    assert f"floor {floor:.2f} µs (FLOPs × 3 products at the TF32 dense tensor peak, 495 TFLOP/s)" in explain_bench(
+        tf32
+    )
+    # without the record's count: the built-in family's code says 3; a family file nobody named says nothing
+    builtin = _tf32(record, "matmul-3xtf32", None)
+    assert bound_fractions(builtin, best, 4 * t)["pipe"]["products"] == 3
+    unnamed = _tf32(record, "mage_tune/kernels/matmul_3xtf32_sm90.py", None)
+    pipe = bound_fractions(unnamed, best, 4 * t)["pipe"]
+    assert (pipe["products"], pipe["products_known"]) == (1, False)
+    assert "(FLOPs at the measured FMA rate" in explain_bench(unnamed)  # no tensor floor it cannot vouch for
+
+
+def test_a_damaged_products_count_is_refused_naming_the_file(tmp_path):
+    import json
+
+    from mage_tune.errors import InputError
+
+    record = read_json(MATMUL)
+    for bad in (0, -1, 2.5, "3", True):
+        path = tmp_path / "bench.json"
+        path.write_text(json.dumps({**record, "mma_passes": bad}))
+        with pytest.raises(InputError, match=r"'mma_passes' is .*, not a positive integer") as err:
+            read_json(path)
+        assert str(path) in str(err.value)
