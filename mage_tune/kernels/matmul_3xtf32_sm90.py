@@ -1,8 +1,8 @@
 """FP32 matmul C = A·B by 3xTF32 on Hopper's own machinery (sm_90a only): matmul-3xtf32's problem (FP32 A, B and C,
 row-major; its inputs, float64 reference, tolerance u·max(√K, 16) and baselines, cuBLAS FP32 and Triton's IEEE
-matmul) computed by matmul-bf16's kernel design (tensor copies into a ring of mbarrier-guarded stages, a producer
-warpgroup and one or two consumer warpgroups with setmaxnreg, a persistent tile walk) on `wgmma.mma_async`
-m64nNk8 with TF32 operands and FP32 accumulation.
+matmul, with cuBLAS TF32 for context only) computed by matmul-bf16's kernel design (tensor copies into a ring of
+mbarrier-guarded stages, a producer warpgroup and one or two consumer warpgroups with setmaxnreg, a persistent tile
+walk) on `wgmma.mma_async` m64nNk8 with TF32 operands and FP32 accumulation.
 
 The split. Every float x is big = tf32(x) (cvt.rna.tf32.f32: 10 explicit significand bits, round to nearest, ties
 away from zero) plus small = tf32(x - big); a·b ≈ a_big·b_big + a_big·b_small + a_small·b_big, the dropped

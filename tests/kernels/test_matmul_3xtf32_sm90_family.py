@@ -227,8 +227,11 @@ def test_the_problem_is_matmul_3xtf32_s():
     assert FAMILY.output_shape(RAGGED) == (1000, 520)
     assert FAMILY.device_dtype("A") == FAMILY.device_dtype("__out__") == "float32"
     assert [b.label for b in FAMILY.baseline_kernels(RAGGED)] == [b.label for b in PROBLEM.baseline_kernels(RAGGED)]
-    assert FAMILY.baseline_kernels(RAGGED)[-1].label == "torch.matmul (cuBLAS FP32)"
-    assert FAMILY.mma_passes == 3 and FAMILY.baselines == ("triton", "torch")
+    assert [(b.label, b.kind) for b in FAMILY.baseline_kernels(RAGGED)[-2:]] == [
+        ("torch.matmul (cuBLAS FP32)", "torch"),
+        ("torch.matmul (cuBLAS TF32, context only)", "context"),
+    ]
+    assert FAMILY.mma_passes == 3 and FAMILY.baselines == ("triton", "torch", "context")
 
 
 # --- TF32 in numpy --------------------------------------------------------------------------------------------------
@@ -403,6 +406,9 @@ def test_the_family_s_launcher_for_variants_and_baselines(monkeypatch):
     )  # fmt: skip
     assert isinstance(FAMILY.launcher(job, RAGGED), SplitLauncher)
     assert FAMILY.launcher(SimpleNamespace(kind="other"), RAGGED) is None
+    assert FAMILY.launcher(SimpleNamespace(kind="context"), RAGGED) is PROBLEM.launcher(
+        SimpleNamespace(kind="context"), RAGGED
+    )  # matmul-3xtf32's cuBLAS TF32
 
 
 # --- the command line ------------------------------------------------------------------------------------------------
