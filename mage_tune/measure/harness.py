@@ -4,9 +4,9 @@ Order per job: correctness first (fresh random inputs, written outputs poisoned 
 from a pristine copy, each output compared with its float64 reference in its own metric), and only a job that
 passes is timed (a context-only baseline also when over its tolerance, its outputs written and finite): a CUDA
 graph of many launches replayed several rounds, per regime, cold (rotating over enough buffer sets to defeat the
-L2) and/or hot (one buffer set). Every graph is checked to really contain the kernels: a
-written output is poisoned before a replay and must be written by it (a family whose outputs are all in-place: the
-replay must change an in-place buffer).
+L2) and/or hot (one buffer set). Every graph is checked to really contain the kernels: a written output is poisoned
+before a replay and must be written by it (a family whose outputs are all in-place: the replay must change an
+in-place buffer).
 
 A family with in-place outputs is timed a buffer set per launch: every set is restored from the pristine copy before
 each replay, outside the timed events, so every launch takes one step from the same state; after timing, each set
