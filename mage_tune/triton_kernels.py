@@ -113,3 +113,57 @@ def matmul_kernel(
     out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = C + out_rows[:, None] * stride_cm + out_cols[None, :] * stride_cn
     tl.store(c_ptrs, acc, mask=(out_rows[:, None] < M) & (out_cols[None, :] < N))
+
+
+# The persistent TMA matmul's configs, (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) as MATMUL_KEYS:
+# Hopper-sized tiles (BLOCK_K = 64 bf16 is one 128-byte swizzle row). Triton keeps num_stages buffers of A and B plus
+# one BLOCK_M × BLOCK_N staging tile of C for the tensor store in shared memory, so the FP32 output drops the configs
+# that outgrow the 227 KB a block may opt into (MatmulBF16.tma_reference_configs).
+MATMUL_TMA_CONFIGS: tuple[tuple[int, int, int, int, int, int], ...] = (
+    (128, 256, 64, 8, 8, 3),
+    (128, 128, 64, 8, 8, 4),
+    (128, 128, 64, 8, 4, 4),
+    (128, 128, 128, 8, 8, 3),
+    (128, 64, 64, 8, 4, 4),
+    (64, 128, 64, 8, 4, 4),
+)
+
+
+@triton.jit
+def matmul_tma_persistent_kernel(
+    a_desc,
+    b_desc,
+    c_desc,
+    M,
+    N,
+    K,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+):
+    """C = A @ B with FP32 sums, persistent: NUM_SMS programs (the launch gives min(SMs, tiles)) each take tiles
+    pid, pid + NUM_SMS, ... in the grouped order of matmul_kernel. Every load and the store go through tensor
+    descriptors (TMA on Hopper): A's boxes BLOCK_M × BLOCK_K, B's BLOCK_K × BLOCK_N, C's BLOCK_M × BLOCK_N. The copy
+    engine zero-fills what lies past M, N or K and the tensor store clips C's edges, so no masks are needed.
+    """
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per_group = GROUP_M * tiles_n
+    # flatten: one software pipeline over every (tile, k-tile) step, so the copies of a program's next tile start
+    # while the current one finishes (the nested loops would drain the pipeline at each tile's end)
+    for tile in tl.range(pid, tiles_m * tiles_n, NUM_SMS, flatten=True):
+        group = tile // per_group
+        first_m = group * GROUP_M
+        group_rows = min(tiles_m - first_m, GROUP_M)
+        off_m = (first_m + (tile % per_group) % group_rows) * BLOCK_M
+        off_n = ((tile % per_group) // group_rows) * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for step in range(k_tiles):
+            a = a_desc.load([off_m, step * BLOCK_K])
+            b = b_desc.load([step * BLOCK_K, off_n])
+            acc = tl.dot(a, b, acc)
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))

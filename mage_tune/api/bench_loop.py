@@ -38,8 +38,9 @@ from mage_tune.kernels.base import Family, Shape, Variant, block_json
 from mage_tune.kernels.recorded import family_record
 from mage_tune.measure import bench as run_bench
 from mage_tune.measure import device, shipped
+from mage_tune.measure.baselines import is_context
 from mage_tune.measure.records import BenchRun, Result
-from mage_tune.measure.summary import rows
+from mage_tune.measure.summary import check_text, rows
 from mage_tune.problem import Problem
 from mage_tune.search.record import write_atomic
 
@@ -51,9 +52,9 @@ class KernelResult:
     """One kernel of a bench: a variant, or a baseline (Triton, torch, a copy, the family's config as shipped)."""
 
     label: str
-    kind: str  # variant, shipped, triton, torch, copy
+    kind: str  # variant, shipped, triton, torch, copy, context
     session: int  # the worker session that measured it: compare times within one session
-    ok: bool  # passed its check against the float64 reference
+    ok: bool  # passed its check against the float64 reference (a context-only baseline: its outputs were finite)
     error: str
     config: dict
     time_us: float | None  # the median of the first regime (cold by default); None: not timed (check_only, failed)
@@ -77,6 +78,7 @@ class BenchResult:
     run: BenchRun = field(repr=False, compare=False)  # as the worker session gave it back
     record: dict = field(repr=False, compare=False)  # the run record (schema mage-tune.bench/1)
     notes: tuple[str, ...] = ()  # why the shipped config was left out, where it was
+    context: dict[str, float] = field(default_factory=dict)  # as baselines, of the context-only ones (not baselines)
 
     @property
     def best_config(self) -> dict | None:
@@ -204,9 +206,11 @@ def _result(run: BenchRun, saved: dict, arch: Arch, regimes: tuple[str, ...], ou
     )
     variants = [r for r in results if r.kind == "variant" and r.ok and r.time_us is not None]
     times: dict[str, float] = {}
+    context: dict[str, float] = {}  # kept apart: a context-only baseline is never the one to beat
     for r in results:
         if r.kind != "variant" and r.ok and r.time_us is not None:
-            times[r.label] = min(r.time_us, times.get(r.label, r.time_us))
+            into = context if is_context(r.result) else times
+            into[r.label] = min(r.time_us, into.get(r.label, r.time_us))
     return BenchResult(
         family=run.family,
         shape=dict(run.shape),
@@ -219,6 +223,7 @@ def _result(run: BenchRun, saved: dict, arch: Arch, regimes: tuple[str, ...], ou
         notes=notes,
         run=run,
         record=saved,
+        context=context,
     )
 
 
@@ -287,6 +292,7 @@ def run_record(run, variants, family, shipped_note: str = "") -> dict:
                     "floor_us": row.floor_us,
                     "pct_of_floor": row.pct_of_floor,
                     "vs": shipped.vs(run, row, regime),  # "shipped": ours / yours
+                    "vs_context": row.vs_context,  # ours / the context-only baseline: context, never a target
                 }
                 for row in rows(run, regime)
             ]
@@ -301,6 +307,14 @@ def _source_record(family) -> dict | None:
     """The command line's -I, -D and compiler options the variants were built with (None: as the family declares)."""
     extra = getattr(family, "extra_source_options", None)
     return extra.to_json() if extra is not None else None
+
+
+def _ratios(run, row, regime: str) -> str:
+    """The time / best baseline cell: a ratio per group, then the context-only baseline's, in parentheses."""
+    cells = [f"{g} {x:.2f}x" for g, x in shipped.vs(run, row, regime).items()]
+    if row.vs_context is not None:
+        cells.append(f"(context only {row.vs_context:.2f}x)")
+    return " ".join(cells) or "-"
 
 
 def format_run(run, regimes) -> str:
@@ -326,13 +340,13 @@ def format_run(run, regimes) -> str:
                     r.label,
                     shipped.kind(r),
                     r.session,
-                    "ok" if r.ok else f"FAILED: {r.error}",
+                    check_text(r),
                     row.errors,  # each declared output's error in its metric; one output: its relative error
                     f"{timing.median_us:.2f} [{timing.min_us:.2f}-{timing.max_us:.2f}]" if timing else "-",
                     f"{r.single_launch_us:.2f}" if r.single_launch_us else "-",
                     row.rate,
                     f"{row.pct_of_floor:.0%}" if row.pct_of_floor else "-",
-                    " ".join(f"{g} {x:.2f}x" for g, x in shipped.vs(run, row, regime).items()) or "-",
+                    _ratios(run, row, regime),
                 ]
             )
         floor = rows(run, regime)[0].floor_us if run.results else 0.0

@@ -18,6 +18,7 @@ from mage_tune.api.common import Echo, FamilyArg, OptionConflict, family_and_sha
 from mage_tune.arch import DEFAULT_ARCH, Arch, get_arch
 from mage_tune.errors import InputError, MageError
 from mage_tune.measure import device
+from mage_tune.measure.baselines import is_context
 from mage_tune.search import gpus as on_gpus
 from mage_tune.search import record, report
 from mage_tune.search.runner import Search
@@ -83,6 +84,7 @@ class SearchResult:
     outcomes: dict[str, int]  # trials by outcome
     resumed_trials: int  # trials recorded before this call (a resumed study)
     stopped: str | None  # why the search stopped before `trials` counted, where it did
+    context: dict[str, float] = field(default_factory=dict)  # as baselines, of the context-only ones (not baselines)
 
     @property
     def best_config(self) -> dict | None:
@@ -245,6 +247,7 @@ def search(
         best=TrialRecord.from_line(best) if best else None,
         trials=tuple(TrialRecord.from_line(t) for t in lines),
         baselines=_baseline_times(run_path),
+        context=_baseline_times(run_path, context=True),
         as_shipped=report.shipped(run_path),
         outcomes=report.outcome_counts(run_path),
         resumed_trials=resumed,
@@ -304,11 +307,14 @@ def _counts(outcomes: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
 
 
-def _baseline_times(run_dir: Path) -> dict[str, float]:
-    """Label -> cold µs of each baseline that passed its check (the fastest session's, where several timed it)."""
+def _baseline_times(run_dir: Path, context: bool = False) -> dict[str, float]:
+    """Label -> cold µs of each baseline that passed its check (the fastest session's, where several timed it); of
+    the context-only ones instead with `context`."""
     times: dict[str, float] = {}
     for b in record.baselines(run_dir):
         r = b["result"]
+        if is_context(r) != context:
+            continue
         t = next((x["median_us"] for x in r["timings"] if x["regime"] == "cold"), None)
         if r["ok"] and t:
             times[r["label"]] = min(t, times.get(r["label"], t))

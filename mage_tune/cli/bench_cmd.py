@@ -41,7 +41,8 @@ from mage_tune.cli.options import compile_options, family_options
     default=None,
     help="Comma list of baseline kinds, or 'none' (default: the family's own, e.g. triton,torch,copy, and shipped "
     "where it names one). copy: copies of the same bytes, the floor at this shape; shipped: the config the family's "
-    "authors ship (its as_shipped), timed as ours / yours.",
+    "authors ship (its as_shipped), timed as ours / yours; context: a kernel timed for context only, not held to "
+    "the family's accuracy (cuBLAS TF32 beside the FP32-accurate matmuls), never the best baseline.",
 )
 @click.option("--rounds", type=int, default=7, show_default=True, help="Graph replays per regime (median, min, max).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per job.")

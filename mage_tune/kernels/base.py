@@ -208,10 +208,14 @@ class Scalar:
         return Scalar(f"scalar{index}", _NUMPY_CTYPE[name])
 
 
+CONTEXT = "context"  # the kind of a baseline timed for context only: not held to the tolerance, never the best
+
+
 @dataclass(frozen=True)
 class Baseline:
     """A kernel a family's variants are timed against: `kind` is the name `--baselines` selects it by ("triton",
-    "torch", or the family's own); `config` is what the family's `launcher` needs to launch it."""
+    "torch", "context" for one timed for context only and not held to the tolerance, or the family's own); `config`
+    is what the family's `launcher` needs to launch it."""
 
     label: str
     kind: str

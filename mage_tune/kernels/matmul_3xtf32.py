@@ -10,9 +10,11 @@ search spends no trial, and a static search never picks, a config that cannot be
 
 A different numeric recipe from the SIMT family `matmul` (whose products are IEEE FP32 FMAs), so a family of its
 own, opted into by name; the problem, inputs, reference and baselines (cuBLAS FP32, Triton's IEEE matmul) are
-`matmul`'s, so the two compare directly. The space: block tile (bm, bn, bk), warp tile (wm, wn; the thread count is
-derived), pipeline depth (stages), copy widths (a_vec, b_vec), the accumulation chain (chain), block order (raster)
-and serial split-K (split_k). mma.sync with TF32 operands needs sm_80, the oldest arch mage-tune targets.
+`matmul`'s, so the two compare directly. cuBLAS with TF32 is timed beside them for context only (kind "context"):
+about 1e-3 relative error, far over this family's tolerance, so it is never the baseline to beat. The space: block
+tile (bm, bn, bk), warp tile (wm, wn; the thread count is derived), pipeline depth (stages), copy widths (a_vec,
+b_vec), the accumulation chain (chain), block order (raster) and serial split-K (split_k). mma.sync with TF32
+operands needs sm_80, the oldest arch mage-tune targets.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from mage_tune import gpu
 from mage_tune.arch import Arch
-from mage_tune.kernels.base import Config, Knob, Shape
+from mage_tune.kernels.base import CONTEXT, Baseline, Config, Knob, Shape
 from mage_tune.kernels.matmul import FLOAT, RASTER, SPLIT_K, Matmul, split_tiles
 
 MAX_ACCUMULATORS = 128  # floats per thread: a 64×64 warp tile
@@ -53,10 +56,22 @@ class Matmul3xTF32(Matmul):
         dataclasses.replace(SPLIT_K, free=False),  # the chain=0 rule reads it: a slice is one chain's length
     )
     mma_passes = 3  # big·big, big·small, small·big: three TF32 products for each FP32 one
+    baselines = (*Matmul.baselines, CONTEXT)
 
     def tolerance_for(self, shape: Shape) -> float:
         """FP32's bound for a K-term sum, u·√K, at least 16 u; never looser than the SIMT family's tolerance."""
         return min(self.tolerance, FP32_UNIT * max(math.sqrt(shape["k"]), 16))
+
+    # --- baselines: matmul's, and cuBLAS TF32 for context ----------------------------------------------------------
+    def baseline_kernels(self, shape: Shape) -> list[Baseline]:
+        """matmul's (Triton's IEEE matmul, cuBLAS FP32), then cuBLAS with TF32: timed for context only, its error
+        (about 1e-3) far over this family's tolerance."""
+        return [*super().baseline_kernels(shape), Baseline("torch.matmul (cuBLAS TF32, context only)", CONTEXT)]
+
+    def launcher(self, job, shape: Shape):
+        if job.kind == CONTEXT:
+            return tf32_matmul
+        return super().launcher(job, shape)
 
     # --- the space ---------------------------------------------------------------------------------------------
     @staticmethod
@@ -124,3 +139,16 @@ class Matmul3xTF32(Matmul):
 
 
 FAMILY = Matmul3xTF32()
+
+
+def tf32_matmul(bufs: dict) -> None:
+    """torch.matmul with cuBLAS allowed TF32, the setting restored after the call (the harness runs FP32 with TF32
+    off), even when the call fails. A CUDA graph captured around it replays the kernel cuBLAS picked at capture."""
+    torch = gpu.torch()
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    matmul.allow_tf32 = True
+    try:
+        torch.matmul(bufs["A"], bufs["B"], out=bufs["__out__"])
+    finally:
+        matmul.allow_tf32 = before

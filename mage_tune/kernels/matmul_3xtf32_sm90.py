@@ -1,8 +1,8 @@
 """FP32 matmul C = A·B by 3xTF32 on Hopper's own machinery (sm_90a only): matmul-3xtf32's problem (FP32 A, B and C,
 row-major; its inputs, float64 reference, tolerance u·max(√K, 16) and baselines, cuBLAS FP32 and Triton's IEEE
-matmul) computed by matmul-bf16's kernel design (tensor copies into a ring of mbarrier-guarded stages, a producer
-warpgroup and one or two consumer warpgroups with setmaxnreg, a persistent tile walk) on `wgmma.mma_async`
-m64nNk8 with TF32 operands and FP32 accumulation.
+matmul, with cuBLAS TF32 for context only) computed by matmul-bf16's kernel design (tensor copies into a ring of
+mbarrier-guarded stages, a producer warpgroup and one or two consumer warpgroups with setmaxnreg, a persistent tile
+walk) on `wgmma.mma_async` m64nNk8 with TF32 operands and FP32 accumulation.
 
 The split. Every float x is big = tf32(x) (cvt.rna.tf32.f32: 10 explicit significand bits, round to nearest, ties
 away from zero) plus small = tf32(x - big); a·b ≈ a_big·b_big + a_big·b_small + a_small·b_big, the dropped
@@ -11,9 +11,10 @@ a_small·b_small being about 2^-22 of the product. `tf32_round` mirrors the devi
 
 Operand layouts. TF32 wgmma takes no transpose (PTX ISA "wgmma.mma_async": imm-trans-a/b "valid only with
 .f16/.bf16"), so both operands must sit in shared memory K-major. A (M×K, row-major) already is; B (K×N) is not.
-A pre-pass kernel of the same module, `tf32_split`, writes per launch into one scratch buffer the launcher owns:
-A_big and A_small (M rows), B_big^T and B_small^T (N rows, B transposed through 32×32 shared-memory tiles), every row
-KP = K rounded up to 4 floats (zeros past K) so that each row pitch is a multiple of 16 bytes, as a tensor map needs:
+A pre-pass kernel of the same module, `tf32_split`, writes per launch into a scratch buffer taken from torch's
+caching allocator for that launch: A_big and A_small (M rows), B_big^T and B_small^T (N rows, B transposed through
+32×32 shared-memory tiles), every row KP = K rounded up to 4 floats (zeros past K, written by the pre-pass each
+launch, so the scratch needs no clearing) so that each row pitch is a multiple of 16 bytes, as a tensor map needs:
 no shape is refused. Splitting once in the pre-pass rather than per block in shared memory costs 12 bytes written
 and 4 read per input element (about 190 MB at 4096³, some 60 µs of the launch's time, which includes it), and keeps
 the main loop free of conversions. The launch's time includes the pre-pass (the launcher issues both kernels on
@@ -411,19 +412,28 @@ def _torch_context() -> None:
 
 
 def _torch_scratch(nbytes: int) -> tuple[object, int]:
-    """A device buffer of nbytes from torch's allocator (its blocks are 512-byte aligned): (the tensor, its address)."""
+    """A device buffer of nbytes from torch's caching allocator on the current device and stream (its blocks are
+    512-byte aligned; under graph capture, from the graph's private pool): (the tensor, its address)."""
     torch = gpu.torch()
     buffer = torch.empty(max(nbytes, 16), dtype=torch.uint8, device="cuda")
     return buffer, buffer.data_ptr()
 
 
 class SplitLauncher:
-    """Launches one variant: its cubin loaded through the driver, the scratch allocated once (before any graph
-    capture: the launcher is built outside it) with its four tensor maps encoded once, then per call the pre-pass
-    (A, B, scratch, M, N, K, KP) and the main kernel (four maps, C, M, N, K) on one stream."""
+    """Launches one variant: its cubin loaded through the driver, then per call a scratch of scratch_bytes(shape)
+    from `allocate`, the pre-pass (A, B, scratch, M, N, K, KP) and the main kernel (four tensor maps over the
+    scratch, C, M, N, K) on one stream.
+
+    The scratch lives for one call only: torch's caching allocator takes it back once both launches are enqueued and
+    hands the block out again on the same stream only, so after these kernels (stream order), and a launcher keeps no
+    memory between calls however many shapes an operator meets. Under CUDA graph capture torch satisfies the
+    allocation from the graph's private pool, which stays reserved for the graph's replays. The maps are encoded once
+    per scratch address (the allocator mostly returns the same block), kept in a bounded cache."""
 
     def __init__(self, job, shape: Shape, driver: Driver, stream_of, prepare, allocate: Callable[[int], tuple]):
         self.job, self.shape, self.driver, self.stream_of = job, dict(shape), driver, stream_of
+        self.allocate = allocate  # nbytes -> (the buffer, kept alive through the call; its device address)
+        self.scratch_nbytes = scratch_bytes(shape)
         prepare()
         self.driver.call("cuInit", 0)
         self.module = ctypes.c_void_p()
@@ -433,18 +443,8 @@ class SplitLauncher:
         self.split = self._function(SPLIT_KERNEL)
         if job.dynamic_shared:
             self.driver.call("cuFuncSetAttribute", self.function, FUNC_MAX_DYNAMIC_SHARED, job.dynamic_shared)
-        self.scratch, self.scratch_address = allocate(scratch_bytes(shape))
-        if self.scratch_address % 16:
-            raise ConfigError(f"the scratch at {self.scratch_address:#x} is not 16-byte aligned, as a tensor map needs")
-        self.maps = ctypes.create_string_buffer(MAPS * TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN)
-        first = ctypes.addressof(self.maps) + (-ctypes.addressof(self.maps)) % TENSOR_MAP_ALIGN
-        self.map_addresses = [first + i * TENSOR_MAP_BYTES for i in range(MAPS)]
-        kp, box_rows = padded_k(shape["k"]), (job.config["bm"], job.config["bm"], job.config["bn"], job.config["bn"])
-        for target, (offset, rows), box in zip(
-            self.map_addresses, scratch_layout(shape).values(), box_rows, strict=True
-        ):
-            self.encode(target, self.scratch_address + offset, rows, kp, box)
-        self.arguments: dict[tuple[int, int, int], tuple] = {}
+        self.tensor_maps: dict[int, tuple] = {}  # by scratch address: (storage, the four maps' addresses)
+        self.arguments: dict[tuple[int, int, int, int], tuple] = {}  # by (A, B, C, scratch)
 
     def _function(self, name: str) -> ctypes.c_void_p:
         function = ctypes.c_void_p()
@@ -469,24 +469,47 @@ class SplitLauncher:
             f["oob_fill"],
         )
 
-    def parameters(self, a: int, b: int, c: int) -> tuple:
+    def maps(self, scratch: int) -> tuple:
+        """The four tensor maps over a scratch at this address, encoded at its first use: (storage, addresses)."""
+        found = self.tensor_maps.get(scratch)
+        if found is None:
+            if scratch % 16:
+                raise ConfigError(f"the scratch at {scratch:#x} is not 16-byte aligned, as a tensor map needs")
+            forget_oldest(self.tensor_maps)
+            storage = ctypes.create_string_buffer(MAPS * TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN)
+            first = ctypes.addressof(storage) + (-ctypes.addressof(storage)) % TENSOR_MAP_ALIGN
+            addresses = [first + i * TENSOR_MAP_BYTES for i in range(MAPS)]
+            config, kp = self.job.config, padded_k(self.shape["k"])
+            box_rows = (config["bm"], config["bm"], config["bn"], config["bn"])
+            for target, (offset, rows), box in zip(
+                addresses, scratch_layout(self.shape).values(), box_rows, strict=True
+            ):
+                self.encode(target, scratch + offset, rows, kp, box)
+            found = self.tensor_maps[scratch] = (storage, addresses)
+        return found
+
+    def parameters(self, a: int, b: int, c: int, scratch: int) -> tuple:
         """Both kernels' parameter lists for these buffers (packed once per buffer set): (storage, split's void*[],
-        main's void*[])."""
-        key = (a, b, c)
-        if key not in self.arguments:
+        main's void*[]). The storage holds the maps too: they outlive their eviction from `tensor_maps`."""
+        key = (a, b, c, scratch)
+        found = self.arguments.get(key)
+        if found is None:
             forget_oldest(self.arguments)
+            maps, map_addresses = self.maps(scratch)
             m, n, k = self.shape["m"], self.shape["n"], self.shape["k"]
             dims = [ctypes.c_int(v) for v in (m, n, k, padded_k(k))]
-            split = [ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_uint64(self.scratch_address), *dims]
+            split = [ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_uint64(scratch), *dims]
             c_pointer = ctypes.c_uint64(c)
             split_pointers = (ctypes.c_void_p * len(split))(*(ctypes.addressof(v) for v in split))
-            main = [*self.map_addresses, ctypes.addressof(c_pointer), *(ctypes.addressof(v) for v in dims[:3])]
+            main = [*map_addresses, ctypes.addressof(c_pointer), *(ctypes.addressof(v) for v in dims[:3])]
             main_pointers = (ctypes.c_void_p * len(main))(*main)
-            self.arguments[key] = ((split, c_pointer), split_pointers, main_pointers)
-        return self.arguments[key]
+            found = self.arguments[key] = ((split, c_pointer, maps), split_pointers, main_pointers)
+        return found
 
     def __call__(self, bufs: dict) -> None:
-        _, split, main = self.parameters(bufs["A"].data_ptr(), bufs["B"].data_ptr(), bufs["__out__"].data_ptr())
+        scratch, address = self.allocate(self.scratch_nbytes)
+        a, b, c = bufs["A"].data_ptr(), bufs["B"].data_ptr(), bufs["__out__"].data_ptr()
+        _, split, main = self.parameters(a, b, c, address)
         stream = ctypes.c_void_p(self.stream_of())
         grid = (split_grid(self.shape), 1, 1)
         self.driver.call("cuLaunchKernel", self.split, *grid, SPLIT_THREADS, 1, 1, 0, stream, split, None)
@@ -500,6 +523,7 @@ class SplitLauncher:
             main,
             None,
         )
+        del scratch  # both launches are enqueued: the block goes back to the allocator (see the class docstring)
 
 
 FAMILY = Matmul3xTF32SM90()

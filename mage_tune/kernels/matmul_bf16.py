@@ -7,8 +7,10 @@ The problem. A (M×K) and B (K×N) are row-major BF16 (make_inputs gives float32
 device_dtype); C (M×N, row-major) is BF16 (`FAMILY`, "matmul-bf16") or FP32 (`FP32_OUT`, "matmul-bf16-f32out"): the
 output dtype is the problem's, not a knob, because the harness allocates the output by the family's device_dtype. The
 reference is float64 from the inputs as the device holds them. Baselines: torch.matmul in BF16 (cuBLAS; for the FP32
-output torch.mm with out_dtype=float32) and the Triton tutorial matmul (mage_tune.triton_kernels.matmul_kernel, JIT
-launched with the bf16 tensors at the tutorial's own fp16 configs).
+output torch.mm with out_dtype=float32), the Triton tutorial matmul (mage_tune.triton_kernels.matmul_kernel, JIT
+launched with the bf16 tensors at the tutorial's own fp16 configs) and Triton's persistent TMA matmul
+(matmul_tma_persistent_kernel: min(SMs, tiles) programs walking the tiles, loads and stores through host-side tensor
+descriptors, at MATMUL_TMA_CONFIGS), all of kind "triton", so "vs triton" is the best of both.
 
 Operand layouts, as the kernel's shared memory holds them. A stays K-major (each row's K values contiguous: wgmma's
 default for A). B is K×N row-major, so N-major: wgmma reads it with imm-trans-b = 1, which BF16 (and F16) support
@@ -128,18 +130,20 @@ schedule of the consumers, and 3xTF32 on wgmma.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import math
 from typing import ClassVar
 
 import numpy as np
 
 from mage_tune import gpu
-from mage_tune.arch import Arch
+from mage_tune.arch import Arch, get_arch
 from mage_tune.cuda_driver import Driver
 from mage_tune.errors import ConfigError
 from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape, Variant
 from mage_tune.kernels.matmul import triton_matmul_kernels
 from mage_tune.ptx_parts import entry_params
+from mage_tune.triton_ref import compile_jit
 
 BF16 = 2  # bytes
 BK = 64  # k-tile depth: one 128-byte swizzle row of bf16
@@ -171,6 +175,9 @@ TENSOR_MAP_OOB_FILL_NONE = 0
 FUNC_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
+
+TMA_KERNEL = "persistent-tma"  # a Triton baseline's config key "kernel": triton_kernels.matmul_tma_persistent_kernel
+TMA_BARRIER_BYTES = 1024  # room for the mbarriers Triton puts beside the persistent TMA matmul's buffers (24 B seen)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -444,13 +451,32 @@ class MatmulBF16(CudaFamily):
         configs = [dict(zip(tk.MATMUL_KEYS, c, strict=True)) for c in tk.MATMUL_CONFIGS]
         return [{**c, "BLOCK_K": 2 * c["BLOCK_K"]} for c in configs]
 
+    def tma_reference_configs(self) -> list[dict]:
+        """The persistent TMA matmul's configs (triton_kernels.MATMUL_TMA_CONFIGS) whose shared memory fits a block
+        on Hopper (tma_shared_bytes), each marked as this kernel's ("kernel": TMA_KERNEL)."""
+        tk = gpu.triton_kernels()
+        configs = [dict(zip(tk.MATMUL_KEYS, c, strict=True)) for c in tk.MATMUL_TMA_CONFIGS]
+        limit = get_arch(TARGET).smem_per_block_optin - TMA_BARRIER_BYTES
+        return [{"kernel": TMA_KERNEL, **c} for c in configs if self.tma_shared_bytes(c) <= limit]
+
+    def tma_shared_bytes(self, config: dict) -> int:
+        """Shared memory Triton gives the persistent TMA matmul, barriers aside: num_stages buffers of A's and B's
+        boxes, and one BLOCK_M × BLOCK_N tile of C, in C's dtype, that the tensor store reads."""
+        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+        return config["num_stages"] * (bm + bn) * bk * BF16 + bm * bn * self.out_bytes
+
     def baseline_kernels(self, shape: Shape) -> list[Baseline]:
+        """Both Triton matmuls are kind "triton", so that the summary's "vs triton" is the best of them all."""
         triton = [
             Baseline("triton[" + ",".join(f"{k}={v}" for k, v in c.items()) + "]", "triton", c)
             for c in self.reference_configs()
         ]
+        tma = [
+            Baseline("triton-tma[" + ",".join(f"{k}={v}" for k, v in c.items() if k != "kernel") + "]", "triton", c)
+            for c in self.tma_reference_configs()
+        ]
         torch_label = "torch.matmul (cuBLAS BF16)" if self.out_dtype == "bfloat16" else "torch.mm (cuBLAS BF16→FP32)"
-        return [*triton, Baseline(torch_label, "torch")]
+        return [*triton, *tma, Baseline(torch_label, "torch")]
 
     def launcher(self, job, shape: Shape):
         m, n, k = shape["m"], shape["n"], shape["k"]
@@ -465,6 +491,8 @@ class MatmulBF16(CudaFamily):
             return lambda bufs: torch.mm(bufs["A"], bufs["B"], out_dtype=torch.float32, out=bufs["__out__"])
         if job.kind != "triton":
             return None
+        if job.config.get("kernel") == TMA_KERNEL:
+            return _tma_launcher(job.config, shape)
         matmul_kernel = gpu.triton_kernels().matmul_kernel
         consts = {key: job.config[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
         grid = (_cdiv(m, consts["BLOCK_M"]) * _cdiv(n, consts["BLOCK_N"]),)
@@ -483,8 +511,64 @@ class MatmulBF16(CudaFamily):
         signature["C"] = "*bf16" if self.out_dtype == "bfloat16" else "*fp32"
         return triton_matmul_kernels(shape, arch.plain, configs, signature, options.get("num_warps"), specialize)
 
+    def tma_reference_kernels(self, shape: Shape, arch: Arch, configs: list[dict] | None = None) -> list:
+        """The persistent TMA matmul compiled offline for the plain target at each config (tma_reference_configs
+        where none are given), for arch's SM count and grid min(SMs, tiles), as the launcher runs it."""
+        tk = gpu.triton_kernels()
+        out_type = "bf16" if self.out_dtype == "bfloat16" else "fp32"
+        kernels = []
+        for cfg in configs if configs is not None else self.tma_reference_configs():
+            bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+            signature = {
+                "a_desc": f"tensordesc<bf16[{bm}, {bk}]>",
+                "b_desc": f"tensordesc<bf16[{bk}, {bn}]>",
+                "c_desc": f"tensordesc<{out_type}[{bm}, {bn}]>",
+                **dict.fromkeys(("M", "N", "K"), "i32"),
+                **dict.fromkeys(("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_SMS"), "constexpr"),
+            }
+            constexprs = {key: int(cfg[key]) for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+            constexprs["NUM_SMS"] = arch.sms
+            kernel = compile_jit(
+                tk.matmul_tma_persistent_kernel,
+                signature,
+                constexprs,
+                arch.plain,
+                int(cfg["num_warps"]),
+                int(cfg["num_stages"]),
+                "triton",
+                None,
+                False,
+            )
+            grid = (min(arch.sms, _cdiv(shape["m"], bm) * _cdiv(shape["n"], bn)), 1, 1)
+            kernels.append(dataclasses.replace(kernel, grid=grid))
+        return kernels
+
 
 # --- the GPU side: tensor maps and the launch, through the driver -----------------------------------------------
+
+
+def _tma_launcher(config: dict, shape: Shape):
+    """Triton's JIT launch of the persistent TMA matmul on torch's current stream: host-side tensor descriptors
+    (Triton encodes each one's tensor map on the host at every launch and passes it by value, so a CUDA graph
+    captures it and no device scratch is allocated), NUM_SMS the device's SM count, min(SMs, tiles) programs."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    torch = gpu.torch()
+    kernel = gpu.triton_kernels().matmul_tma_persistent_kernel
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    grid = (min(sms, _cdiv(m, bm) * _cdiv(n, bn)),)
+    consts = {key: config[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+    options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+
+    def launch(bufs):
+        a = TensorDescriptor(bufs["A"], [m, k], [k, 1], [bm, bk])
+        b = TensorDescriptor(bufs["B"], [k, n], [n, 1], [bk, bn])
+        c = TensorDescriptor(bufs["__out__"], [m, n], [n, 1], [bm, bn])
+        kernel[grid](a, b, c, m, n, k, **consts, NUM_SMS=sms, **options)
+
+    return launch
 
 
 def _torch_stream() -> int:

@@ -4,6 +4,11 @@ into that output: the same bytes moved by kernels that do nothing else, timed ex
 floor at a small shape (launch, ramp-up and tail included) is measured rather than extrapolated. A family whose
 outputs are all in-place offers no copy.
 
+A baseline of kind "context" (CONTEXT) is timed for context only: a kernel the family's outputs are not held to
+(cuBLAS with TF32 beside an FP32-accurate matmul). Its check is recorded but does not fail it (an output not written
+or not finite still does), and it is never a best baseline: not in bench's ratios to the best, a search's baselines,
+the tuning database or its model.
+
 A launcher takes one buffer set (names as the family's inputs and outputs; the one output of a family that declares
 none under "__out__") and launches on torch's current stream, so graph capture sees it. It may return the output
 (a tensor: the family's first output) or a dict of outputs by name, instead of writing the set's buffers.
@@ -17,11 +22,18 @@ import numpy as np
 
 from mage_tune import gpu
 from mage_tune.errors import ConfigError
+from mage_tune.kernels.base import CONTEXT  # a family names the kind there, without importing the measuring side
 from mage_tune.measure.ceilings import COPY_SOURCE, SHAPE_COPY_KERNELS
 from mage_tune.measure.records import Job
 from mage_tune.measure.streams import torch_stream
 
 COPY = "copy"
+
+
+def is_context(item) -> bool:
+    """Whether a Job, Result or recorded result (a dict) is a context-only baseline's."""
+    kind = item.get("kind") if isinstance(item, dict) else getattr(item, "kind", None)
+    return kind == CONTEXT
 
 
 def baseline_jobs(family, shape: dict, names: tuple[str, ...]) -> list[Job]:

@@ -44,6 +44,7 @@ def explain_bench(record: dict, counters: dict | None = None, regime: str = "col
         ("torch", "torch"),
         ("copy", "the same-bytes copy"),
         ("shipped", "the config its authors ship"),
+        ("context", "a context-only baseline (not held to the accuracy bound)"),
     ):
         other = best_result(record, kind, regime)
         if other:

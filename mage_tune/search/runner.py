@@ -41,6 +41,7 @@ from mage_tune.kernels.neighbours import config_key, neighbours
 from mage_tune.kernels.pool import build_one, exit_with_parent
 from mage_tune.kernels.recorded import family_digest, family_record
 from mage_tune.measure import baseline_jobs, device, shipped, shipped_job_of, variant_job
+from mage_tune.measure.baselines import is_context
 from mage_tune.measure.records import Plan
 from mage_tune.measure.worker import Measurer
 from mage_tune.problem import Problem
@@ -610,8 +611,9 @@ class Search:
             return
         result = shipped.recorded(result)
         record.append_baseline(self.spec.run_dir, result, self.measurer.sessions[-1])
-        # the tuning database measures a run against other kernels (its model's reference), not the family's own
-        if result.ok and self.recorder is not None and result.kind != shipped.KIND:
+        # the tuning database measures a run against other kernels (its model's reference), not the family's own,
+        # and not a context-only one, which is not held to the family's accuracy
+        if result.ok and self.recorder is not None and result.kind != shipped.KIND and not is_context(result):
             self.baselines[result.label] = result.time("cold")
             self.recorder.baselines(dict(self.baselines))
 

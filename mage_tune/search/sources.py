@@ -11,6 +11,7 @@ from pathlib import Path
 from mage_tune.errors import InputError, MageError
 from mage_tune.inputs import read_input
 from mage_tune.kernels import recorded
+from mage_tune.measure.baselines import is_context
 from mage_tune.measure.saved import read_json, result_time, shape_problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE  # a bench record's: measured
 from mage_tune.search import record
@@ -31,10 +32,11 @@ def _arch_of(env: dict) -> str:
 
 def _baselines(results: list[dict]) -> dict[str, float]:
     """Label -> the median over the run's sessions of its cold time (results already checked by their reader). The
-    family's own shipped config is left out: the model measures a run against other kernels (learned.py)."""
+    family's own shipped config is left out: the model measures a run against other kernels (learned.py); so is a
+    context-only baseline, which is not held to the family's accuracy."""
     times: dict[str, list[float]] = {}
     for r in results:
-        if r.get("kind") == "shipped":
+        if r.get("kind") == "shipped" or is_context(r):
             continue
         value = result_time(r) if r["ok"] else None
         if value is not None:

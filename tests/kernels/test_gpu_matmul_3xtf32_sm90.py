@@ -3,9 +3,10 @@ rounding (transposed B and the padding of K included) first, since every other c
 against the float64 reference within matmul-3xtf32's bound at ragged shapes (odd K and N, K not a multiple of 4),
 through the harness (its own scratch, tensor maps and two launches, in the worker process), beside cuBLAS FP32; the
 longest chain at K where it is admitted; persistent blocks that lap the stage ring over many tiles; repeated launches
-bit-identical; and a timed run beside cuBLAS FP32 and Triton, which also shows that a CUDA graph captures both
-launches. Skipped where no CUDA device is present; what holds without one is
-tests/kernels/test_matmul_3xtf32_sm90_family.py's."""
+bit-identical; the scratch taken per call from torch's caching allocator (launchers at many shapes keep no memory, a
+call holds one scratch) and a CUDA graph's scratch kept for its replays while other shapes run between; and a timed
+run beside cuBLAS FP32 and Triton, which also shows that a CUDA graph captures both launches. Skipped where no CUDA
+device is present; what holds without one is tests/kernels/test_matmul_3xtf32_sm90_family.py's."""
 
 from __future__ import annotations
 
@@ -68,7 +69,9 @@ def _check(shape: dict, settings: list[dict], baselines=("torch",), timed=False)
 
 
 # Run in a process of its own so that a hang is a timeout, not a stuck test. For each settings: three launches on the
-# same buffers (C filled with NaN before each), the pre-pass's scratch compared bit for bit with numpy's split.
+# same buffers (C filled with NaN before each), the pre-pass's scratch compared bit for bit with numpy's split. A
+# launcher keeps no scratch, so its allocation is wrapped to keep each launch's, filled with NaN bits first: the
+# comparison then also shows that the pre-pass writes every byte (the padding of K included) on a scratch not zeroed.
 SCRIPT = """
 import json, sys
 import numpy as np, torch
@@ -88,13 +91,20 @@ for settings in json.loads(sys.argv[3]):
     launch = family.launcher(variant_job(variant), shape)
     inputs = family.make_inputs(shape, np.random.default_rng(7))
     a, b = torch.from_numpy(inputs["A"]).cuda(), torch.from_numpy(inputs["B"]).cuda()
+    kept = []
+    def keep(nbytes, allocate=launch.allocate):
+        buffer, address = allocate(nbytes)
+        buffer.fill_(0xFF)
+        kept.append(buffer)
+        return buffer, address
+    launch.allocate = keep
     runs = []
     for _ in range(3):
         c = torch.full((m, n), float("nan"), dtype=torch.float32, device="cuda")
         launch({"A": a, "B": b, "__out__": c})
         torch.cuda.synchronize()
         runs.append(c)
-    scratch = launch.scratch.cpu().numpy().view(np.float32)
+    scratch = kept[-1].cpu().numpy().view(np.float32)
     layout = module.scratch_layout(shape)
     def part(name):
         offset, rows = layout[name]
@@ -116,14 +126,110 @@ print(json.dumps(out))
 """
 
 
-def _run_script(shape: dict, settings: list[dict]) -> list[dict]:
+# Launchers at many shapes, kept as the runtime keeps them (one per shape): for each, three calls; the peak of
+# torch.cuda.memory_allocated over the calls beyond the operands and what stays allocated once the operands are gone.
+MEMORY_SCRIPT = """
+import json, sys
+import torch
+from mage_tune.arch import get_arch
+from mage_tune.kernels import load_family
+from mage_tune.kernels import matmul_3xtf32_sm90 as module
+from mage_tune.measure import variant_job
+family = load_family(sys.argv[1])
+arch = get_arch("sm_90a")
+torch.cuda.init()
+base = torch.cuda.memory_allocated()
+launchers, rows = [], []
+for shape in json.loads(sys.argv[2]):
+    config = family.complete({}, shape, arch)
+    launch = family.launcher(variant_job(family.build(config, shape, arch)), shape)
+    launchers.append(launch)
+    a = torch.randn(shape["m"], shape["k"], device="cuda")
+    b = torch.randn(shape["k"], shape["n"], device="cuda")
+    c = torch.empty(shape["m"], shape["n"], device="cuda")
+    torch.cuda.synchronize()
+    live = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(3):
+        launch({"A": a, "B": b, "__out__": c})
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - live
+    del a, b, c
+    kept = torch.cuda.memory_allocated() - base
+    rows.append({"scratch": module.scratch_bytes(shape), "peak": peak, "kept": kept, "maps": len(launch.tensor_maps)})
+print(json.dumps(rows))
+"""
+
+# A CUDA graph of one launch at the first shape, then calls at the other shapes and at the first shape on other
+# buffers (eager, each with its own scratch), then replays: C must hold the eager result bit for bit, and no eager call
+# may have been handed the graph's scratch (it lies in the graph's private pool).
+GRAPH_SCRIPT = """
+import json, sys
+import torch
+from mage_tune.arch import get_arch
+from mage_tune.kernels import load_family
+from mage_tune.measure import variant_job
+family = load_family(sys.argv[1])
+arch = get_arch("sm_90a")
+shapes = json.loads(sys.argv[2])
+def launcher(shape):
+    launch = family.launcher(variant_job(family.build(family.complete({}, shape, arch), shape, arch)), shape)
+    addresses = []
+    def record(nbytes, allocate=launch.allocate):
+        buffer, address = allocate(nbytes)
+        addresses.append(address)
+        return buffer, address
+    launch.allocate = record
+    return launch, addresses
+def operands(shape, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(shape["m"], shape["k"], device="cuda", generator=g)
+    b = torch.randn(shape["k"], shape["n"], device="cuda", generator=g)
+    return {"A": a, "B": b, "__out__": torch.full((shape["m"], shape["n"]), float("nan"), device="cuda")}
+first = shapes[0]
+launch, addresses = launcher(first)
+static = operands(first, 1)
+eager = dict(static, __out__=torch.empty_like(static["__out__"]))
+launch(eager)
+torch.cuda.synchronize()
+graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+stream.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(stream):
+    launch(static)  # warm-up on the capture stream, as the harness does
+    stream.synchronize()
+    with torch.cuda.graph(graph, stream=stream):
+        launch(static)
+torch.cuda.synchronize()
+captured, at_capture = addresses[-1], len(addresses)
+others = [launcher(shape)[0] for shape in shapes[1:]]
+replays = []
+for turn in range(2):
+    static["__out__"].fill_(float("nan"))
+    for other in others:
+        other(operands(other.shape, 2 + turn))
+    launch(operands(first, 5 + turn))
+    torch.cuda.synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
+    same = torch.equal(static["__out__"].view(torch.int32), eager["__out__"].view(torch.int32))
+    replays.append(same)
+reused = captured in addresses[at_capture:]
+print(json.dumps({"replays": replays, "graph_scratch_reused": reused, "maps": len(launch.tensor_maps)}))
+"""
+
+
+def _run(script: str, *args) -> object:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, SPEC, json.dumps(shape), json.dumps(settings)],
+        [sys.executable, "-c", script, SPEC, *(json.dumps(a) for a in args)],
         capture_output=True, text=True, timeout=600, cwd=ROOT, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _run_script(shape: dict, settings: list[dict]) -> list[dict]:
+    rows = _run(SCRIPT, shape, settings)
     assert len(rows) == len(settings)
     return rows
 
@@ -184,6 +290,27 @@ def test_repeated_launches_are_bit_identical():
         assert row["same"], row
         assert row["rel"] <= row["tol"], row
         assert all(row["split"].values()), row
+
+
+def test_launchers_at_many_shapes_keep_no_scratch():
+    """A model at many token counts: a launcher per shape, as the runtime keeps them. Nothing stays allocated between
+    calls, and three calls hold one scratch at a time: torch rounds a block to 512 bytes and may hand out a cached
+    block up to 1 MiB larger than asked without splitting it."""
+    shapes = [{"m": m, "n": 768, "k": 768} for m in (128, 1000, 2048, 4093, 8192)] + [{"m": 300, "n": 520, "k": 263}]
+    rows = _run(MEMORY_SCRIPT, shapes)
+    assert len(rows) == len(shapes)
+    for row in rows:
+        assert row["kept"] == 0, row
+        assert row["scratch"] <= row["peak"] <= row["scratch"] + (1 << 20) + 512, row
+
+
+def test_a_graph_keeps_its_scratch_while_other_shapes_run():
+    """Captured at one shape, replayed after eager calls at other shapes and at the same shape on other buffers:
+    the replay gives the eager result bit for bit, and the graph's scratch was handed to no eager call."""
+    shapes = [{"m": 1000, "n": 520, "k": 263}, {"m": 2048, "n": 768, "k": 768}, {"m": 77, "n": 25, "k": 41}]
+    out = _run(GRAPH_SCRIPT, shapes)
+    assert out["replays"] == [True, True], out
+    assert not out["graph_scratch_reused"], out
 
 
 def test_timed_beside_cublas_fp32_and_triton():

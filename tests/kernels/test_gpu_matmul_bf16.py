@@ -2,9 +2,10 @@
 shapes, through the harness (its own tensor maps and launch, in the worker process), beside cuBLAS; both output
 dtypes; both epilogues (the TMA-store one on its own too, where it is new); multicast pairs, an odd last row of
 tiles among them; persistent blocks that walk many tiles and lap the stage ring; shapes under one box; repeated
-launches bit-identical; and a timed run beside the Triton tutorial matmul and cuBLAS, which also shows that a CUDA
-graph captures the family's own launches. Skipped where no CUDA device is present; what holds without one is
-tests/kernels/test_matmul_bf16_family.py's."""
+launches bit-identical; Triton's persistent TMA matmul (a baseline) at every config at ragged shapes; and a timed
+run beside both Triton matmuls and cuBLAS, which also shows that a CUDA graph captures the family's own launches.
+Skipped where no CUDA device is present; what holds without one is tests/kernels/test_matmul_bf16_family.py's and
+tests/kernels/test_matmul_bf16_triton_tma.py's."""
 
 from __future__ import annotations
 
@@ -208,11 +209,33 @@ def test_repeated_launches_are_bit_identical(spec):
         assert row["rel"] <= row["tol"], row
 
 
+def _persistent_tma(spec: str, results: list) -> list:
+    """The results of Triton's persistent TMA matmul, one per config the family lists."""
+    from mage_tune.kernels import load_family
+
+    tma = [r for r in results if r.label.startswith("triton-tma[")]
+    assert len(tma) == len(load_family(spec).tma_reference_configs())
+    assert all(r.kind == "triton" for r in tma)
+    return tma
+
+
+@pytest.mark.parametrize("shape", [RAGGED[1], {"m": 2056, "n": 2056, "k": 520}], ids=["1000x520x264", "2056x2056x520"])
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
+def test_the_persistent_tma_triton_baselines_pass_at_ragged_shapes(spec, shape):
+    """Triton's persistent TMA matmul at every config, ragged in M, N and K (zero-filled loads, clipped stores), with
+    fewer tiles than SMs (one each) and with more (programs walk several tiles): each within the family's tolerance
+    (_check) and timed."""
+    results = _check(spec, shape, [{}], baselines=None, timed=True)
+    assert all(r.time("cold") > 0 for r in _persistent_tma(spec, results))
+
+
 def test_timed_beside_triton_and_cublas():
     """The default config at 4096³ with each epilogue, timed (CUDA graphs of the family's own launches) beside the
-    Triton tutorial matmul at its configs and cuBLAS; every one correct, every one timed."""
+    Triton tutorial matmul and Triton's persistent TMA matmul at their configs and cuBLAS; every one correct, every
+    one timed."""
     shape = {"m": 4096, "n": 4096, "k": 4096}
     results = _check(SPEC, shape, [{}, {"epilogue": "tma"}], baselines=None, timed=True)
     kinds = {r.kind for r in results}
     assert kinds == {"variant", "triton", "torch"}
     assert all(r.time("cold") > 0 for r in results)
+    assert _persistent_tma(SPEC, results) and [r.kind for r in results].count("torch") == 1

@@ -3,14 +3,16 @@ binaries shows what the design promises (three HGMMA .TF32 per m64 tile and k8 s
 the mbarrier protocol, setmaxnreg at the count the block launches with, no local memory, and the pre-pass kernel
 beside the main one with its TF32 conversions); its space refuses other archs, tiles over the registers or the shared
 memory, and chains too long for the tolerance, each in a sentence; its problem is matmul-3xtf32's; numpy's TF32
-rounding agrees with an independent oracle and the split recipe holds the tolerance; its launcher allocates the
-scratch, encodes its four tensor maps once and launches the pre-pass then the main kernel (a stand-in driver records
-the calls). Its correctness on a GPU is tests/kernels/test_gpu_matmul_3xtf32_sm90.py's."""
+rounding agrees with an independent oracle and the split recipe holds the tolerance; its launcher takes a scratch
+per call and lets it go once both kernels are launched, encodes its four tensor maps once per scratch address (a
+bounded cache) and launches the pre-pass then the main kernel (a stand-in driver records the calls). Its
+correctness on a GPU is tests/kernels/test_gpu_matmul_3xtf32_sm90.py's."""
 
 from __future__ import annotations
 
 import ctypes
 import itertools
+import weakref
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,6 +28,7 @@ from mage_tune.errors import ConfigError
 from mage_tune.kernels import matmul_3xtf32_sm90 as module
 from mage_tune.kernels.matmul_3xtf32 import FAMILY as PROBLEM
 from mage_tune.kernels.matmul_3xtf32_sm90 import FAMILY, SplitLauncher, tf32_round, tf32_split
+from mage_tune.kernels.matmul_bf16 import ARGUMENT_SETS
 from mage_tune.kernels.select import build_all
 
 ARCH = get_arch("sm_90a")
@@ -227,8 +230,11 @@ def test_the_problem_is_matmul_3xtf32_s():
     assert FAMILY.output_shape(RAGGED) == (1000, 520)
     assert FAMILY.device_dtype("A") == FAMILY.device_dtype("__out__") == "float32"
     assert [b.label for b in FAMILY.baseline_kernels(RAGGED)] == [b.label for b in PROBLEM.baseline_kernels(RAGGED)]
-    assert FAMILY.baseline_kernels(RAGGED)[-1].label == "torch.matmul (cuBLAS FP32)"
-    assert FAMILY.mma_passes == 3 and FAMILY.baselines == ("triton", "torch")
+    assert [(b.label, b.kind) for b in FAMILY.baseline_kernels(RAGGED)[-2:]] == [
+        ("torch.matmul (cuBLAS FP32)", "torch"),
+        ("torch.matmul (cuBLAS TF32, context only)", "context"),
+    ]
+    assert FAMILY.mma_passes == 3 and FAMILY.baselines == ("triton", "torch", "context")
 
 
 # --- TF32 in numpy --------------------------------------------------------------------------------------------------
@@ -328,36 +334,48 @@ def _int(address):
     return ctypes.c_int.from_address(address).value
 
 
-def test_the_launcher_encodes_the_scratch_maps_once_and_launches_the_split_then_the_matmul():
-    shape = RAGGED  # K = 263: rows padded to 264 floats
+class Scratch:
+    """A stand-in for the scratch tensor: only its lifetime matters (weakly referenced by the tests)."""
+
+
+def _split_launcher(allocate, shape=RAGGED):
     config = FAMILY.complete({"bm": 64, "bn": 128, "consumers": 1, "chain": 1}, shape, ARCH)
     launch = FAMILY.launch(config, shape, ARCH)
     job = SimpleNamespace(
         kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_3xtf32_sm90",
         grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
     )  # fmt: skip
-    driver, scratch, allocated = Recorder(), 0x7F0000400000, []
+    driver = Recorder()
+    return SplitLauncher(job, shape, driver, lambda: 0x5EED, lambda: None, allocate), driver, launch
+
+
+def test_the_launcher_takes_a_scratch_per_call_encodes_its_maps_once_and_launches_the_split_then_the_matmul():
+    scratch, allocated, kept = 0x7F0000400000, [], []
 
     def allocate(nbytes):
+        buffer = Scratch()
         allocated.append(nbytes)
-        return object(), scratch
+        kept.append(weakref.ref(buffer))
+        return buffer, scratch
 
-    launcher = SplitLauncher(job, shape, driver, lambda: 0x5EED, lambda: None, allocate)
+    launcher, driver, launch = _split_launcher(allocate)  # RAGGED: K = 263, rows padded to 264 floats
     m, n, k, kp = 1000, 520, 263, 264
-    assert module.padded_k(k) == kp and allocated == [2 * (m + n) * kp * 4]
+    assert module.padded_k(k) == kp and module.scratch_bytes(RAGGED) == 2 * (m + n) * kp * 4
+    assert allocated == []  # nothing is allocated before a call
     names = [c[0] for c in driver.calls]
-    assert names[:5] == [
-        "cuInit",
-        "cuModuleLoadData",
-        "cuModuleGetFunction",
-        "cuModuleGetFunction",
-        "cuFuncSetAttribute",
-    ]
+    assert names == ["cuInit", "cuModuleLoadData", "cuModuleGetFunction", "cuModuleGetFunction", "cuFuncSetAttribute"]
     assert [c[1] for c in driver.calls if c[0] == "cuModuleGetFunction"] == [b"matmul_3xtf32_sm90", b"tf32_split"]
     main_handle = launcher.function.value
     assert driver.calls[4] == ("cuFuncSetAttribute", main_handle, 8, launch.dynamic_shared)
+    driver.calls.clear()
+
+    a, b, c = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
+    bufs = {"A": Buffer(a), "B": Buffer(b), "__out__": Buffer(c)}
+    launcher(bufs)
+    assert allocated == [2 * (m + n) * kp * 4]
+    assert kept[0]() is None  # the launcher let the scratch go once both kernels were launched
     encodes = [c for c in driver.calls if c[0] == "cuTensorMapEncodeTiled"]
-    assert len(encodes) == 4
+    assert [call[0] for call in driver.calls] == ["cuTensorMapEncodeTiled"] * 4 + ["cuLaunchKernel"] * 2
     modes = [0, 3, 3, 0]  # no interleave, 128-byte swizzle, 256-byte L2 promotion, zero fill
     offsets = [0, m * kp * 4, 2 * m * kp * 4, (2 * m + n) * kp * 4]
     boxes = (64, 64, 128, 128)  # bm rows of A's splits, bn of B's
@@ -365,19 +383,12 @@ def test_the_launcher_encodes_the_scratch_maps_once_and_launches_the_split_then_
         assert rest == [7, 2, scratch + offset, [kp, rows], [kp * 4], [32, box_rows], [1, 1], modes]
         assert target % 64 == 0 and offset % 16 == 0
     assert [e[1] for e in encodes] == [encodes[0][1] + 128 * i for i in range(4)]
-    driver.calls.clear()
-
-    a, b, c = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
-    bufs = {"A": Buffer(a), "B": Buffer(b), "__out__": Buffer(c)}
-    launcher(bufs)
-    launcher(bufs)
-    assert [call[0] for call in driver.calls] == ["cuLaunchKernel"] * 4  # nothing encoded again
     (_, split_fn, split_geometry, stream, split_params, _), (_, main_fn, main_geometry, _, main_params, _) = (
-        driver.calls[:2]
+        driver.calls[4:]
     )
     assert split_fn.value != main_fn.value and main_fn.value == main_handle and stream == 0x5EED
     tiles = (-(-m // 32) + -(-n // 32)) * -(-kp // 32)
-    assert module.split_grid(shape) == tiles and split_geometry == (tiles, 1, 1, 256, 1, 1, 0)
+    assert module.split_grid(RAGGED) == tiles and split_geometry == (tiles, 1, 1, 256, 1, 1, 0)
     assert [_u64(p) for p in split_params[:3]] == [a, b, scratch]
     assert [_int(p) for p in split_params[3:7]] == [m, n, k, kp]
     assert main_geometry == (*launch.grid, *launch.block, launch.dynamic_shared)
@@ -385,9 +396,54 @@ def test_the_launcher_encodes_the_scratch_maps_once_and_launches_the_split_then_
     assert _u64(main_params[4]) == c and [_int(p) for p in main_params[5:8]] == [m, n, k]
 
     driver.calls.clear()
+    launcher(bufs)  # the allocator returned the same block: nothing encoded again
+    assert [call[0] for call in driver.calls] == ["cuLaunchKernel"] * 2 and len(allocated) == 2
+    driver.calls.clear()
     launcher({"A": Buffer(a + 256), "B": Buffer(b), "__out__": Buffer(c)})  # new inputs: new split parameters only
     assert [call[0] for call in driver.calls] == ["cuLaunchKernel"] * 2
     assert _u64(driver.calls[0][4][0]) == a + 256
+    assert all(ref() is None for ref in kept) and len(kept) == 3
+
+
+def test_a_new_scratch_address_gets_its_own_maps_and_split_parameters():
+    addresses = iter([0x7F0000400000, 0x7F0008000000, 0x7F0000400000])
+    launcher, driver, _ = _split_launcher(lambda nbytes: (Scratch(), next(addresses)))
+    bufs = {"A": Buffer(0x7F0000000000), "B": Buffer(0x7F0000100000), "__out__": Buffer(0x7F0000200000)}
+    launches = []
+    for _ in range(3):
+        driver.calls.clear()
+        launcher(bufs)
+        encodes = [c for c in driver.calls if c[0] == "cuTensorMapEncodeTiled"]
+        split, main = (c[4] for c in driver.calls if c[0] == "cuLaunchKernel")
+        launches.append(([e[4] for e in encodes], _u64(split[2]), list(main[:4])))
+    (first_bases, first_scratch, first_maps), (bases, scratch, maps), (again, back, back_maps) = launches
+    assert first_scratch == 0x7F0000400000 and first_bases[0] == first_scratch
+    assert scratch == 0x7F0008000000 and bases[0] == scratch and maps != first_maps
+    assert again == [] and back == first_scratch and back_maps == first_maps  # the first address's maps, kept
+    assert set(launcher.tensor_maps) == {0x7F0000400000, 0x7F0008000000}
+
+
+def test_the_maps_and_parameter_caches_stay_bounded_and_evicted_maps_stay_valid():
+    count = ARGUMENT_SETS + 8
+    addresses = iter(0x7F0000000000 + i * (1 << 24) for i in range(count))
+    launcher, _, _ = _split_launcher(lambda nbytes: (Scratch(), next(addresses)))
+    bufs = {"A": Buffer(0x7E0000000000), "B": Buffer(0x7E0000100000), "__out__": Buffer(0x7E0000200000)}
+    for _ in range(count):
+        launcher(bufs)
+    assert len(launcher.tensor_maps) == ARGUMENT_SETS and len(launcher.arguments) == ARGUMENT_SETS
+    assert min(launcher.tensor_maps) == 0x7F0000000000 + 8 * (1 << 24)  # the oldest went first
+    # A parameter list keeps its maps' storage alive, so a list outliving its maps' cache entry still points at them.
+    launcher.tensor_maps.clear()
+    (_, _, maps), _, main = next(iter(launcher.arguments.values()))
+    first = ctypes.addressof(maps) + (-ctypes.addressof(maps)) % 64
+    assert main[0] == first
+
+
+def test_a_scratch_not_16_byte_aligned_is_refused():
+    launcher, _, _ = _split_launcher(lambda nbytes: (Scratch(), 0x7F0000400008))
+    bufs = {"A": Buffer(0x7F0000000000), "B": Buffer(0x7F0000100000), "__out__": Buffer(0x7F0000200000)}
+    with pytest.raises(ConfigError, match="not 16-byte aligned"):
+        launcher(bufs)
 
 
 def test_the_family_s_launcher_for_variants_and_baselines(monkeypatch):
@@ -403,6 +459,9 @@ def test_the_family_s_launcher_for_variants_and_baselines(monkeypatch):
     )  # fmt: skip
     assert isinstance(FAMILY.launcher(job, RAGGED), SplitLauncher)
     assert FAMILY.launcher(SimpleNamespace(kind="other"), RAGGED) is None
+    assert FAMILY.launcher(SimpleNamespace(kind="context"), RAGGED) is PROBLEM.launcher(
+        SimpleNamespace(kind="context"), RAGGED
+    )  # matmul-3xtf32's cuBLAS TF32
 
 
 # --- the command line ------------------------------------------------------------------------------------------------
