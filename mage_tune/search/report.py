@@ -87,6 +87,7 @@ def source_kind(source: str) -> str:
         "new": "knob values new to the database",
         "model": "model (tuning database)",
         "polish": "polish (neighbours of the best)",
+        "default": "the family's defaults (nothing measured)",
     }
     return named.get(first, first)
 

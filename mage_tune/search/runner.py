@@ -330,10 +330,7 @@ class Search:
         if why:
             self._finish(trial, "pruned", None, {**attrs, "reason": why})
             return
-        # Same SASS is the same kernel, but not the same run unless the launch is the same too (layer norm's persist
-        # values share one kernel and differ in the grid).
-        block, dynamic = block_text(built.block), built.launch.dynamic_shared
-        attrs["run_key"] = f"{attrs['sass_sha256']} grid={attrs['grid']} block={block} dyn={dynamic}"
+        attrs["run_key"] = run_key(attrs["sass_sha256"], built, census)
         same = self._duplicate_of(attrs["run_key"], "run_key")
         if same:
             self._finish(trial, "duplicate", same[1], {**attrs, "duplicate_of": same[0]})
@@ -670,3 +667,13 @@ def _result(future: Future):
         return future.result()
     except Exception as exc:  # a crashed compile process: a failed trial, not a crashed search
         return MageError(f"compile worker failed: {type(exc).__name__}: {exc}")
+
+
+def run_key(sass_sha256: str, built: Variant, census) -> str:
+    """What makes two trials the same run. Same SASS is the same kernel, but not the same run unless the launch is the
+    same too: layer norm's persist values share one kernel and differ in the grid, and a cluster shape lives in the
+    cubin's attributes, not in its SASS (matmul-bf16's cluster=2 without multicast runs cluster=1's instructions in
+    pairs of blocks on one GPC)."""
+    block, dynamic = block_text(built.block), built.launch.dynamic_shared
+    cluster = census.cluster.dims if census.cluster is not None else None
+    return f"{sass_sha256} grid={list(built.launch.grid)} block={block} dyn={dynamic} cluster={cluster}"

@@ -8,6 +8,8 @@
 3. Then a model trained on the database (tuning/learned.py) ranks a random sample of valid configs without
    compiling, the best few are compiled and censused, and the model with census features picks among them.
 
+With nothing measured at all, the family's defaults (where valid at the shape) are the one seed.
+
 Where the database has no measured trial of the family and arch on the GPU the search measures on, the trials
 shipped with the package (tuning/shipped.py, H200) take its place when they hold that GPU, or when the database has
 nothing of the family and arch at all; the first note says so. A search without a GPU (static) never reads them:
@@ -170,6 +172,16 @@ def model_seeds(
     return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note, plain
 
 
+def cold_start(problem: Problem) -> WarmStart:
+    """Nothing measured of the family and arch: the family's defaults, its author's pick, go first (where they are
+    valid at this shape), so a search's first trial is never worse than a bench without --set."""
+    note = "warm start: the tuning database has no measured trial of this family and arch"
+    default = valid_here(problem, problem.family.defaults())
+    if default is None:
+        return WarmStart((), (note,))
+    return WarmStart((Seed(default, "default"),), (f"{note}; the family's defaults first",))
+
+
 def plan(
     problem: Problem,
     entries: list[Entry],
@@ -188,7 +200,7 @@ def plan(
             usable = ours
             notes.append(f"warm start: from {shipped.LABEL} ({len(ours)} trials)")
     if not usable:
-        return WarmStart((), ("warm start: the tuning database has no measured trial of this family and arch",))
+        return cold_start(problem)
     near = nearest_seeds(problem, usable)
     fresh, fresh_note = new_value_seeds(problem, usable, near)
     shapes = len(measured_by_shape(usable))

@@ -569,3 +569,18 @@ def test_a_launcher_keeps_a_bounded_number_of_parameter_lists():
         forget_oldest(kept)
         kept[address] = address
     assert list(kept) == list(range(2 * ARGUMENT_SETS, 3 * ARGUMENT_SETS))
+
+
+def test_a_cluster_of_two_without_multicast_is_a_run_of_its_own():
+    """cluster=2 without multicast compiles to cluster=1's instructions (the cluster shape is a cubin attribute, not
+    SASS), yet runs its blocks in pairs: the search's duplicate check must not take one for the other."""
+    from mage_tune.search.runner import run_key
+
+    single, pair = build_all(
+        FAMILY, SHAPE, ARCH, _configs(FAMILY, [{"cluster": 1}, {"cluster": 2}]), lambda e: pytest.fail(str(e))
+    )
+    census = [census_variant(v) for v in (single, pair)]
+    assert census[0].cluster is None and census[1].cluster.dims == (2, 1, 1)
+    sass = [v.artifact.sass for v in (single, pair)]
+    keys = [run_key("same", v, c) for v, c in zip((single, pair), census, strict=True)]
+    assert keys[0] != keys[1], (sass[0] == sass[1], keys)

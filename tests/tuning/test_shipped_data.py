@@ -102,9 +102,11 @@ def test_warm_start_reads_it_only_where_the_database_has_nothing(no_model):
     assert not any(
         "shipped" in n for n in warm.plan(Problem(family, shape, ARCH), other, "Third GPU", False, 1, 0).notes
     )
-    # A static search (no GPU) never reads it, nor another arch.
-    assert warm.plan(Problem(family, shape, ARCH), [], "", False, 1, 0).seeds == ()
-    assert warm.plan(Problem(family, shape, get_arch("sm_80")), [], H200, False, 1, 0).seeds == ()
+    # A static search (no GPU) never reads it, nor another arch: they start from the family's defaults alone.
+    for arch, gpu in ((ARCH, ""), (get_arch("sm_80"), H200)):
+        cold = warm.plan(Problem(family, shape, arch), [], gpu, False, 1, 0)
+        assert [s.source for s in cold.seeds] == ["default"]
+        assert cold.seeds[0].config == family.default_config(shape, arch)
 
 
 def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
