@@ -4,11 +4,12 @@
    call of torch.ops.mage_tune.layer_norm passes through: a Python function allocating the output, the same as an
    operator of `torch.library.custom_op` and of a plain `torch.library.Library` definition (with and without an
    autograd kernel), torch.empty, the current stream's handle, the tuned kernel called directly, the operator, and
-   PyTorch's own layer norm for scale.
-2. A compiled model (embedding → LayerNorm → Linear → LayerNorm, `--rows` tokens, `--d`) with PyTorch's layer norm
-   and with mage_tune.torch.LayerNorm: host time per forward (the wall time of `--calls` forwards queued without a
-   sync, the GPU's queue deep enough not to throttle them is not guaranteed: the profile says more), and the
-   profiler's table of host time by operator for each, written to `--out` with the call costs as JSON.
+   PyTorch's own layer norm for scale; the FP32 matmul operator beside torch.mm.
+2. A compiled model (embedding → LayerNorm → Linear → LayerNorm, `--rows` tokens, `--d`) with PyTorch's layer norm,
+   with mage_tune.torch.LayerNorm, and with it and mage_tune.torch.Linear: host time per forward (the wall time of
+   `--calls` forwards queued without a sync, the GPU's queue deep enough not to throttle them is not guaranteed: the
+   profile says more), and the profiler's table of host time by operator for each, written to `--out` with the call
+   costs as JSON.
 
     python benchmarks/host_cost.py --out host.json [--rows 8192] [--d 768]
 """
@@ -73,24 +74,40 @@ def call_costs(torch, mt, d: int) -> dict[str, float]:
     costs["torch layer_norm"] = call_overhead_us(
         torch, lambda x, w, b: torch.nn.functional.layer_norm(x, (d,), w, b, 1e-5), (x, w, b)
     )
+    costs["op_profile"] = profiled(torch, op, (x, w, b, 1e-5))
+    # The FP32 matmul operator (on Hopper the wgmma family: a pre-pass, a scratch, tensor maps, two launches)
+    a, bt = torch.randn(64, d, device="cuda"), torch.randn(d, d, device="cuda")
+    matmul = torch.ops.mage_tune.matmul_fp32.default
+    costs["torch.ops.mage_tune.matmul_fp32"] = call_overhead_us(torch, matmul, (a, bt))
+    costs["torch.mm"] = call_overhead_us(torch, torch.mm, (a, bt))
+    costs["matmul_profile"] = profiled(torch, matmul, (a, bt))
+    return costs
+
+
+def profiled(torch, fn, args, calls: int = 2000) -> str:
+    """cProfile's table (by own time) of `calls` calls of fn(*args)."""
     profile = cProfile.Profile()
     profile.enable()
-    for _ in range(2000):
-        op(x, w, b, 1e-5)
+    for _ in range(calls):
+        fn(*args)
     profile.disable()
     torch.cuda.synchronize()
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(25)
-    costs["op_profile"] = text.getvalue()
-    return costs
+    return text.getvalue()
 
 
 def model_costs(torch, mt, rows: int, d: int, calls: int) -> dict[str, object]:
     torch.manual_seed(0)
     vocab = 32000
     found: dict[str, object] = {}
-    for name, norm in (("torch", torch.nn.LayerNorm), ("mage LN", mt.LayerNorm)):
-        model = torch.nn.Sequential(torch.nn.Embedding(vocab, d), norm(d), torch.nn.Linear(d, d), norm(d)).cuda()
+    variants = (
+        ("torch", torch.nn.LayerNorm, torch.nn.Linear),
+        ("mage LN", mt.LayerNorm, torch.nn.Linear),
+        ("mage LN+Linear", mt.LayerNorm, mt.Linear),
+    )
+    for name, norm, linear in variants:
+        model = torch.nn.Sequential(torch.nn.Embedding(vocab, d), norm(d), linear(d, d), norm(d)).cuda()
         ids = torch.randint(0, vocab, (rows,), device="cuda")
         fn = torch.compile(model, fullgraph=True)
         with torch.no_grad():
@@ -137,6 +154,7 @@ def main() -> int:
     for name, value in record["model"].items():
         print(f"--- {name}\n{value}" if isinstance(value, str) else f"{name}: {value}")
     print(record["calls_us"]["op_profile"])
+    print(record["calls_us"]["matmul_profile"])
     return 0
 
 
