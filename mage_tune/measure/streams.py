@@ -4,15 +4,11 @@ the kernel instead of coming out empty."""
 from __future__ import annotations
 
 from mage_tune import gpu
+from mage_tune.gpu import raw_stream
+
+__all__ = ["raw_stream", "torch_stream"]
 
 _streams: dict[int, object] = {}  # cupy's handle of each torch stream met: one launch costs microseconds, not tens
-
-
-def raw_stream() -> int:
-    """The handle of torch's current stream on its current device."""
-    torch = gpu.torch()
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton's launcher asks: a tenth of the cost
-    return raw(torch.cuda.current_device()) if raw is not None else torch.cuda.current_stream().cuda_stream
 
 
 def torch_stream():
