@@ -315,8 +315,8 @@ def test_a_graph_keeps_its_scratch_while_other_shapes_run():
 
 def test_timed_beside_cublas_fp32_and_triton():
     """The default config and the longest chain at 4096³, timed (CUDA graphs of the family's own two launches, the
-    pre-pass included) beside cuBLAS FP32, Triton's IEEE matmul and, for context, cuBLAS TF32; every one correct, every one timed. No speed is
-    asserted: the first numbers are for the record."""
+    pre-pass included) beside cuBLAS FP32, Triton's IEEE matmul and, for context, cuBLAS TF32; every one correct,
+    every one timed. No speed is asserted: the first numbers are for the record."""
     shape = {"m": 4096, "n": 4096, "k": 4096}
     results = _check(shape, [{}, {"chain": 4}], baselines=None, timed=True)
     assert {r.kind for r in results} == {"variant", "triton", "torch", "context"}  # context: cuBLAS TF32
