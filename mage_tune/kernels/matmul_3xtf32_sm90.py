@@ -369,7 +369,7 @@ class Matmul3xTF32SM90(CudaFamily):
 
     def launcher(self, job, shape: Shape):
         if job.kind == "variant":
-            return SplitLauncher(job, shape, Driver(), gpu.raw_stream, _torch_context, _torch_scratch)
+            return SplitLauncher(job, shape, Driver(), _torch_stream, _torch_context, _torch_scratch)
         return PROBLEM.launcher(job, shape)
 
 
@@ -400,6 +400,9 @@ def split_grid(shape: Shape) -> int:
     """The pre-pass's blocks: one per 32 × 32 tile of A (M × KP) and of B^T (N × KP)."""
     k_tiles = _cdiv(padded_k(shape["k"]), SPLIT_TILE)
     return (_cdiv(shape["m"], SPLIT_TILE) + _cdiv(shape["n"], SPLIT_TILE)) * k_tiles
+
+
+_torch_stream = gpu.raw_stream  # torch's current stream, the cheap way (what a launch is enqueued on)
 
 
 def _torch_context() -> None:

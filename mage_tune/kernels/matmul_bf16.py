@@ -481,7 +481,7 @@ class MatmulBF16(CudaFamily):
     def launcher(self, job, shape: Shape):
         m, n, k = shape["m"], shape["n"], shape["k"]
         if job.kind == "variant":
-            return TensorMapLauncher(job, shape, Driver(), gpu.raw_stream, _torch_context, self.out_dtype)
+            return TensorMapLauncher(job, shape, Driver(), _torch_stream, _torch_context, self.out_dtype)
         if job.kind == "torch":
             torch = gpu.torch()
             # BF16 in, FP32 sums, one rounding out: no split-K partials reduced in BF16 (torch allows them by default)
@@ -569,6 +569,9 @@ def _tma_launcher(config: dict, shape: Shape):
         kernel[grid](a, b, c, m, n, k, **consts, NUM_SMS=sms, **options)
 
     return launch
+
+
+_torch_stream = gpu.raw_stream  # torch's current stream, the cheap way (what a launch is enqueued on)
 
 
 def _torch_context() -> None:
