@@ -80,6 +80,8 @@ class TimeModel:
     runs: int
 
     def predict(self, rows: list[dict[str, float]]) -> list[float]:
+        if not rows:  # scikit-learn refuses an empty batch (a polish whose every neighbour was tried asks this)
+            return []
         x = np.array([[r.get(c, math.nan) for c in self.columns] for r in rows], dtype=float)
         return [float(v) for v in self.regressor.predict(x)]
 

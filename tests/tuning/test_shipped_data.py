@@ -144,3 +144,14 @@ def test_the_records_rebuild_it_byte_for_byte():
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_learned_model_answers_an_empty_batch():
+    """A search's polish asks the model about the neighbours left untried, which may be none (a 100-trial matmul-bf16
+    search on the H200 crashed there at its 99th trial)."""
+    family = get_family("layernorm")
+    rows = learned.training_rows(family, ARCH, shipped.entries("layernorm", ARCH))
+    model = learned.fit(rows, with_census=False)
+    assert model is not None and model.predict([]) == []
+    one = learned.features(Problem(family, {"m": 4096, "d": 768}, get_arch(ARCH)), family.with_defaults({}), None)
+    assert len(model.predict([one])) == 1
