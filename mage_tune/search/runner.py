@@ -152,7 +152,11 @@ class Search:
             entries = _family_entries(db, self.family, self.spec.arch)
         except Exception as exc:  # the database is a convenience: a search without its warm start still runs
             first = (str(exc).strip().splitlines() or [""])[0]
-            return (f"warm start: skipped, the tuning database cannot be read ({type(exc).__name__}: {redact(first)})",)
+            why = f"warm start: skipped, the tuning database cannot be read ({type(exc).__name__}: {redact(first)})"
+            cold = warm.cold_start(self.problem)  # nothing known here either: the family's defaults first
+            for seed in cold.seeds:
+                self.study.enqueue_trial(seed.config, user_attrs={"source": seed.source}, skip_if_exists=True)
+            return (why + ("; the family's defaults first" if cold.seeds else ""),)
         plan = warm.plan(
             self.problem,
             entries,
