@@ -154,8 +154,7 @@ class Search:
             first = (str(exc).strip().splitlines() or [""])[0]
             why = f"warm start: skipped, the tuning database cannot be read ({type(exc).__name__}: {redact(first)})"
             cold = warm.cold_start(self.problem)  # nothing known here either: the family's defaults first
-            for seed in cold.seeds:
-                self.study.enqueue_trial(seed.config, user_attrs={"source": seed.source}, skip_if_exists=True)
+            self._enqueue(cold.seeds)
             return (why + ("; the family's defaults first" if cold.seeds else ""),)
         plan = warm.plan(
             self.problem,
@@ -165,10 +164,14 @@ class Search:
             self.spec.workers,
             self.spec.seed,
         )
-        for seed in plan.seeds:
-            self.study.enqueue_trial(seed.config, user_attrs={"source": seed.source}, skip_if_exists=True)
+        self._enqueue(plan.seeds)
         self.polish_model = plan.model
         return plan.notes + _other_code_note(self.family, entries)
+
+    def _enqueue(self, seeds) -> None:
+        """Seeds run first, in order, each once, its source kept for the report."""
+        for seed in seeds:
+            self.study.enqueue_trial(seed.config, user_attrs={"source": seed.source}, skip_if_exists=True)
 
     def _check_study_identity(self) -> None:
         identity = {
