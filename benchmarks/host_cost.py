@@ -3,13 +3,14 @@
 1. Host time per eager call (tiny inputs, so the GPU idles and what is timed is the host's work), of each layer a
    call of torch.ops.mage_tune.layer_norm passes through: a Python function allocating the output, the same as an
    operator of `torch.library.custom_op` and of a plain `torch.library.Library` definition (with and without an
-   autograd kernel), torch.empty, the current stream's handle, the tuned kernel called directly, the operator, and
-   PyTorch's own layer norm for scale; the FP32 matmul operator beside torch.mm.
+   autograd kernel), mage_tune's Operator (whose autograd kernel runs a call needing no gradient itself),
+   torch.empty, the current stream's handle, the tuned kernel called directly, the operator, and PyTorch's own layer
+   norm for scale; the FP32 matmul operator beside torch.mm.
 2. A compiled model (embedding → LayerNorm → Linear → LayerNorm, `--rows` tokens, `--d`) with PyTorch's layer norm,
    with mage_tune.torch.LayerNorm, and with it and mage_tune.torch.Linear: host time per forward (the wall time of
    `--calls` forwards queued without a sync, the GPU's queue deep enough not to throttle them is not guaranteed: the
-   profile says more), and the profiler's table of host time by operator for each, written to `--out` with the call
-   costs as JSON.
+   profile says more), the profiler's table of host time by operator and cProfile's by Python function for each,
+   written to `--out` with the call costs as JSON.
 
     python benchmarks/host_cost.py --out host.json [--rows 8192] [--d 768]
 """
@@ -49,12 +50,17 @@ def dispatch_layers(torch) -> dict[str, object]:
     torch.library.register_autograd(
         "mage_host::plain_autograd", lambda ctx, g: (g, None, None, None), setup_context=lambda ctx, i, o: None
     )
+    from mage_tune.torch.ops import Operator
+
+    shortcut = Operator("host_probe_autograd(Tensor x, Tensor w, Tensor b, float eps) -> Tensor", alloc)
+    shortcut.register_autograd(lambda ctx, g: (g, None, None, None), setup_context=lambda ctx, i, o: None)
     return {
         "python function": alloc,
         "custom_op": torch.ops.mage_host.custom_op.default,
         "custom_op with autograd": torch.ops.mage_host.custom_op_autograd.default,
         "Library op": torch.ops.mage_host.plain.default,
         "Library op with autograd": torch.ops.mage_host.plain_autograd.default,
+        "mage_tune Operator with autograd": shortcut.op,
     }, lib
 
 
@@ -85,7 +91,8 @@ def call_costs(torch, mt, d: int) -> dict[str, float]:
 
 
 def profiled(torch, fn, args, calls: int = 2000) -> str:
-    """cProfile's table (by own time) of `calls` calls of fn(*args)."""
+    """cProfile's table (by own time) of `calls` calls of fn(*args): Python functions' host time, which torch's
+    profiler counts only inside its operators."""
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(calls):
@@ -124,9 +131,11 @@ def model_costs(torch, mt, rows: int, d: int, calls: int) -> dict[str, object]:
                 for _ in range(20):
                     fn(ids)
                 torch.cuda.synchronize()
+            python = profiled(torch, fn, (ids,), calls=50)
         table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=60)
         found[name] = {"host_us_per_forward": queued * 1e6 / calls, "wall_us_per_forward": total * 1e6 / calls}
         found[name + " profile"] = table
+        found[name + " Python profile"] = python  # cProfile: the compiled wrapper's and the operators' own code
     return found
 
 
