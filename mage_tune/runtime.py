@@ -113,8 +113,9 @@ class RunnableKernel(TunedKernel):
     def direct(self, *tensors, scalars: tuple | None = None) -> DirectLaunch | None:
         """This kernel bound to these tensors' sizes, dtypes and device and to `scalars` (packed; None: the shape's),
         checked and built now, for a caller that launches at them again and again (a PyTorch operator): its call
-        costs a few microseconds of host time. None where the config launches through its family's own launcher
-        (a Triton family's JIT) or a scalar is not a numpy scalar."""
+        costs a few microseconds of host time. A cubin launched by the runtime is bound to its packed scalars (one
+        driver call a launch); a family's own launcher (the Hopper families' tensor maps and scratch) is called
+        without the checks. None where a scalar is not a numpy scalar (whose C type would be a guess)."""
         torch = gpu.torch()
         device = torch.cuda.current_device()
         bufs = self._bind(tensors, {})
@@ -122,12 +123,12 @@ class RunnableKernel(TunedKernel):
             self._check_tensor(name, t, device)
         prepared = self.prepare(self.family.shape_of({name: tuple(t.shape) for name, t in bufs.items()}), device)
         launcher = prepared.launcher
+        names = (*self.inputs, *(name for name, _, _ in prepared.written))
         if not isinstance(launcher, VariantLauncher):
-            return None
+            return DirectLaunch(self, prepared, None, (), device, scalars)
         bound = launcher.direct.bind(launcher.scalars if scalars is None else scalars)
         if bound is None:
             return None
-        names = (*self.inputs, *(name for name, _, _ in prepared.written))
         order = tuple(names.index(key) for key in launcher.param_keys(set(names)))
         return DirectLaunch(self, prepared, bound, order, device, scalars)
 
@@ -212,8 +213,9 @@ class RunnableKernel(TunedKernel):
 
 class DirectLaunch:
     """A tuned kernel's launch at one set of input sizes, dtypes, device and scalars, checked when it was made
-    (RunnableKernel.direct): `launch(*tensors)` allocates the outputs, launches on the current stream and returns
-    what the kernel's own call would. It checks nothing: the caller keys it by the inputs' sizes, dtypes and
+    (RunnableKernel.direct): `launch(*tensors)` allocates the outputs, launches on the current stream (by the bound
+    driver call, or where there is none, or this thread has no CUDA context yet, by the launcher) and returns what
+    the kernel's own call would. It checks nothing: the caller keys it by the inputs' sizes, dtypes and
     device and gives contiguous tensors (mage_tune.torch's operators do)."""
 
     def __init__(self, kernel: RunnableKernel, prepared: Prepared, bound, order: tuple[int, ...], device: int, scalars):
@@ -236,8 +238,8 @@ class DirectLaunch:
         empty = self._empty
         outputs = [empty(dims, dtype=dtype, device=device) for dims, dtype in self._written]
         every = (*tensors, *outputs)
-        if not self._bound([every[i].data_ptr() for i in self._order], self._stream(device)):
-            # this thread has no CUDA context yet: the launcher's usual path makes torch's current
+        if self._bound is None or not self._bound([every[i].data_ptr() for i in self._order], self._stream(device)):
+            # a family's own launcher, or no CUDA context on this thread yet (the launcher's path makes torch's current)
             bufs = dict(zip((*self._kernel.inputs, *self._names), every, strict=True))
             if self._scalars is None:
                 self._prepared.launcher(bufs)

@@ -11,6 +11,8 @@ import warnings
 import pytest
 from torch_tensors import ln_inputs, rel
 
+from mage_tune.runtime import DirectLaunch
+
 pytestmark = pytest.mark.gpu
 
 
@@ -79,6 +81,11 @@ def test_the_fp32_matmul_operator_runs_the_wgmma_family_on_hopper(torch, mt, mon
     assert rel(a.grad, grad.double() @ b.double().t()) < 1e-6 and rel(b.grad, a.double().t() @ grad.double()) < 1e-6
     x, w = a.detach(), b.detach()
     eager = torch.ops.mage_tune.matmul_fp32(x, w)
+    # at a shape met before the operator launches through its DirectLaunch (on Hopper: the family's own launcher
+    # without the checks), to the same bits
+    assert all(torch.equal(torch.ops.mage_tune.matmul_fp32(x, w), eager) for _ in range(3))
+    family = ops.MATMUL_FP32_SM90 if hopper else ops.MATMUL_FP32
+    assert any(key[0] == family and isinstance(launch, DirectLaunch) for key, launch in ops._direct.items())
     graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
     torch.cuda.synchronize()
     with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
