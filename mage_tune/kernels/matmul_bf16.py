@@ -223,6 +223,13 @@ class MatmulBF16(CudaFamily):
             "how C is written: direct, from registers to global memory; tma, through two swizzled 8 KB shared-memory "
             "chunks per consumer warpgroup that tensor stores copy out",
         ),
+        Knob(
+            "schedule",
+            ("cooperative", "pingpong"),
+            "cooperative: the consumer warpgroups split each tile's rows; pingpong: each takes whole tiles in turn "
+            "(the block's tiles alternate between them), their main loops one after the other, so that one's "
+            "epilogue runs under the other's wgmma; needs two consumers and no multicast (and a persistent grid to pay)",
+        ),
     )
 
     def __init__(self, out_dtype: str = "bfloat16"):
@@ -241,9 +248,14 @@ class MatmulBF16(CudaFamily):
         return WARPGROUP * (1 + config["consumers"])
 
     @staticmethod
+    def tile_sharers(config: Config) -> int:
+        """Consumer warpgroups that split one tile's rows: all of them (cooperative), or one (pingpong)."""
+        return 1 if config.get("schedule") == "pingpong" else config["consumers"]
+
+    @staticmethod
     def m_sub(config: Config) -> int:
         """m64 wgmma tiles each consumer warpgroup issues per k16 step."""
-        return config["bm"] // (64 * config["consumers"])
+        return config["bm"] // (64 * MatmulBF16.tile_sharers(config))
 
     def accumulators(self, config: Config) -> int:
         """FP32 accumulators per consumer thread: M_SUB tiles of 64 × bn over 128 threads."""
@@ -257,10 +269,12 @@ class MatmulBF16(CudaFamily):
     @staticmethod
     def shared_bytes(config: Config) -> int:
         """Dynamic shared memory: the stages of A (bm × 64) and B (64 × bn), their two mbarriers each, the
-        epilogue's staging chunks, and 1024 bytes to align the first stage."""
+        epilogue's staging chunks, 1024 bytes to align the first stage, and with pingpong the two mbarriers by which
+        the consumers' main loops take turns."""
         stage = (config["bm"] + config["bn"]) * BK * BF16
         staging = MatmulBF16.staging_bytes(config)
-        return SWIZZLE_ATOM + config["stages"] * (stage + 2 * BARRIER_BYTES) + staging
+        turns = 2 * BARRIER_BYTES if config.get("schedule") == "pingpong" else 0
+        return SWIZZLE_ATOM + config["stages"] * (stage + 2 * BARRIER_BYTES) + staging + turns
 
     @staticmethod
     def consumer_registers(config: Config) -> int:
@@ -287,16 +301,23 @@ class MatmulBF16(CudaFamily):
                 f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {target.name} cannot "
                 "build or run this kernel"
             )
-        if c["bm"] % (64 * c["consumers"]):
+        sharers = self.tile_sharers(c)
+        if c["bm"] % (64 * sharers):
             out.append(
-                f"bm={c['bm']} does not split into 64-row wgmma tiles over {c['consumers']} consumer warpgroups "
-                f"(a multiple of {64 * c['consumers']})"
+                f"bm={c['bm']} does not split into 64-row wgmma tiles over {sharers} consumer warpgroups "
+                f"(a multiple of {64 * sharers})"
             )
         elif self.accumulators(c) > MAX_ACCUMULATORS:
+            split = "(bm / consumers / 64)" if sharers > 1 else "(bm / 64, a whole tile per consumer)"
             out.append(
-                f"each consumer thread would hold {self.accumulators(c)} FP32 accumulators ((bm / consumers / 64) "
+                f"each consumer thread would hold {self.accumulators(c)} FP32 accumulators ({split} "
                 f"× bn / 2), over the {MAX_ACCUMULATORS} that fit its {self.consumer_registers(c)} registers"
             )
+        if c.get("schedule") == "pingpong":
+            if c["consumers"] != 2:
+                out.append(f"schedule=pingpong alternates tiles between two consumer warpgroups, not {c['consumers']}")
+            if c["multicast"]:
+                out.append("schedule=pingpong with multicast=1 is not built (the pair's shared stages and the turns)")
         pool = self.threads(c) * self.launch_registers(c)
         wanted = WARPGROUP * (PRODUCER_REGISTERS + c["consumers"] * self.consumer_registers(c))
         if wanted > pool:
@@ -326,13 +347,17 @@ class MatmulBF16(CudaFamily):
         return [
             "sm_90a only: wgmma and setmaxnreg are arch-specific Hopper instructions (sm_80, sm_90 and Blackwell are "
             "refused)",
-            "bm is a multiple of 64 × consumers: each consumer warpgroup issues whole m64 wgmma tiles",
+            "bm is a multiple of 64 × consumers (cooperative) or of 64 (pingpong): each consumer warpgroup issues whole "
+            "m64 wgmma tiles",
+            "schedule=pingpong needs consumers=2 and multicast=0 (with persistent=0 a block has one tile: the second "
+            "consumer idles)",
             "multicast=1 needs cluster=2: the pair of blocks shares B",
-            f"(bm / consumers / 64) × bn / 2 <= {MAX_ACCUMULATORS} FP32 accumulators per consumer thread",
+            f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
+            "consumer thread",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
             "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
             "shared memory 1024 + stages × ((bm + bn) × 64 × 2 + 16) bytes (+ consumers × 2 × 8192 staging bytes "
-            "with epilogue=tma) <= the arch's opt-in limit (227 KB)",
+            "with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit (227 KB)",
             "K and N multiples of 8: a tensor map's row pitch is a multiple of 16 bytes (M is free; ragged M, N and K "
             "edges are zero-filled by the copy engine, and guarded in the stores or clipped by the tensor store)",
         ]
@@ -371,6 +396,7 @@ class MatmulBF16(CudaFamily):
             "chunk_cols": SWIZZLE_ROW // self.out_bytes,  # columns of C in one staging chunk's 128-byte row
             "producer_registers": PRODUCER_REGISTERS,
             "consumer_registers": self.consumer_registers(c),
+            "pingpong": c.get("schedule") == "pingpong",
         }
 
     @staticmethod

@@ -50,6 +50,17 @@ COVER = [
     {"epilogue": "tma"},
     {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "tma"},
     {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "raster": 0, "epilogue": "tma"},
+    {"bm": 64, "bn": 256, "schedule": "pingpong"},
+    {"bm": 128, "bn": 128, "raster": 16, "schedule": "pingpong", "epilogue": "tma"},
+]
+# Ping-pong consumers over its wgmma loop shapes, both epilogues, a cluster, one tile per block (persistent=0)
+PINGPONG = [
+    {"bm": 64, "bn": 256, "schedule": "pingpong"},
+    {"bm": 64, "bn": 64, "stages": 2, "schedule": "pingpong", "epilogue": "tma"},
+    {"bm": 64, "bn": 128, "stages": 3, "cluster": 2, "schedule": "pingpong"},
+    {"bm": 64, "bn": 192, "stages": 5, "persistent": 0, "schedule": "pingpong"},
+    {"bm": 128, "bn": 128, "raster": 16, "schedule": "pingpong", "epilogue": "tma"},
+    {"bm": 256, "bn": 64, "stages": 3, "schedule": "pingpong"},
 ]
 # The TMA-store epilogue over every wgmma loop shape and the cluster modes: its chunks (one to four per m64 tile, an
 # odd count per tile with bn=192, so the staging buffer alternates across tiles), clipped at ragged M and N.
@@ -129,6 +140,16 @@ def test_persistent_blocks_walk_many_tiles_and_lap_the_ring():
         {"cluster": 2, "multicast": 1, "epilogue": "tma"},
     ]
     _check(SPEC, shape, settings)
+
+
+@pytest.mark.parametrize(
+    "shape", [*RAGGED, {"m": 2056, "n": 2056, "k": 520}], ids=lambda s: "x".join(map(str, s.values()))
+)
+def test_pingpong_consumers_take_tiles_in_turn(shape):
+    """Each consumer skips the other's k-tiles in the ring (9 k-tiles over 2 to 5 stages at the last shape: the skip
+    wraps the ring at every offset, many tiles per block) and waits for its turn; blocks with an odd number of tiles,
+    and one tile per block (persistent=0: the second consumer has none)."""
+    _check(SPEC, shape, PINGPONG)
 
 
 @pytest.mark.parametrize("m", [300, 136, 1], ids=lambda m: f"m{m}")

@@ -52,6 +52,13 @@ COVER = [
     {"epilogue": "tma"},  # the defaults with two 8 KB staging chunks per consumer: 230464 B, just inside 227 KB
     {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "tma"},  # 3 chunks
     {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "raster": 0, "epilogue": "tma"},  # 4 m64 tiles, 1 chunk each
+    # ping-pong: each consumer takes whole tiles in turn (bm = 64 with two consumers only here)
+    {"bm": 64, "bn": 256, "schedule": "pingpong"},
+    {"bm": 64, "bn": 64, "stages": 6, "schedule": "pingpong", "epilogue": "tma"},
+    {"bm": 64, "bn": 128, "cluster": 2, "schedule": "pingpong"},
+    {"bm": 64, "bn": 192, "stages": 5, "persistent": 0, "schedule": "pingpong"},
+    {"bm": 128, "bn": 128, "raster": 16, "schedule": "pingpong", "epilogue": "tma"},
+    {"bm": 256, "bn": 64, "stages": 3, "schedule": "pingpong"},
 ]
 
 
@@ -93,9 +100,11 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
         assert census.sass.bulk == census.ptx.bulk == copies, label
         # full and empty barriers per stage, the producer's arrival with its bytes, the consumers' releases (in the
         # loop and at the tile's end; into both blocks of a pair with multicast, through mapa)
-        mbarrier = census.sass.mbarrier
-        assert mbarrier["init"] == 2 * config["stages"] and mbarrier["arrive_expect_tx"] == 1, label
-        assert mbarrier["arrive"] == (4 if config["multicast"] else 2) and mbarrier["try_wait"] >= 2, label
+        # (with pingpong two more, the consumers' turns: each waits on its own and arrives on the other's)
+        mbarrier, turns = census.sass.mbarrier, int(config["schedule"] == "pingpong")
+        assert mbarrier["init"] == 2 * config["stages"] + 2 * turns and mbarrier["arrive_expect_tx"] == 1, label
+        assert mbarrier["arrive"] == (4 if config["multicast"] else 2) + turns, label
+        assert mbarrier["try_wait"] >= 2 + turns, label
         assert ("mapa.shared::cluster" in variant.artifact.ptx) == bool(config["multicast"]), label
         # a pair meets at cluster barriers after the initialization and before leaving
         pair = {"arrive": 2, "wait": 2} if config["multicast"] else {}
@@ -282,7 +291,11 @@ def test_every_valid_config_fits_the_shared_memory_and_the_registers():
     assert len(configs) == FAMILY.count_configs(SHAPE, ARCH) > 100
     for c in configs:
         assert FAMILY.shared_bytes(c) <= 227 * 1024 and FAMILY.accumulators(c) <= 128
-        assert c["bm"] % (64 * c["consumers"]) == 0
+        if c["schedule"] == "pingpong":  # each consumer takes whole tiles
+            assert c["consumers"] == 2 and c["multicast"] == 0 and c["bm"] % 64 == 0
+        else:
+            assert c["bm"] % (64 * c["consumers"]) == 0
+    assert {c["schedule"] for c in configs} == {"cooperative", "pingpong"}
 
 
 @pytest.mark.parametrize(("n", "k"), [(520, 260), (522, 264), (1001, 1001)])
