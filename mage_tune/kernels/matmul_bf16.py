@@ -228,7 +228,7 @@ class MatmulBF16(CudaFamily):
             ("cooperative", "pingpong"),
             "cooperative: the consumer warpgroups split each tile's rows; pingpong: each takes whole tiles in turn "
             "(the block's tiles alternate between them), their main loops one after the other, so that one's "
-            "epilogue runs under the other's wgmma; needs two consumers and no multicast (and a persistent grid to pay)",
+            "epilogue runs under the other's wgmma; needs two consumers and no multicast (pays on a persistent grid)",
         ),
     )
 
@@ -347,8 +347,8 @@ class MatmulBF16(CudaFamily):
         return [
             "sm_90a only: wgmma and setmaxnreg are arch-specific Hopper instructions (sm_80, sm_90 and Blackwell are "
             "refused)",
-            "bm is a multiple of 64 × consumers (cooperative) or of 64 (pingpong): each consumer warpgroup issues whole "
-            "m64 wgmma tiles",
+            "bm is a multiple of 64 × consumers (cooperative) or of 64 (pingpong): each consumer warpgroup issues "
+            "whole m64 wgmma tiles",
             "schedule=pingpong needs consumers=2 and multicast=0 (with persistent=0 a block has one tile: the second "
             "consumer idles)",
             "multicast=1 needs cluster=2: the pair of blocks shares B",
