@@ -24,6 +24,12 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
   warpgroups 1.. setmaxnreg.inc to 232 (two consumers) or 240 (one); wait on `full`, then 4 k16 steps × M_SUB wgmma
                  per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's stage
                  (one arrival per warp on `empty`); at a tile's end wait_group 0 and store (see "the epilogues")
+  schedule       cooperative: the consumers split each tile's rows (BM / consumers each); pingpong: each consumer
+                 takes whole tiles, the block's alternately, skipping the other's k-tiles in the ring, and their main
+                 loops take turns through two more mbarriers (wait on its own before a tile, arrive on the other's
+                 once its wgmma completed): one consumer's epilogue runs under the other's wgmma, as CUTLASS's
+                 ping-pong kernel schedules them. The turns also keep the shared ring safe: a consumer waits on a
+                 stage only once every earlier k-tile was waited on, so no barrier is ever two phases behind
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
                  min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
   cluster        2: blocks launch in pairs (__cluster_dims__)
@@ -119,7 +125,8 @@ staging chunk), third, before C's pointer: seven parameters instead of six.
 Unverified until a GPU run: everything above that only the hardware can confirm: the descriptors, the swizzle
 agreement (of the operands and of the epilogue's staging chunks with C's map), the barrier protocol, the fragment
 layout, the FP32 tolerance's drift term (borrowed from the TF32 mma.sync chains of matmul-3xtf32 on the H200) and
-the ctypes launch. The CPU checks what it can: every config compiles for sm_90a with HGMMA, UTMALDG (and UTMASTG for
+the ctypes launch; the ping-pong schedule has not run on a GPU yet (test_pingpong_consumers_take_tiles_in_turn is
+written for it). The CPU checks what it can: every config compiles for sm_90a with HGMMA, UTMALDG (and UTMASTG for
 epilogue=tma), the mbarrier operations and USETMAXREG in its SASS and no spills
 (tests/kernels/test_matmul_bf16_family.py); tests/kernels/test_gpu_matmul_bf16.py checks every knob value on a GPU.
 
