@@ -29,7 +29,9 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  loops take turns through two more mbarriers (wait on its own before a tile, arrive on the other's
                  once its wgmma completed): one consumer's epilogue runs under the other's wgmma, as CUTLASS's
                  ping-pong kernel schedules them. The turns also keep the shared ring safe: a consumer waits on a
-                 stage only once every earlier k-tile was waited on, so no barrier is ever two phases behind
+                 stage only once every earlier k-tile was waited on, so no barrier is ever two phases behind. With
+                 multicast both blocks of a pair walk the same tiles in the same turns, so a stage is released by
+                 the same consumer of each block (4 warps × 2 blocks)
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
                  min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
   cluster        2: blocks launch in pairs (__cluster_dims__)
@@ -235,7 +237,7 @@ class MatmulBF16(CudaFamily):
             ("cooperative", "pingpong"),
             "cooperative: the consumer warpgroups split each tile's rows; pingpong: each takes whole tiles in turn "
             "(the block's tiles alternate between them), their main loops one after the other, so that one's "
-            "epilogue runs under the other's wgmma; needs two consumers and no multicast (pays on a persistent grid)",
+            "epilogue runs under the other's wgmma; needs two consumers (pays on a persistent grid)",
         ),
     )
 
@@ -320,11 +322,8 @@ class MatmulBF16(CudaFamily):
                 f"each consumer thread would hold {self.accumulators(c)} FP32 accumulators ({split} "
                 f"× bn / 2), over the {MAX_ACCUMULATORS} that fit its {self.consumer_registers(c)} registers"
             )
-        if c.get("schedule") == "pingpong":
-            if c["consumers"] != 2:
-                out.append(f"schedule=pingpong alternates tiles between two consumer warpgroups, not {c['consumers']}")
-            if c["multicast"]:
-                out.append("schedule=pingpong with multicast=1 is not built (the pair's shared stages and the turns)")
+        if c.get("schedule") == "pingpong" and c["consumers"] != 2:
+            out.append(f"schedule=pingpong alternates tiles between two consumer warpgroups, not {c['consumers']}")
         pool = self.threads(c) * self.launch_registers(c)
         wanted = WARPGROUP * (PRODUCER_REGISTERS + c["consumers"] * self.consumer_registers(c))
         if wanted > pool:
@@ -356,8 +355,7 @@ class MatmulBF16(CudaFamily):
             "refused)",
             "bm is a multiple of 64 × consumers (cooperative) or of 64 (pingpong): each consumer warpgroup issues "
             "whole m64 wgmma tiles",
-            "schedule=pingpong needs consumers=2 and multicast=0 (with persistent=0 a block has one tile: the second "
-            "consumer idles)",
+            "schedule=pingpong needs consumers=2 (with persistent=0 a block has one tile: the second consumer idles)",
             "multicast=1 needs cluster=2: the pair of blocks shares B",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
             "consumer thread",

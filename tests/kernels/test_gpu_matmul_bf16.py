@@ -53,7 +53,8 @@ COVER = [
     {"bm": 64, "bn": 256, "schedule": "pingpong"},
     {"bm": 128, "bn": 128, "raster": 16, "schedule": "pingpong", "epilogue": "tma"},
 ]
-# Ping-pong consumers over its wgmma loop shapes, both epilogues, a cluster, one tile per block (persistent=0)
+# Ping-pong consumers over its wgmma loop shapes, both epilogues, a cluster with and without multicast, one tile per
+# block (persistent=0)
 PINGPONG = [
     {"bm": 64, "bn": 256, "schedule": "pingpong"},
     {"bm": 64, "bn": 64, "stages": 2, "schedule": "pingpong", "epilogue": "tma"},
@@ -61,6 +62,8 @@ PINGPONG = [
     {"bm": 64, "bn": 192, "stages": 5, "persistent": 0, "schedule": "pingpong"},
     {"bm": 128, "bn": 128, "raster": 16, "schedule": "pingpong", "epilogue": "tma"},
     {"bm": 256, "bn": 64, "stages": 3, "schedule": "pingpong"},
+    {"bm": 64, "bn": 256, "cluster": 2, "multicast": 1, "schedule": "pingpong", "epilogue": "tma"},
+    {"bm": 128, "bn": 128, "stages": 3, "cluster": 2, "multicast": 1, "raster": 0, "schedule": "pingpong"},
 ]
 # The TMA-store epilogue over every wgmma loop shape and the cluster modes: its chunks (one to four per m64 tile, an
 # odd count per tile with bn=192, so the staging buffer alternates across tiles), clipped at ragged M and N.
@@ -162,6 +165,7 @@ def test_multicast_pairs_with_an_odd_last_row_of_tiles(m):
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
         {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "cluster": 2, "multicast": 1},
         {"cluster": 2, "multicast": 1, "epilogue": "tma"},  # the idle lower block stores no chunk
+        {"bm": 64, "bn": 128, "stages": 3, "cluster": 2, "multicast": 1, "schedule": "pingpong"},
     ]
     _check(SPEC, shape, settings)
 

@@ -59,6 +59,7 @@ COVER = [
     {"bm": 64, "bn": 192, "stages": 5, "persistent": 0, "schedule": "pingpong"},
     {"bm": 128, "bn": 128, "raster": 16, "schedule": "pingpong", "epilogue": "tma"},
     {"bm": 256, "bn": 64, "stages": 3, "schedule": "pingpong"},
+    {"bm": 64, "bn": 256, "cluster": 2, "multicast": 1, "schedule": "pingpong", "epilogue": "tma"},
 ]
 
 
@@ -292,10 +293,12 @@ def test_every_valid_config_fits_the_shared_memory_and_the_registers():
     for c in configs:
         assert FAMILY.shared_bytes(c) <= 227 * 1024 and FAMILY.accumulators(c) <= 128
         if c["schedule"] == "pingpong":  # each consumer takes whole tiles
-            assert c["consumers"] == 2 and c["multicast"] == 0 and c["bm"] % 64 == 0
+            assert c["consumers"] == 2 and c["bm"] % 64 == 0
         else:
             assert c["bm"] % (64 * c["consumers"]) == 0
-    assert {c["schedule"] for c in configs} == {"cooperative", "pingpong"}
+    assert {(c["schedule"], c["multicast"]) for c in configs} == {
+        (s, m) for s in ("cooperative", "pingpong") for m in (0, 1)
+    }
 
 
 @pytest.mark.parametrize(("n", "k"), [(520, 260), (522, 264), (1001, 1001)])
