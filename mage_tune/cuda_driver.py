@@ -61,7 +61,14 @@ class Driver:
         return self._lib
 
     def call(self, name: str, *args) -> None:
-        status = getattr(self.lib, name)(*args)
+        self.check(name, getattr(self.lib, name)(*args))
+
+    def entry(self, name: str):
+        """The entry point itself, returning its CUresult unchecked (for a caller on a hot path that checks the
+        status with `check`)."""
+        return getattr(self.lib, name)
+
+    def check(self, name: str, status: int) -> None:
         if status != 0:
             text = ctypes.c_char_p()
             if name != "cuGetErrorName" and self.lib.cuGetErrorName(status, ctypes.byref(text)) == 0 and text.value:
@@ -167,7 +174,8 @@ class BoundLaunch:
 
     def __init__(self, kernel: KernelLaunch, scalars: tuple[np.generic, ...]):
         self._kernel = kernel
-        self._call = kernel.driver.call
+        self._driver = kernel.driver
+        self._launch = kernel.driver.entry("cuLaunchKernel")  # called as it is: no layer between, status checked
         self._head = (kernel.function, *kernel.dims)
         self._pointers: ctypes.Array | None = None
         self._scalars = [(ctypes.c_char * s.nbytes).from_buffer_copy(s.tobytes()) for s in scalars]
@@ -187,5 +195,7 @@ class BoundLaunch:
             if self._pointers is None or len(self._pointers) != len(pointers):
                 self._layout(len(pointers))
             self._pointers[:] = pointers
-            self._call("cuLaunchKernel", *self._head, ctypes.c_void_p(stream), self._params, None)
+            status = self._launch(*self._head, stream, self._params, None)
+        if status:
+            self._driver.check("cuLaunchKernel", status)
         return True

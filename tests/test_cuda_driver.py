@@ -4,8 +4,10 @@ parameter list it is handed is read back through ctypes, as the driver reads it.
 from __future__ import annotations
 
 import ctypes
+import types
 
 import numpy as np
+import pytest
 
 from mage_tune.cuda_driver import Driver, KernelLaunch
 
@@ -24,7 +26,14 @@ class Recorder(Driver):
             return
         assert name == "cuLaunchKernel"
         function, *dims, stream, params, extra = args
-        self.launches.append((function.value, tuple(dims), stream.value, params, extra))
+        self.launches.append((function.value, tuple(dims), getattr(stream, "value", stream), params, extra))
+
+    def entry(self, name: str):
+        def recorded(*args) -> int:
+            self.call(name, *args)
+            return 0
+
+        return recorded
 
 
 def _read(params, pointers: int, scalars: tuple) -> tuple:
@@ -75,3 +84,15 @@ def test_a_bound_launch_packs_its_scalars_once_and_takes_pointers_per_call():
     assert _read(second[3], 3, (np.int32(0), np.float32(0))) == (0x40, 0x50, 0x60, 8192, np.float32(1e-5))
     assert launch.bind((8192,)) is None  # a Python int's C type would be a guess
     assert not KernelLaunch(1, (1,), (32,), 0, Recorder(context=0)).bind((np.int32(1),))([0x10], 0)
+
+
+def test_a_bound_launch_the_driver_refuses_raises_with_the_driver_s_status():
+    class Refusing(Recorder):
+        def entry(self, name: str):
+            return lambda *args: 700  # CUDA_ERROR_ILLEGAL_ADDRESS
+
+    driver = Refusing()
+    driver._lib = types.SimpleNamespace(cuGetErrorName=lambda status, text: 1)  # no name known for it
+    bound = KernelLaunch(0xABC, (40,), (128,), 0, driver).bind((np.int32(1),))
+    with pytest.raises(RuntimeError, match=r"cuLaunchKernel failed: CUresult 700"):
+        bound([0x10], 0)

@@ -134,16 +134,20 @@ class Operator:
         """torch.library.register_autograd's formula, with a shortcut: a call on the backend's plain tensors that
         needs no gradient (inference, a compiled graph's forward) runs the kernel itself, where torch's autograd
         kernel would redispatch to it (about 4 µs of host time a call). Tracing (fake, functional tensors) and calls
-        that need a gradient go through torch's."""
+        that need a gradient go through torch's. Whether a keyset's next key is the backend is worked out once per
+        keyset (a process meets a few) and looked up by its bits: the keyset arithmetic cost ~2 µs a call."""
         general = _library_autograd.make_autograd_impl(self.op, _library_autograd.Info(backward, setup_context))
         kernel, backend = self.kernel, self.backend
         below_autograd = torch._C._after_autograd_keyset
         grad_enabled, any_requires_grad = torch._C.is_grad_enabled, torch._C._any_requires_grad
+        backend_next: dict[int, bool] = {}
 
         def autograd(keyset, *args):
-            if (keyset & below_autograd).highestPriorityTypeId() == backend and not (
-                grad_enabled() and any_requires_grad(*args)
-            ):
+            bits = keyset.raw_repr()
+            direct = backend_next.get(bits)
+            if direct is None:
+                direct = backend_next[bits] = (keyset & below_autograd).highestPriorityTypeId() == backend
+            if direct and not (grad_enabled() and any_requires_grad(*args)):
                 return kernel(*args)
             return general(keyset, *args)
 
@@ -152,6 +156,16 @@ class Operator:
 
 def _operator(schema: str):
     return lambda kernel: Operator(schema, kernel)
+
+
+def _rows(t: Tensor, d: int) -> Tensor:
+    """t as rows of d (contiguous t): itself where it is 2-D already (a view costs a few µs of host time)."""
+    return t if t.dim() == 2 else t.view(-1, d)
+
+
+def _shaped(out: Tensor, like: Tensor) -> Tensor:
+    """A kernel's rows given `like`'s shape (itself where `like` is 2-D)."""
+    return out if like.dim() == 2 else out.view(like.shape)
 
 
 # --- layer norm -----------------------------------------------------------------------------------------------------
@@ -165,11 +179,11 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     if not (x.is_contiguous() and weight.is_contiguous() and bias.is_contiguous()):
         say_once("layer_norm on a tensor that is not contiguous")
         return torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)
-    rows = x.view(-1, d)
+    rows = _rows(x, d)
     y = _launched(LAYERNORM, rows, weight, bias, eps=eps, scalars=lambda: (np.int32(rows.shape[0]), np.float32(eps)))
     if y is None:
         return torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)
-    return y.view(x.shape)
+    return _shaped(y, x)
 
 
 @layer_norm.register_fake
@@ -208,12 +222,12 @@ def embedding_layer_norm(table: Tensor, index: Tensor, weight: Tensor, bias: Ten
     if not (table.is_contiguous() and weight.is_contiguous() and bias.is_contiguous()) or index.dtype != torch.int64:
         say_once("embedding_layer_norm on a table that is not contiguous or indices that are not int64")
         return _embedding_then_norm(table, index, weight, bias, eps)
-    flat = index.reshape(-1).contiguous()
+    flat = index if index.dim() == 1 and index.is_contiguous() else index.reshape(-1).contiguous()
     scalars = lambda: (np.int32(flat.shape[0]), np.int64(table.shape[0]), np.float32(eps))  # noqa: E731
     y = _launched(EMBEDDING_LAYERNORM, table, flat, weight, bias, eps=eps, scalars=scalars)
     if y is None:
         return _embedding_then_norm(table, index, weight, bias, eps)
-    return y.view(*index.shape, d)
+    return y if flat is index else y.view(*index.shape, d)
 
 
 @embedding_layer_norm.register_fake
@@ -287,15 +301,15 @@ def _add_then_norm(family: str, x: Tensor, res: Tensor, weight: Tensor, bias: Te
     if (x.shape != res.shape and not vector) or not all(t.is_contiguous() for t in tensors):
         say_once(f"{family} on tensors of different shapes or not contiguous")
     else:
-        rows = x.view(-1, d)
+        rows = _rows(x, d)
         scalars = lambda: (np.int32(rows.shape[0]), np.float32(eps))  # noqa: E731
-        added = res if vector else res.view(-1, d)
+        added = res if vector else _rows(res, d)
         family = ADD_VECTOR_LAYERNORM if vector else family
         out = _launched(family, rows, added, weight, bias, eps=eps, scalars=scalars)
         if isinstance(out, dict):
-            return out["y"].view(x.shape), out["h"].view(x.shape)
+            return _shaped(out["y"], x), _shaped(out["h"], x)
         if out is not None:
-            return out.view(x.shape), None
+            return _shaped(out, x), None
     h = x + res
     return torch.nn.functional.layer_norm(h, (d,), weight, bias, eps), h
 
@@ -386,13 +400,13 @@ def _add_row_then_norm(family: str, x: Tensor, res: Tensor, row: Tensor, weight:
     if x.shape != res.shape or tuple(row.shape) != (d,) or not all(t.is_contiguous() for t in tensors):
         say_once(f"{family} on tensors of other shapes or not contiguous")
     else:
-        rows = x.view(-1, d)
+        rows = _rows(x, d)
         scalars = lambda: (np.int32(rows.shape[0]), np.float32(eps))  # noqa: E731
-        out = _launched(family, rows, res.view(-1, d), row, weight, bias, eps=eps, scalars=scalars)
+        out = _launched(family, rows, _rows(res, d), row, weight, bias, eps=eps, scalars=scalars)
         if isinstance(out, dict):
-            return out["y"].view(x.shape), out["h"].view(x.shape)
+            return _shaped(out["y"], x), _shaped(out["h"], x)
         if out is not None:
-            return out.view(x.shape), None
+            return _shaped(out, x), None
     h = x + (res + row)
     return torch.nn.functional.layer_norm(h, (d,), weight, bias, eps), h
 
