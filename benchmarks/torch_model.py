@@ -3,10 +3,11 @@
 The model (`--model embedding`, the default): embedding → LayerNorm → Linear → LayerNorm over `--rows` tokens, at
 each `--d` (`--model block`: a pre-norm residual block, h = x + Linear(x), LN(h + Linear(LN(h)))); compiled with
 torch.compile (default mode), its forward timed end to end (CUDA events around `--calls` forwards, `--rounds`
-rounds, the models interleaved round by round), and again as one captured CUDA graph of the compiled forward
-(replays timed). Variants: PyTorch's layer norm ("torch"), mage_tune.torch.LayerNorm ("mage LN": its compiler pass
-fuses the lookup or the residual adds into the norms, mage_tune/torch/fusion.py), the same compiled without the pass
-("mage LN unfused"), and for context mage_tune.torch.LayerNorm with mage_tune.torch.Linear ("mage LN+Linear").
+rounds, the models interleaved round by round; also the host's time queuing them), and again as one captured CUDA
+graph of the compiled forward (replays timed). Variants: PyTorch's layer norm ("torch"), mage_tune.torch.LayerNorm
+("mage LN": its compiler pass fuses the lookup or the residual adds into the norms, mage_tune/torch/fusion.py), the
+same compiled without the pass ("mage LN unfused"), and for context mage_tune.torch.LayerNorm with
+mage_tune.torch.Linear ("mage LN+Linear").
 Outputs are checked against the torch model's (relative L2). Run at each float32 matmul precision given ("highest":
 FP32; "high": TF32 allowed).
 
@@ -24,6 +25,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 
@@ -50,15 +52,19 @@ def _model(torch, kind: str, ln, linear, vocab: int, d: int):
     return Block().cuda()
 
 
-def _time_calls(torch, fn, ids, calls: int) -> float:
+def _time_calls(torch, fn, ids, calls: int) -> tuple[float, float]:
+    """(µs a forward end to end on the GPU, µs a forward of host time queuing them): where the second is the
+    larger the forward is host-bound."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
     start.record()
+    began = time.perf_counter()
     for _ in range(calls):
         fn(ids)
+    queued = time.perf_counter() - began
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) * 1000.0 / calls
+    return start.elapsed_time(end) * 1000.0 / calls, queued * 1e6 / calls
 
 
 def _graphed(torch, fn, ids, calls: int):
@@ -133,9 +139,12 @@ def model_rows(torch, mt, kind: str, rows: int, d: int, precision: str, calls: i
                 mt.fusion.install()
             fused[name] = sum(counts)
         eager = {name: [] for name in compiled}
+        host = {name: [] for name in compiled}
         for _ in range(rounds):
             for name, fn in compiled.items():
-                eager[name].append(_time_calls(torch, fn, ids, calls))
+                wall, queued = _time_calls(torch, fn, ids, calls)
+                eager[name].append(wall)
+                host[name].append(queued)
         graphs = {name: _graphed(torch, fn, ids, calls) for name, fn in compiled.items()}
         replayed = {name: [] for name in compiled}
         for _ in range(rounds):
@@ -153,6 +162,7 @@ def model_rows(torch, mt, kind: str, rows: int, d: int, precision: str, calls: i
                     "norms_fused": fused[name],
                     "compiled_us": statistics.median(eager[name]),
                     "compiled_us_range": [min(eager[name]), max(eager[name])],
+                    "compiled_host_us": statistics.median(host[name]),
                     "graph_us": statistics.median(replayed[name]),
                     "graph_us_range": [min(replayed[name]), max(replayed[name])],
                     "rel_err_vs_torch": _rel(outputs[name], outputs["torch"]),
@@ -255,7 +265,8 @@ def main() -> int:
     for row in record["models"]:
         print(
             f"{row['kind']:<9} d={row['d']} {row['precision']:<7} {row['model']:<15} compiled "
-            f"{row['compiled_us']:9.1f} µs  graph {row['graph_us']:9.1f} µs  err {row['rel_err_vs_torch']:.1e}  "
+            f"{row['compiled_us']:9.1f} µs (host {row['compiled_host_us']:6.1f})  graph {row['graph_us']:9.1f} µs  "
+            f"err {row['rel_err_vs_torch']:.1e}  "
             f"fused {row['norms_fused']}"
         )
     return 0
