@@ -204,8 +204,8 @@ class MatmulBF16(CudaFamily):
     default_dims: ClassVar[dict[str, int]] = {"m": 4096, "n": 4096, "k": 4096}
     dim_help: ClassVar[dict[str, str]] = {"m": "rows of A and C", "n": "columns of B and C", "k": "the inner size"}
     baselines = ("triton", "torch")
-    # Defaults first: a 128×256 tile over two consumer warpgroups (128 accumulators each), four stages (192 KB),
-    # persistent, grouped by 8 tile rows. The rest ascend.
+    # Defaults first: a 128×256 tile over two consumer warpgroups (128 accumulators each), four stages (192 KB) and
+    # the TMA-store epilogue's staging (32 KB), persistent, grouped by 8 tile rows. The rest ascend.
     knobs = (
         Knob("bm", (128, 64, 256), "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups"),
         Knob("bn", (256, 64, 128, 192), "block tile columns: the N of each wgmma (B copied in 64-column boxes)"),
@@ -228,9 +228,10 @@ class MatmulBF16(CudaFamily):
         Knob("persistent", (1, 0), "1: min(tiles, SMs) blocks walk the tiles; 0: one block per tile", free=True),
         Knob(
             "epilogue",
-            ("direct", "tma"),
-            "how C is written: direct, from registers to global memory; tma, through two swizzled 8 KB shared-memory "
-            "chunks per consumer warpgroup that tensor stores copy out",
+            ("tma", "direct"),
+            "how C is written: tma, through two swizzled 8 KB shared-memory chunks per consumer warpgroup that tensor "
+            "stores copy out (the default: 176.8 µs at 4096³ on an H200 against direct's 191-194, and every "
+            "search's best since); direct, from registers to global memory",
         ),
         Knob(
             "schedule",

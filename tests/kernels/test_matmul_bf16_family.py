@@ -33,7 +33,7 @@ FILE = str(Path(matmul_bf16.__file__))
 
 # Every value of every knob at least once, and every (bm, consumers, bn): the shapes of the wgmma loop.
 COVER = [
-    {},  # the defaults: 128 × 256, two consumers, four stages
+    {},  # the defaults: 128 × 256, two consumers, four stages, the TMA-store epilogue (230464 B, just inside 227 KB)
     {"bm": 128, "bn": 64, "consumers": 2, "stages": 6, "raster": 0},
     {"bm": 128, "bn": 128, "consumers": 2, "stages": 5, "cluster": 2},
     {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "persistent": 0},
@@ -49,7 +49,7 @@ COVER = [
     {"cluster": 2, "multicast": 1},
     {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
     {"bm": 128, "bn": 192, "consumers": 2, "stages": 3, "cluster": 2, "multicast": 1, "raster": 0},
-    {"epilogue": "tma"},  # the defaults with two 8 KB staging chunks per consumer: 230464 B, just inside 227 KB
+    {"epilogue": "direct"},  # the defaults storing from registers
     {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "tma"},  # 3 chunks
     {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "raster": 0, "epilogue": "tma"},  # 4 m64 tiles, 1 chunk each
     # ping-pong: each consumer takes whole tiles in turn (bm = 64 with two consumers only here)
@@ -142,16 +142,19 @@ def test_the_default_config_census(covered):
     assert census.sass.mbarrier.keys() >= {"init", "arrive_expect_tx", "arrive", "try_wait"}
     assert re.search(r"UTMALDG\.2D", variant.artifact.sass) and "USETMAXREG" in variant.artifact.sass
     assert census.sass.local_loads == {} and census.resources.spill_load_bytes == 0
-    # 64 bf16 pairs per consumer thread, each store guarded by the row and column bounds
-    assert census.sass.global_stores == {32: 64} and census.sass.predicated["global_stores"] == 64
+    # the TMA-store epilogue: a consumer's 64 rows in four chunks of 64 bf16 columns, each one tensor store
+    assert census.sass.global_stores == {} and census.sass.bulk["store"] == 4
     assert variant.launch.block == (384, 1, 1) and variant.launch.grid == (132, 1, 1)
-    assert variant.launch.dynamic_shared == 1024 + 4 * ((128 + 256) * 128 + 16) <= 227 * 1024
+    staging = 2 * 2 * 8192  # two 8 KB chunks per consumer warpgroup
+    assert variant.launch.dynamic_shared == 1024 + 4 * ((128 + 256) * 128 + 16) + staging == 230464 <= 227 * 1024
     warnings = [line for line in (variant.artifact.ptxas_log or "").splitlines() if "arning" in line]
     assert warnings == []  # no wgmma serialization, no ignored setmaxnreg
 
 
 def test_fp32_output_compiles_to_float2_stores():
-    configs = _configs(FP32_OUT, [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2}])
+    configs = _configs(
+        FP32_OUT, [{"epilogue": "direct"}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "direct"}]
+    )
     for variant in build_all(FP32_OUT, SHAPE, ARCH, configs, lambda error: pytest.fail(str(error))):
         census = census_variant(variant)
         pairs = FP32_OUT.m_sub(variant.config) * 2 * variant.config["bn"] // 8
@@ -183,7 +186,7 @@ def _index(config):
 
 def test_every_epilogue_builds_for_both_output_dtypes(epilogues):
     domain = FAMILY.knob("epilogue").domain
-    assert domain == FP32_OUT.knob("epilogue").domain == ("direct", "tma")
+    assert domain == FP32_OUT.knob("epilogue").domain == ("tma", "direct")
     assert set(epilogues) == {
         (f.name, e, i) for f in (FAMILY, FP32_OUT) for e in domain for i in range(len(EPILOGUE_SETTINGS))
     }
@@ -230,8 +233,9 @@ def test_the_tma_epilogue_stores_through_tensor_stores_not_global_stores(epilogu
 
 def test_the_tma_epilogue_refuses_configs_whose_staging_passes_the_shared_memory():
     """The defaults fit with their staging (230464 B); five stages of 128 × 192 fit only without it."""
-    assert FAMILY.violations(FAMILY.with_defaults({"epilogue": "tma"}), SHAPE, ARCH) == []
-    direct = FAMILY.with_defaults({"bn": 192, "stages": 5})
+    assert FAMILY.with_defaults({})["epilogue"] == "tma"
+    assert FAMILY.violations(FAMILY.with_defaults({}), SHAPE, ARCH) == []
+    direct = FAMILY.with_defaults({"bn": 192, "stages": 5, "epilogue": "direct"})
     assert FAMILY.violations(direct, SHAPE, ARCH) == [] and FAMILY.shared_bytes(direct) == 205904
     tma = {**direct, "epilogue": "tma"}
     sentence = (
@@ -264,7 +268,10 @@ def test_other_archs_are_refused_in_a_sentence(arch):
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"bm": 256, "bn": 128, "stages": 5}, "= 246864 B exceeds the 232448 B a block may opt into on sm_90a"),
+        (
+            {"bm": 256, "bn": 128, "stages": 5, "epilogue": "direct"},
+            "= 246864 B exceeds the 232448 B a block may opt into on sm_90a",
+        ),
         ({"bm": 128, "bn": 256, "stages": 5}, "exceeds the 232448 B"),
         ({"bm": 128, "bn": 192, "stages": 6}, "exceeds the 232448 B"),
         ({"bm": 256, "bn": 128, "consumers": 1}, "would hold 256 FP32 accumulators"),
@@ -385,7 +392,7 @@ def test_baselines_are_the_tutorial_configs_for_two_byte_inputs_and_cublas():
 
 
 def test_the_parameter_check_wants_the_epilogue_s_tensor_maps_a_pointer_and_three_ints(covered):
-    _, variant, _ = covered[0]
+    variant = next(v for c, v, _ in covered if c["epilogue"] == "direct")
     FAMILY.check_parameters(variant.artifact.ptx, SHAPE)  # as built
     FAMILY.check_parameters(variant.artifact.ptx, SHAPE, maps=2)
     pointers_only = variant.artifact.ptx.replace(".param .align 64 .b8 matmul_bf16_param_1[128]", ".param .u64 x")
@@ -458,7 +465,7 @@ class Buffer:
 
 def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the_parameters():
     shape = RAGGED
-    config = FAMILY.complete({"bm": 64, "bn": 128, "consumers": 1}, shape, ARCH)
+    config = FAMILY.complete({"bm": 64, "bn": 128, "consumers": 1, "epilogue": "direct"}, shape, ARCH)
     launch = FAMILY.launch(config, shape, ARCH)
     job = SimpleNamespace(
         kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
