@@ -61,7 +61,7 @@ class Driver:
         return self._lib
 
     def call(self, name: str, *args) -> None:
-        self.check(name, getattr(self.lib, name)(*args))
+        self.check(name, self.entry(name)(*args))
 
     def entry(self, name: str):
         """The entry point itself, returning its CUresult unchecked (for a caller on a hot path that checks the
