@@ -18,6 +18,7 @@ import dataclasses
 import inspect
 import itertools
 import math
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ Shape = dict[str, int]
 
 MAX_DIM = 2**31 - 1  # kernels index with 32-bit ints; a larger dimension is refused where it enters
 DEFAULT_MAX_ELEMENTS = 2**31 - 1  # largest buffer, in elements, a family accepts unless it says otherwise
+REDRAW_ATTEMPTS = 400  # random redraws a draw gets that no change of two knobs makes valid (Family.redrawn_valid)
+REDRAW_WIDENS = 50  # redraws after which one more knob is redrawn each time
 
 
 @dataclass(frozen=True)
@@ -626,6 +629,20 @@ class Family(ABC):
                     candidate = {**config, **{k.name: v for k, v in zip(picked, values, strict=True)}}
                     if not self.violations(candidate, shape, arch):
                         return candidate
+        return None
+
+    def redrawn_valid(
+        self, config: Config, shape: Shape, arch: Arch, rng: random.Random, attempts: int = REDRAW_ATTEMPTS
+    ) -> Config | None:
+        """A valid config that keeps most of `config`'s values, for a draw that no change of two knobs repairs: three
+        knobs (then more, every REDRAW_WIDENS attempts) redrawn at random from their domains until the constraints
+        hold; None after `attempts` draws. About one in five of matmul's configs is valid, so a few draws do."""
+        knobs = list(self.knobs)
+        for attempt in range(attempts):
+            picked = rng.sample(knobs, min(len(knobs), 3 + attempt // REDRAW_WIDENS))
+            candidate = {**config, **{k.name: rng.choice(k.domain) for k in picked}}
+            if not self.violations(candidate, shape, arch):
+                return candidate
         return None
 
     def check_valid(self, config: Config, shape: Shape, arch: Arch) -> None:

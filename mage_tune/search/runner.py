@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import random
 import signal
 import time
 import warnings
@@ -193,13 +194,14 @@ class Search:
 
     # --- one trial ------------------------------------------------------------------------------------------------
     def _suggest(self, trial) -> tuple[Config, list[str]]:
-        """The sampler's config and what makes it invalid ([] for a valid one), its constraints checked once: a
-        drawing sampler's proposal that breaks a constraint becomes its nearest valid config (at most two other
-        knobs changed; the trial keeps `repaired_from`, the proposed values). The sampler draws each knob on its
-        own, and in a constrained space such as matmul's about half its draws would be invalid, each a trial spent
-        on nothing. The grid walks its points as they are. Whatever it returns valid is valid by a check made
-        here (or by construction: a repair, a neighbour, a listed space's config), so the trial's build and the
-        space's count take it as checked."""
+        """The sampler's config and what makes it invalid ([] for a valid one), its constraints checked once: a drawing
+        sampler's proposal that breaks a constraint becomes its nearest valid config (at most two other knobs
+        changed; the trial keeps `repaired_from`, the proposed values). The sampler draws each knob on its own, and
+        in a constrained space such as matmul's about half its draws would be invalid, each a trial spent on
+        nothing. A draw no two changes repair has more of its knobs redrawn at random (Family.redrawn_valid): only
+        one with no valid config found so is pruned. The grid walks its points as they are. Whatever it returns
+        valid is valid by a check made here (or by construction: a repair, a neighbour, a listed space's config), so
+        the trial's build and the space's count take it as checked."""
         proposal = {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
         problems = self.problem.violations(proposal)
         if self.spec.sampler == "grid":
@@ -207,7 +209,11 @@ class Search:
         if not problems:
             return self._untried(trial, proposal), []
         # the proposal itself was just found invalid: its repair starts at one changed knob
-        repaired = self.family.nearest_valid(proposal, self.problem.shape, self.problem.arch, min_changes=1)
+        shape, arch = self.problem.shape, self.problem.arch
+        repaired = self.family.nearest_valid(proposal, shape, arch, min_changes=1)
+        if repaired is None:  # no two knobs repair it: more are redrawn, so the trial still runs a kernel
+            rng = random.Random(f"{self.spec.seed}-{trial.number}")
+            repaired = self.family.redrawn_valid(proposal, shape, arch, rng)
         if repaired is None:
             return proposal, problems
         trial.set_user_attr("repaired_from", {k: v for k, v in proposal.items() if repaired[k] != v})

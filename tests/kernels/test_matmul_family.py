@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import random
 import re
 import subprocess
 import tempfile
@@ -411,3 +412,19 @@ def test_census_veto_catches_fragments_demoted_to_local_memory():
     assert sum(rolled.sass.local_loads.values()) > 0
     assert "local-memory loads/stores" in census_veto(rolled)
     assert unrolled.resources.stack_bytes == 0 and census_veto(unrolled) == ""
+
+
+def test_a_draw_no_two_changes_repair_is_redrawn_to_a_valid_config():
+    """A draw that breaks several constraints at once (k_unroll with a pipeline, a transposing copy of float2s, a
+    B copy the tile cannot take) has no valid config two knobs away; redrawing more of its knobs finds one, seeded,
+    keeping most of its values."""
+    sm90, shape = get_arch("sm_90"), {"m": 1536, "n": 1536, "k": 1536}
+    draw = {"bm": 256, "bn": 64, "bk": 8, "tm": 8, "tn": 2, "stages": 3, "a_vec": 8, "b_vec": 4, "a_trans": 1,
+            "pad": 0, "smem_vec": 1, "pipe": 0, "k_unroll": 8, "raster": 16, "split_k": 1}  # fmt: skip
+    assert len(FAMILY.violations(draw, shape, sm90)) >= 3
+    assert FAMILY.nearest_valid(draw, shape, sm90, min_changes=1) is None
+    found = [FAMILY.redrawn_valid(draw, shape, sm90, random.Random(seed)) for seed in range(20)]
+    assert all(c is not None and not FAMILY.violations(c, shape, sm90) for c in found)
+    assert all(sum(c[k] != v for k, v in draw.items()) <= len(draw) // 2 for c in found)
+    assert found[0] == FAMILY.redrawn_valid(draw, shape, sm90, random.Random(0))  # seeded: the same draw again
+    assert len({tuple(sorted(c.items())) for c in found}) > 1
