@@ -1,15 +1,19 @@
 """Re-time search winners with a harness that shares no timing code with mage-tune's.
 
-For each search run directory: the winner's config (best/best.json) is rebuilt by its family, and its cubin's sha256
-is compared with the one the search recorded: where they differ (the template changed since), the row says so and
-the exit status is 1. The winner is launched by a plain cupy launch on torch's stream, checked against the family's
-float64 reference, and timed as single launches between CUDA events, each after a read of 256 MiB (four times the
-L2) that evicts the inputs and leaves only clean lines behind; the torch baseline (cuBLAS FP32 with TF32 off, or
-torch's layer norm) is timed the same way, in turns, in the same process. mage-tune's own harness times CUDA-graph
-replays over rotating buffer sets, so a launch's fixed cost (about a microsecond) weighs on kernels of a few
-microseconds here and not there; for longer kernels the two ratios (ours / torch) should agree.
+For each search run directory, its best `--top` distinct measured configs (from trials.jsonl, read through the
+records' reader; 1: the winner): each is rebuilt by its family and its cubin's sha256 compared with the one the
+search recorded: where they differ (the template changed since), the row says so and the exit status is 1. A config
+is launched by a plain cupy launch on torch's stream, or, for a family that launches its own variants (tensor maps,
+clusters: matmul-bf16, the wgmma 3xTF32 family), by that launcher; it is checked against the family's float64
+reference of the inputs as the device holds them (BF16-rounded where the family reads BF16), and timed as single
+launches between CUDA events, each after a read of 256 MiB (four times the L2) that evicts the inputs and leaves
+only clean lines behind; the torch baseline (cuBLAS in the family's precision, or torch's layer norm) is timed the
+same way, in turns, in the same process. mage-tune's own harness times CUDA-graph replays over rotating buffer sets,
+so a launch's fixed cost (about a microsecond) weighs on kernels of a few microseconds here and not there; for longer
+kernels the two ratios (ours / torch) should agree.
 
-usage: python benchmarks/gpu/retime_independent.py RUN_DIR... [--rounds 3] [--json OUT.json]
+usage: python benchmarks/gpu/retime_independent.py RUN_DIR... [--top 1] [--rounds 3] [--family FILE.py]
+       [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -24,14 +28,18 @@ from pathlib import Path
 import numpy as np
 
 from mage_tune.arch import get_arch
-from mage_tune.kernels.registry import load_family
+from mage_tune.errors import MageError
+from mage_tune.kernels.recorded import family_for
+from mage_tune.measure import variant_job
 from mage_tune.measure.device import environment
 from mage_tune.measure.streams import torch_stream
+from mage_tune.search import record
 
 FLUSH_BYTES = 256 * 2**20
 WARMUP = 10
 REPS = 200
 HARNESS = "single launches between CUDA events, each after a 256 MiB read (L2 evicted, left clean)"
+MEASURED = "measured"  # the outcome of a timed trial; a static run's winners (modelled) have no time to compare
 
 
 def _torch_baseline(family, bufs: dict, shape: dict):
@@ -62,30 +70,33 @@ def _time_cold(fn, evict, reps: int) -> float:
 
 def _search_time(run: Path, key: str) -> float | None:
     """The search's own median for the torch baseline, from baselines.jsonl (its first session's)."""
-    for line in (run / "baselines.jsonl").read_text().splitlines():
-        result = json.loads(line).get("result", {})
+    for line in record.baselines(run):
+        result = line.get("result", {})
         if result.get("kind") == key and result.get("ok"):
             return result["timings"][0]["median_us"]
     return None
 
 
-def retime(run: Path, rounds: int) -> dict:
-    import cupy
+def winners(run: Path, top: int) -> list[dict]:
+    """The run's `top` fastest distinct configs, best first: each one's fastest trial (measured, else modelled)."""
+    scored = [t for t in record.trials(run) if t["outcome"] in (MEASURED, "modelled")]
+    out: list[dict] = []
+    for t in sorted(scored, key=lambda t: (t["outcome"] != MEASURED, t["value"])):
+        if all(t["config"] != o["config"] for o in out):
+            out.append(t)
+    return out[:top]
+
+
+def _device_dtype(family, name: str):
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    meta = json.loads((run / "run.json").read_text())
-    best = json.loads((run / "best" / "best.json").read_text())
-    family = load_family(meta["family"])
-    shape, arch = meta["shape"], get_arch(meta["arch"])  # the record keeps the name
-    config = family.with_defaults(best["config"])  # a run recorded before a knob existed ran its default
-    variant = family.build(config, shape, arch)
-    sha = variant.artifact.cubin_sha256
-    same_binary = sha == best["cubin_sha256"]  # False where the template changed since the search: timed, flagged
+    return getattr(torch, family.device_dtype(name))
 
-    made = family.make_inputs(shape, np.random.default_rng(1))
-    bufs = {k: torch.from_numpy(v).cuda() for k, v in made.items()}
-    bufs["__out__"] = torch.full(family.output_shape(shape), float("nan"), device="cuda")
+
+def _cupy_launch(variant, bufs: dict, family, shape: dict):
+    """The variant's cubin loaded by cupy and launched with the pointers in its parameter order, on torch's stream."""
+    import cupy
+
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(variant.artifact.cubin)
         f.flush()
@@ -96,74 +107,117 @@ def retime(run: Path, rounds: int) -> dict:
     args = [bufs.get(name, bufs["__out__"]).data_ptr() for name in variant.param_names]  # the one not made: out
     args = tuple(np.uint64(p) for p in args) + family.packed_scalars(shape)
     stream = torch_stream()
+    return lambda: kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared, stream=stream)
 
-    def ours():
-        kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared, stream=stream)
 
-    ours()
-    torch.cuda.synchronize()
-    expected = family.reference(made, shape)
-    got = bufs["__out__"].double().cpu().numpy()
-    rel_err = float(np.linalg.norm(got - expected) / np.linalg.norm(expected))  # NaN where a value was not written
+def retime(run: Path, rounds: int, top: int = 1, named: str | None = None) -> list[dict]:
+    """One row per winner of `run` (its `top` best distinct configs), each timed in turns with torch's baseline.
+    `named`: the family file the run was made with, where it is not a built-in family (records never load code)."""
+    meta = record.read_identity(run / "run.json")
+    if meta is None:
+        raise MageError(f"{run}: no run.json (not a search run directory)")
+    family, why = family_for(meta, named)
+    if family is None:
+        raise MageError(f"{run}: {why}")
+    shape, arch = meta["shape"], get_arch(meta["arch"])  # the record keeps the name
+    best = winners(run, top)
+    if not best:
+        raise MageError(f"{run}: no measured or modelled trial to re-time")
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    made = family.make_inputs(shape, np.random.default_rng(1))
+    bufs = {k: torch.from_numpy(v).cuda().to(_device_dtype(family, k)) for k, v in made.items()}
+    bufs["__out__"] = torch.full(family.output_shape(shape), float("nan"), device="cuda").to(
+        _device_dtype(family, "__out__")
+    )
+    held = {k: v.double().cpu().numpy() for k, v in bufs.items() if k != "__out__"}  # as the device rounded them
+    expected = family.reference(held, shape)
     tolerance = family.tolerance_for(shape)
     baseline = _torch_baseline(family, bufs, shape)
-    ours_us, torch_us = [], []
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
     total = torch.empty((), device="cuda")
 
     def evict():
         torch.sum(flush, 0, out=total)
 
-    for _ in range(rounds):  # in turns, so drift between the two is shared
-        ours_us.append(_time_cold(ours, evict, REPS))
-        if baseline:
-            torch_us.append(_time_cold(baseline, evict, REPS))
-    ours_med = statistics.median(ours_us)
-    torch_med = statistics.median(torch_us) if torch_us else None
     search_torch = _search_time(run, "torch")
-    out = {
-        "run": str(run),
-        "family": meta["family"],
-        "shape": shape,
-        "config": config,
-        "cubin_sha256": sha,
-        "same_binary": same_binary,
-        "rel_err": rel_err,
-        "tolerance": tolerance,
-        "ok": bool(rel_err <= tolerance),
-        "ours_us": ours_med,
-        "torch_us": torch_med,
-        "ours_over_torch": ours_med / torch_med if torch_med else None,
-        "rounds_ours_us": ours_us,
-        "rounds_torch_us": torch_us,
-        "search_ours_us": best["value"],
-        "search_torch_us": search_torch,
-        "search_ours_over_torch": best["value"] / search_torch if search_torch else None,
-    }
-    if out["ours_over_torch"] and out["search_ours_over_torch"]:
-        out["ratio_change"] = out["ours_over_torch"] / out["search_ours_over_torch"] - 1
-    return out
+    rows = []
+    for rank, trial in enumerate(best, 1):
+        config = family.with_defaults(trial["config"])  # a run recorded before a knob existed ran its default
+        variant = family.build(config, shape, arch)
+        sha = variant.artifact.cubin_sha256
+        own = family.launcher(variant_job(variant), shape)  # a family that launches its own variants (tensor maps)
+        ours = (lambda own=own: own(bufs)) if own is not None else _cupy_launch(variant, bufs, family, shape)
+        bufs["__out__"].fill_(float("nan"))
+        ours()
+        torch.cuda.synchronize()
+        got = bufs["__out__"].double().cpu().numpy()
+        rel_err = float(np.linalg.norm(got - expected) / np.linalg.norm(expected))  # NaN where a value was not written
+        ours_us, torch_us = [], []
+        for _ in range(rounds):  # in turns, so drift between the two is shared
+            ours_us.append(_time_cold(ours, evict, REPS))
+            if baseline:
+                torch_us.append(_time_cold(baseline, evict, REPS))
+        ours_med = statistics.median(ours_us)
+        torch_med = statistics.median(torch_us) if torch_us else None
+        measured = trial["outcome"] == MEASURED
+        row = {
+            "run": str(run),
+            "family": meta["family"],
+            "shape": shape,
+            "rank": rank,
+            "trial": trial["number"],
+            "config": config,
+            "cubin_sha256": sha,
+            "same_binary": sha == trial.get("cubin_sha256"),  # False where the template changed since: flagged
+            "rel_err": rel_err,
+            "tolerance": tolerance,
+            "ok": bool(rel_err <= tolerance),
+            "ours_us": ours_med,
+            "torch_us": torch_med,
+            "ours_over_torch": ours_med / torch_med if torch_med else None,
+            "rounds_ours_us": ours_us,
+            "rounds_torch_us": torch_us,
+            "search_outcome": trial["outcome"],
+            "search_ours_us": trial["value"] if measured else None,
+            "search_torch_us": search_torch,
+        }
+        row["search_ours_over_torch"] = row["search_ours_us"] / search_torch if measured and search_torch else None
+        if row["ours_over_torch"] and row["search_ours_over_torch"]:
+            row["ratio_change"] = row["ours_over_torch"] / row["search_ours_over_torch"] - 1
+        rows.append(row)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--top", type=int, default=1, help="re-time each run's best N distinct configs")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--family", help="the family file the runs were made with, where it is not a built-in one")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     rows = []
     for run in args.runs:
-        row = retime(run, args.rounds)
-        rows.append(row)
-        change = row.get("ratio_change")
-        print(
-            f"{row['family']} {row['shape']}: ok={row['ok']} (err {row['rel_err']:.2e}) ours {row['ours_us']:.2f} µs, "
-            f"torch {row['torch_us'] or float('nan'):.2f} µs, ratio {row['ours_over_torch'] or float('nan'):.3f} "
-            f"(search {row['search_ours_over_torch'] or float('nan'):.3f}"
-            + (f", {change:+.1%})" if change is not None else ")")
-            + ("" if row["same_binary"] else "; NOT the binary the search timed: the template changed since"),
-            flush=True,
-        )
+        try:
+            found = retime(run, args.rounds, args.top, args.family)
+        except MageError as exc:
+            print(f"retime_independent: {exc}", file=sys.stderr)
+            return 2
+        for row in found:
+            rows.append(row)
+            change = row.get("ratio_change")
+            nan = float("nan")
+            print(
+                f"{row['family']} {row['shape']} #{row['rank']}: ok={row['ok']} (err {row['rel_err']:.2e}) ours "
+                f"{row['ours_us']:.2f} µs, torch {row['torch_us'] or nan:.2f} µs, ratio "
+                f"{row['ours_over_torch'] or nan:.3f} (search {row['search_ours_over_torch'] or nan:.3f}"
+                + (f", {change:+.1%})" if change is not None else ")")
+                + ("" if row["same_binary"] else "; NOT the binary the search timed: the template changed since"),
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps({"environment": environment(), "harness": HARNESS, "winners": rows}, indent=1))
     return 0 if all(r["ok"] and r["same_binary"] for r in rows) else 1

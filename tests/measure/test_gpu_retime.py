@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+BF16 = ROOT / "mage_tune/kernels/matmul_bf16.py"
 RUNS = [
     ROOT / "tests/fixtures/matmul-3xtf32/searches/matmul-3xtf32-m512n512k512",
     ROOT / "tests/fixtures/layernorm-winner/searches/layernorm-m2048d1536",
@@ -19,7 +22,7 @@ RUNS = [
 pytestmark = pytest.mark.gpu
 
 
-def _retimer():
+def retimer():
     spec = importlib.util.spec_from_file_location("retime_independent", ROOT / "benchmarks/gpu/retime_independent.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -28,7 +31,7 @@ def _retimer():
 
 def test_winners_retimed_outside_the_harness(tmp_path):
     out = tmp_path / "retime.json"
-    assert _retimer().main([*map(str, RUNS), "--rounds", "1", "--json", str(out)]) == 0
+    assert retimer().main([*map(str, RUNS), "--rounds", "1", "--json", str(out)]) == 0
     record = json.loads(out.read_text())
     assert record["harness"].startswith("single launches") and record["environment"]["gpu"]
     for run, row in zip(RUNS, record["winners"], strict=True):
@@ -40,12 +43,35 @@ def test_winners_retimed_outside_the_harness(tmp_path):
 
 def test_a_changed_binary_is_flagged(tmp_path):
     run = tmp_path / "run"
-    (run / "best").mkdir(parents=True)
+    run.mkdir()
     for name in ("run.json", "baselines.jsonl"):
         (run / name).write_text((RUNS[0] / name).read_text())
-    best = json.loads((RUNS[0] / "best" / "best.json").read_text())
-    (run / "best" / "best.json").write_text(json.dumps({**best, "cubin_sha256": "0" * 64}))
+    winner = retimer().winners(RUNS[0], 1)[0]["number"]
+    lines = [json.loads(x) for x in (RUNS[0] / "trials.jsonl").read_text().splitlines()]
+    changed = [{**t, "cubin_sha256": "0" * 64} if t["number"] == winner else t for t in lines]
+    (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in changed))
     out = tmp_path / "retime.json"
-    assert _retimer().main([str(run), "--rounds", "1", "--json", str(out)]) == 1
+    assert retimer().main([str(run), "--rounds", "1", "--json", str(out)]) == 1
     (row,) = json.loads(out.read_text())["winners"]
-    assert row["ok"] and not row["same_binary"]
+    assert row["ok"] and not row["same_binary"] and row["trial"] == winner
+
+
+def test_bf16_winners_launched_by_their_family_are_retimed(tmp_path):
+    """matmul-bf16 launches through tensor maps (its own launcher): its best two configs of a static search at a
+    ragged shape, rebuilt to the same cubins, launched, checked against float64 on the BF16-rounded inputs and timed
+    beside cuBLAS BF16. A static search has no times of its own to compare with: the row says so."""
+    run = tmp_path / "bf16"
+    done = subprocess.run(
+        [sys.executable, "-m", "mage_tune", "search", str(BF16), "--m", "320", "--n", "200", "--k", "136",
+         "--arch", "sm_90a", "--static", "--trials", "4", "--polish", "0", "--run-dir", str(run)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "retime.json"
+    assert retimer().main([str(run), "--family", str(BF16), "--top", "2", "--rounds", "1", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["winners"]
+    assert [r["rank"] for r in rows] == [1, 2] and rows[0]["config"] != rows[1]["config"]
+    for row in rows:
+        assert row["same_binary"] and row["ok"] and 0 < row["rel_err"] <= row["tolerance"]
+        assert row["ours_us"] > 0 and row["torch_us"] > 0
+        assert row["search_outcome"] == "modelled" and row["search_ours_us"] is None and "ratio_change" not in row

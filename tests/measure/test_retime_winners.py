@@ -1,0 +1,34 @@
+"""The independent re-timer's CPU side (benchmarks/gpu/retime_independent.py): which trials of a run it re-times,
+and that a record of a family file nobody named never loads code. Its GPU side: test_gpu_retime.py."""
+
+from __future__ import annotations
+
+import json
+
+from test_gpu_retime import RUNS, retimer
+
+from mage_tune.search import record
+
+
+def test_the_best_distinct_configs_best_first():
+    run = RUNS[0]
+    top = retimer().winners(run, 3)
+    assert len(top) == 3 and top[0]["number"] == record.best_trial(run)["number"]
+    assert [t["value"] for t in top] == sorted(t["value"] for t in top)
+    assert len({json.dumps(t["config"], sort_keys=True) for t in top}) == 3
+    assert all(t["outcome"] == "measured" for t in top)
+    every = {json.dumps(t["config"], sort_keys=True) for t in record.trials(run) if t["outcome"] == "measured"}
+    assert len(retimer().winners(run, 10**6)) == len(every)
+
+
+def test_a_record_of_a_family_file_nobody_named_loads_no_code(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    planted = tmp_path / "planted.py"
+    planted.write_text("raise SystemExit('a record ran code')\n")
+    meta = json.loads((RUNS[0] / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "family": str(planted), "origin": str(planted)}))
+    (run / "trials.jsonl").write_text((RUNS[0] / "trials.jsonl").read_text())
+    assert retimer().main([str(run), "--rounds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert str(run) in err and "records never load code" in err and "--family" in err
