@@ -180,8 +180,25 @@ def _legacy_identity(run_dir: Path) -> dict | None:
     }
 
 
+def _refuse_foreign(run_dir: Path) -> None:
+    """A folder that is no run directory (no run.json, no trials.jsonl) must be empty: a search writes report.md,
+    best/ and more there, and never over a user's files (hidden entries such as .DS_Store aside)."""
+    try:
+        held = sorted(e.name for e in run_dir.iterdir() if not e.name.startswith("."))
+    except OSError as exc:
+        raise InputError(f"cannot read the run directory: {exc.strerror or exc}", file=str(run_dir)) from None
+    if held:
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise InputError(
+            f"not a run directory and not empty (it holds {shown}); a search writes report.md, best/ and more "
+            "there: give an empty or new --run-dir",
+            file=str(run_dir),
+        )
+
+
 def claim(run_dir: Path, identity: dict, about: dict | None = None) -> str:
-    """Make `run_dir` the record of the study `identity` names, or refuse if it holds another study's trials; returns
+    """Make `run_dir` the record of the study `identity` names, or refuse if it holds another study's trials or, not
+    being a run directory, anything at all (nothing of the user's is overwritten); returns
     the run's id (a UUID given once, when run.json is first written).
 
     The identity is written once (created exclusively: of two processes starting on an empty directory, one writes
@@ -193,6 +210,8 @@ def claim(run_dir: Path, identity: dict, about: dict | None = None) -> str:
             legacy = _legacy_identity(run_dir)
             if legacy is not None:
                 _compare(path.parent / "search.json", legacy, identity)
+        else:
+            _refuse_foreign(run_dir)
         run = uuid.uuid4().hex
         written = {**identity, "run_id": run, **(about or {})}
         if write_atomic(path, json.dumps(written, indent=1), exclusive=True):

@@ -310,6 +310,21 @@ def test_no_gpu_notice_and_objective_identity(tmp_path, env):
     assert f"static, objective {STATIC_OBJECTIVE})" in done.stderr
 
 
+def test_a_folder_of_the_user_s_files_is_never_a_run_directory(tmp_path, env):
+    """A --run-dir that holds files but no run is refused before anything is written: the user's report.md stays."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "report.md").write_text("MINE")
+    done = mage(*search_args(LAYERNORM, "mine", 1, "--static"), cwd=tmp_path, env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "not a run directory and not empty (it holds report.md)" in done.stderr and "mine" in done.stderr
+    assert (tmp_path / "mine" / "report.md").read_text() == "MINE"
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["report.md"]
+    (tmp_path / "empty" / ".hidden").parent.mkdir()
+    (tmp_path / "empty" / ".hidden").write_text("")
+    done = mage(*search_args(LAYERNORM, "empty", 1, "--static"), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+
+
 # --- 2. resume after kill -9 ----------------------------------------------------------------------------------------
 
 
