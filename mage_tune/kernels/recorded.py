@@ -17,7 +17,7 @@ import inspect
 import sys
 from pathlib import Path
 
-from mage_tune.errors import MageError
+from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family
 from mage_tune.kernels.registry import BUILTINS, load_family, looks_like_path
 from mage_tune.textwidth import wrap
@@ -80,6 +80,9 @@ def family_for(recorded: dict, named: str | None = None) -> tuple[Family | None,
     origin = str(recorded.get("origin") or recorded.get("family_origin") or recorded.get("family") or "")
     if named:
         family = load_family(named)
+        kept = str(recorded.get("family") or "")
+        if kept and "/" not in kept and not kept.endswith(".py") and kept != family.name:
+            raise InputError(f"--family {named} is family {family.name!r}; the record is of {kept!r}")
     else:
         family = builtin(origin)  # a family file's record names the file: never a built-in of the same name
         if family is None:

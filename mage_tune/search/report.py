@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.census.features import diff, features, fmt, spearman
 from mage_tune.errors import MageError
@@ -301,7 +302,7 @@ def _triton_lines(run_dir: Path, best: dict, named: str | None = None) -> list[s
     try:
         # The comparison is with the reference's first config: compile only that one (a matmul's lists eight).
         first = (family.reference_configs() or [None])[0]
-        refs = family.reference_kernels(meta["shape"], meta["arch"], config=first)
+        refs = family.reference_kernels(meta["shape"], get_arch(meta["arch"]), config=first)
         if not refs:
             return [f"({family.name} names no Triton reference kernel to compare with)"]
         ref = refs[0]

@@ -231,6 +231,13 @@ def test_report_and_explain(static_run, env):
     assert done.returncode == 0, done.stderr
     label = next(t["label"] for t in record.trials(run_dir) if t["number"] == best["trial"])
     assert f"winner: trial {best['trial']} {label}" in done.stdout
+    assert "vs Triton's " in done.stdout and "unavailable" not in done.stdout  # compiled offline, censused beside it
+
+    family = json.loads((run_dir / "run.json").read_text())["family"]
+    other = "layernorm" if family != "layernorm" else "matmul"
+    done = mage("explain", str(run_dir), "--family", other, cwd=run_dir.parent, env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"--family {other} is family {other!r}; the record is of {family!r}" in done.stderr
 
 
 # --- 5. report and explain from the record alone --------------------------------------------------------------------
