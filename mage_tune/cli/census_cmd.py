@@ -119,7 +119,7 @@ def census(
         _exists_or_near_family(target)
         found = census_path(target, arch=arch, kernel=kernel, block=block, **inputs)
     if other:
-        found = found + census_path(other, arch=arch, block=block, **inputs)
+        found = found + census_path(other, arch=arch, kernel=kernel, block=block, **inputs)  # the same kernel
     _say_compiler_notes(found)  # on stderr, so a script reading --json's stdout sees only the records
     if as_json:
         records = [c.to_json() for c in found]

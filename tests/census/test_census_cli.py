@@ -173,6 +173,16 @@ def test_compare_marks_differences(build):
     assert rows["SASS cp.async groups in flight"] == ["≠", "2", "1"]
 
 
+def test_compare_with_kernel_picks_that_kernel_of_both_files(tmp_path):
+    """--kernel applies to the --compare file too: one kernel against the same kernel of the other file."""
+    other = tmp_path / "flight_copy.cu"
+    other.write_text((KERNELS / "flight.cu").read_text())
+    out = invoke(str(KERNELS / "flight.cu"), "--arch", "sm_90", "--compare", str(other), "--kernel", "chase", "--json")
+    records = json.loads(out)
+    assert [r["kernel"] for r in records] == ["chase", "chase"]
+    assert records[0]["registers"] == records[1]["registers"]
+
+
 def test_help():
     runner = CliRunner()
     top = runner.invoke(cli, ["--help"])
