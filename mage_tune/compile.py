@@ -56,9 +56,13 @@ class Artifact:
         return hashlib.sha256(self.cubin).hexdigest() if self.cubin is not None else None
 
 
+def cache_root() -> Path:
+    """$MAGE_TUNE_CACHE, else ~/.cache/mage-tune: the compile cache's folder and the default tuning database's."""
+    return Path(os.environ.get("MAGE_TUNE_CACHE") or Path.home() / ".cache" / "mage-tune")
+
+
 def cache_dir() -> Path:
-    root = os.environ.get("MAGE_TUNE_CACHE") or Path.home() / ".cache" / "mage-tune"
-    return Path(root) / "compile"
+    return cache_root() / "compile"
 
 
 def _key(kind: str, payload: bytes, arch: Arch, options: tuple[str, ...]) -> str:

@@ -27,7 +27,7 @@ from urllib.parse import unquote
 
 import optuna
 
-from mage_tune.compile import cache_dir
+from mage_tune.compile import cache_dir, cache_root
 from mage_tune.errors import InputError
 from mage_tune.records import reader, schema
 from mage_tune.storage import open_storage, redact, sqlite_url
@@ -41,7 +41,11 @@ EXPORT_SCHEMA = "mage-tune.tuning-db/2"  # /1 lines (no run id, digest or defaul
 
 
 def _default_path() -> Path:
-    return cache_dir() / "tuning.db"
+    """$MAGE_TUNE_CACHE/tuning.db, beside the compile cache and not in it (clearing the compile cache keeps the
+    measurements); a database made where earlier versions put it, in the compile cache, is used where it is until
+    the new place has one."""
+    here, earlier = cache_root() / "tuning.db", cache_dir() / "tuning.db"
+    return earlier if earlier.exists() and not here.exists() else here
 
 
 def default_url() -> str:

@@ -350,3 +350,18 @@ def test_the_model_learns_times_over_the_fastest_baseline_of_each_run():
     assert [r.target for r in learned.training_rows(family, get_arch("sm_90"), bare)] == pytest.approx(
         [lt - mean for lt in logs]
     )
+
+
+def test_the_default_database_sits_beside_the_compile_cache_not_in_it(tmp_path, monkeypatch):
+    """$MAGE_TUNE_CACHE/tuning.db, as the README says: clearing the compile cache keeps it. One that earlier versions
+    made in the compile cache is used until the new place has one."""
+    from mage_tune.tuning.db import default_url
+
+    monkeypatch.setenv("MAGE_TUNE_CACHE", str(tmp_path))
+    monkeypatch.delenv("MAGE_TUNE_DB", raising=False)
+    assert default_url() == f"sqlite:///{tmp_path}/tuning.db"
+    (tmp_path / "compile").mkdir()
+    (tmp_path / "compile" / "tuning.db").write_bytes(b"")
+    assert default_url() == f"sqlite:///{tmp_path}/compile/tuning.db"
+    (tmp_path / "tuning.db").write_bytes(b"")
+    assert default_url() == f"sqlite:///{tmp_path}/tuning.db"
