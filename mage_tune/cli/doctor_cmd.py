@@ -10,7 +10,8 @@ from mage_tune.textwidth import wrap
 
 @click.command()
 def doctor():
-    """Show NVRTC, ptxas, cuobjdump, nvdisasm and the GPU libraries: where found, version, or how to get them."""
+    """Show NVRTC, ptxas, cuobjdump, nvdisasm, nvcc (optional) and the GPU libraries: where found, version, or how to
+    get them."""
     from mage_tune import toolchain
     from mage_tune.errors import ToolchainError
 
@@ -27,23 +28,35 @@ def doctor():
             missing += 1
             table.append([name, "missing", "", toolchain.FIXES[name]])
         for i, tool in enumerate(found):
-            table.append(
-                [
-                    name if i == 0 else "",
-                    tool.version or "?",
-                    f"{tool.path} [{tool.origin}]",
-                    "" if i == 0 else "fallback",
-                ]
-            )
+            origin = tool.origin if i == 0 else f"{tool.origin}; fallback"
+            table.append([name if i == 0 else "", tool.version or "?", _shown(tool.path), origin])
+    nvcc = toolchain.nvcc()  # optional: NVRTC compiles by default; --compiler nvcc asks for it
+    if nvcc is None:
+        table.append(["nvcc", "missing", "", "optional (--compiler nvcc): " + toolchain.FIXES["nvcc"]])
+    else:
+        table.append(["nvcc", nvcc.version or "?", _shown(nvcc.path), f"{nvcc.origin}; optional (--compiler nvcc)"])
     for lib in ("triton", "cupy", "torch", "optuna"):
         table.append([lib, _version(lib), "python package", "" if lib in ("triton", "optuna") else "GPU extra"])
-    click.echo(fit_table(table, ["tool", "version", "where", "note"]))
+    click.echo(fit_table(table, ["tool", "version", "where", "note"], optional=("note",)))
     click.echo()
     click.echo(_arch_table())
     mode, usable = _mode()
     click.echo("\n" + wrap(mode))
     if missing or not usable:
         raise click.exceptions.Exit(1)
+
+
+def _shown(path: str) -> str:
+    """A path as the table shows it: a Python package's from `site-packages/`, one under the home folder from `~`,
+    so that the longest (Triton's bundled tools) fits a 100-column table whole."""
+    import site
+    from pathlib import Path
+
+    for root in sorted({*site.getsitepackages(), site.getusersitepackages()}, key=len, reverse=True):
+        if path.startswith(root.rstrip("/") + "/"):
+            return str(Path("site-packages") / Path(path).relative_to(root))
+    home = str(Path.home())
+    return "~" + path[len(home) :] if path.startswith(home + "/") else path
 
 
 def _mode() -> tuple[str, bool]:

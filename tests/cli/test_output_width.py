@@ -345,3 +345,17 @@ def test_progress_takes_a_total_learned_once_the_plan_is_made():
     lines = out.getvalue().splitlines()
     assert lines[-1].startswith("measuring: 20/20 results (100%)") and len(lines) == 10
     assert not any("/3 " in line or ("%)" in line and int(line.split("(")[1].split("%")[0]) > 100) for line in lines)
+
+
+def test_doctor_lists_every_tool_the_readme_names_with_paths_whole():
+    """NVRTC, nvcc (optional), ptxas, cuobjdump and nvdisasm each have a row; a path is never split across lines."""
+    from mage_tune import toolchain
+    from mage_tune.cli.doctor_cmd import _shown
+
+    out = run("doctor").output
+    tools = {line.split()[0] for line in out.splitlines() if line and not line.startswith((" ", "-"))}
+    assert {"nvrtc", "nvcc", "ptxas", "cuobjdump", "nvdisasm"} <= tools
+    shown = [*toolchain.candidates("ptxas"), *filter(None, [toolchain.nvcc()])]  # every ptxas, the nvcc used
+    for tool in shown:
+        assert _shown(tool.path) in out.split(), tool.path  # one cell, whole
+        assert _shown(tool.path).endswith(Path(tool.path).name)
