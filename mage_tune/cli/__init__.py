@@ -38,6 +38,46 @@ SUMMARIES = {
 }
 
 
+class WholeWordsFormatter(click.HelpFormatter):
+    """Help text wrapped at spaces only: click's wrapper also breaks after hyphens, which splits option names
+    (`--extra-device-` / `vectorization`) and commands (`mage-` / `tune`) across lines."""
+
+    def write_dl(self, rows, col_max=30, col_spacing=2):
+        with _whole_words():
+            super().write_dl(rows, col_max, col_spacing)
+
+    def write_text(self, text):
+        with _whole_words():
+            super().write_text(text)
+
+
+class _whole_words:
+    """Within it, click's text wrapper (click._textwrap.TextWrapper, which wrap_text looks up at each call) keeps
+    hyphenated words whole; where a click release has no such module, its own wrapping stands."""
+
+    def __enter__(self):
+        try:
+            from click import _textwrap
+        except ImportError:
+            self.module = None
+            return
+        self.module, self.original = _textwrap, _textwrap.TextWrapper
+
+        class Whole(self.original):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **{**kwargs, "break_on_hyphens": False})
+
+        _textwrap.TextWrapper = Whole
+
+    def __exit__(self, *exc):
+        if self.module is not None:
+            self.module.TextWrapper = self.original
+
+
+class HelpContext(click.Context):
+    formatter_class = WholeWordsFormatter
+
+
 def _with_wide(command: click.Command) -> click.Command:
     """Every command takes --wide: output at full width instead of fitting 100 columns (or the terminal's width)."""
     if not any(p.name == "wide" for p in command.params):
@@ -53,11 +93,15 @@ def _with_wide(command: click.Command) -> click.Command:
                 help="Print everything at full width (default: fit 100 columns, or the terminal when wider).",
             )
         )
+    for each in [command, *getattr(command, "commands", {}).values()]:  # a group's subcommands too (db)
+        each.context_class = HelpContext
     return command
 
 
 class LazyGroup(click.Group):
     """Imports a command's module only when that command runs."""
+
+    context_class = HelpContext
 
     def list_commands(self, ctx):
         return list(COMMANDS)

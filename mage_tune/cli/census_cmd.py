@@ -80,8 +80,8 @@ def census(
     """Census TARGET: a .cu, .ptx, .cubin or SASS listing, or a kernel family (a built-in name, a family file
     path/to/family.py[:NAME], an installed plug-in) with --shape and --set knobs.
 
-        Prints registers, shared memory, spills, loads and stores by space and width, cp.async and waits, barriers,
-        shuffles, special functions, occupancy and loads in flight, from PTX and from SASS.
+    Prints registers, shared memory, spills, loads and stores by space and width, cp.async and waits, barriers,
+    shuffles, special functions, occupancy and loads in flight, from PTX and from SASS.
     """
     from mage_tune.census import SourceOptions, census_artifact, census_path
     from mage_tune.census.table import render, rows

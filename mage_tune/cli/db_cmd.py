@@ -52,7 +52,7 @@ def list_runs(db_url, family, as_json, shipped):
     mage-tune (measured H200 trials of the built-in families, read-only: warm starts and choices read it after the
     database) is a separate source: summed up under the table, listed with --shipped."""
     from mage_tune.storage import redact
-    from mage_tune.textwidth import table
+    from mage_tune.textwidth import constant_columns, table, wrap
     from mage_tune.tuning import shipped as shipped_data
 
     if shipped:
@@ -105,7 +105,10 @@ def list_runs(db_url, family, as_json, shipped):
         return
     click.echo(f"{where}: {len(rows)} run(s)", err=True)
     headers = ["family", "shape", "arch", "GPU", "objective", "trials", "best", "toolchain"]
-    click.echo(table(rows, headers, "simple", fit=True))
+    rows, headers, same = constant_columns(rows, headers, keep=2)  # what every run shares, said once
+    if same:
+        click.echo(wrap(same))
+    click.echo(table(rows, headers, "simple", fit=True, optional=("toolchain", "GPU")))
     if not shipped:
         _shipped_summary(family)
 

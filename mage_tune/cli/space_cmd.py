@@ -80,7 +80,22 @@ def space(family, dims, arch, as_list, as_json, limit, exact):
         names = [k.name for k in fam.knobs]
         if not count.exact or len(configs) < count.valid:
             click.echo(f"the first {len(configs)} (--limit {limit}):")
-        click.echo(fit_table([[c[n] for n in names] for c in configs], names))
+        click.echo(_config_list(configs, names))
+
+
+def _config_list(configs: list[dict], names: list[str]) -> str:
+    """The listed configs: a table of the knobs that vary among them (those that do not said once above it) where
+    its headers and values fit the width whole, else one config a line, knob=value items wrapped whole."""
+    from mage_tune.textwidth import columns, constant_columns, wrap
+    from mage_tune.textwidth import table as fit_table
+
+    rows, headers, same = constant_columns([[c[n] for n in names] for c in configs], names, keep=0)
+    widths = [max(len(str(v)) for v in col) for col in zip(headers, *rows, strict=True)]
+    width = columns()
+    lines = [wrap(same)] if same else []
+    if width is None or sum(widths) + 2 * (len(widths) - 1) <= width:
+        return "\n".join([*lines, fit_table(rows, headers)])
+    return "\n".join([*lines, *(wrap(", ".join(f"{h}={v}" for h, v in zip(headers, r, strict=True))) for r in rows)])
 
 
 def _stream_json(fam, shape: dict, arch: Arch, limit: int | None, exact: bool) -> None:

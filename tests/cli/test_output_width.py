@@ -92,6 +92,34 @@ def test_render_prints_the_source_and_space_lists_every_config_within_100_column
     assert listed.exit_code == 0 and not too_wide(listed.output)
 
 
+@pytest.mark.parametrize(
+    "command",
+    [("census",), ("compare",), ("search",), ("space",), ("bench",), ("db", "export"), ("db", "list"), ("explain",)],
+    ids=" ".join,
+)
+def test_help_never_breaks_a_hyphenated_word(command):
+    """Help wraps at spaces only: an option named in a help text (--extra-device-vectorization) or a command
+    (`mage-tune space`) stays on one line."""
+    text = run(*command, "--help").output
+    broken = [line for line in text.splitlines() if re.search(r"\w-$", line)]
+    assert not broken, broken
+    assert not too_wide(text)
+
+
+@pytest.mark.parametrize("limit", ["3", "400"])
+def test_space_list_never_splits_a_knob_name(limit):
+    """Knobs the listed configs share are said once above them; the rest are a table's headers, whole, or where
+    those do not fit, each config a line of knob=value items."""
+    from mage_tune.kernels import get_family
+
+    listed = run("space", "layernorm", "--d", "768", "--list", "--limit", limit).output
+    tail = listed.split(f"(--limit {limit}):", 1)[1]
+    words = set(re.findall(r"\w+", tail))
+    for knob in get_family("layernorm").knobs:
+        assert knob.name in words, knob.name
+    assert not too_wide(listed)
+
+
 def test_wide_prints_at_full_width_and_a_wider_terminal_is_used():
     narrow = run("report", str(LN_ALL))
     wide = run("report", str(LN_ALL), "--wide")
