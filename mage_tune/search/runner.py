@@ -108,7 +108,8 @@ class Search:
             )
             self._check_study_identity()
         self.measurer = None
-        self.best_value = math.inf
+        done = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        self.best_value = min((t.value for t in done if t.value is not None), default=math.inf)  # a resumed study's
         self.heartbeat = Heartbeat(self.storage)
         self.waiting_for: frozenset[int] = frozenset()  # trials running elsewhere this search last said it waits for
         self.baselines: dict[str, float] = {}

@@ -387,6 +387,11 @@ def test_resume_after_sigkill(tmp_path, env):
     abandoned = [t for t in study.trials if "outcome" not in t.user_attrs]
     assert all(t.state == optuna.trial.TrialState.FAIL for t in abandoned)
 
+    # Run once more with every trial done: nothing runs, and the progress line gives the study's best, not "-".
+    again = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert again.returncode == 0 and len(record.trials(run_dir)) == len(after)
+    assert f"10/10 trials (100%), best {study.best_value:.2f} µs" in again.stderr
+
 
 def test_heartbeat_grace_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("MAGE_TUNE_HEARTBEAT_GRACE", "8")
