@@ -84,7 +84,8 @@ def parse(text: str, label: str) -> Module:
             continue
         kernels.append(_kernel(clean, match, label, module_shared, lines))
     if not kernels:
-        raise InputError("PTX holds no .entry kernel", file=label, line=_line_of(clean, len(clean)))
+        # About the whole module, so no line: for a .cu file the PTX is the compiler's, its lines none of the file's.
+        raise InputError("holds no kernel: no .entry in its PTX (a .cu file needs a __global__ function)", file=label)
     return Module(version, target, tuple(kernels))
 
 

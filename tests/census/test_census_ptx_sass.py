@@ -314,6 +314,17 @@ def test_kernel_by_mangled_and_demangled_name(build):
         census_path(KERNELS / "mangled.cu", arch="sm_89", kernel="nope")
 
 
+def test_a_cu_file_without_a_kernel_is_one_error_naming_the_file_only(tmp_path):
+    """No line number: the compiler's PTX has lines, the user's file has no kernel at all."""
+    source = tmp_path / "helper.cu"
+    source.write_text("__device__ int twice(int a) { return 2 * a; }\n")
+    with pytest.raises(InputError) as raised:
+        census_path(source, arch="sm_90")
+    assert (
+        str(raised.value) == f"{source}: holds no kernel: no .entry in its PTX (a .cu file needs a __global__ function)"
+    )
+
+
 def test_multi_kernel_file_gives_every_kernel(build):
     b = build("flight.cu", "sm_90")
     records = census_path(KERNELS / "flight.cu", arch="sm_90")
