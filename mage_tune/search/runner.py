@@ -92,6 +92,8 @@ class Search:
         self.spec, self.family, self.echo = spec, family, echo
         self.problem = Problem(family, spec.shape, spec.arch)
         self.objective = STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE
+        # a --db that names no database (a bad URL, a file of another kind) is refused before anything is written
+        tuning_db = None if spec.db == "off" else TuningDB(spec.db)
         record.make_run_dir(spec.run_dir)
         about = {k: v for k, v in family_record(family).items() if k != "family"}
         # before the storage: a refused run touches nothing
@@ -113,7 +115,7 @@ class Search:
         self.heartbeat = Heartbeat(self.storage)
         self.waiting_for: frozenset[int] = frozenset()  # trials running elsewhere this search last said it waits for
         self.baselines: dict[str, float] = {}
-        self.recorder = None if spec.db == "off" else Recorder(spec.db, self.run_info())
+        self.recorder = None if tuning_db is None else Recorder(spec.db, self.run_info(), tuning_db)
         self.polish_trials = polish.default_trials(spec.trials, spec.sampler) if spec.polish is None else spec.polish
         self.polish_model = None  # the warm start's model, when it fitted one: it ranks the neighbours
         self.space: Space | None = None  # the valid configs, where the space is small enough to list (run())

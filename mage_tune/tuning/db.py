@@ -345,14 +345,16 @@ class Recorder:
 
     GIVE_UP = 3
 
-    def __init__(self, url: str | None, run: RunInfo):
-        self.run, self.study, self.db = run, None, None
+    def __init__(self, url: str | None, run: RunInfo, db: TuningDB | None = None):
+        """`db`: the database already opened (a search opens it first, so that a --db naming none is refused)."""
+        self.run, self.study, self.db = run, None, db
         self.failures, self.failed = 0, False
         self.url = url or default_url()
         self._guard(lambda: self._open(self.url))
 
     def _open(self, url):
-        self.db = TuningDB(url)
+        if self.db is None:
+            self.db = TuningDB(url)
         self.study = self.db.study_for(self.run)
 
     def _guard(self, action) -> None:

@@ -365,3 +365,16 @@ def test_the_default_database_sits_beside_the_compile_cache_not_in_it(tmp_path, 
     assert default_url() == f"sqlite:///{tmp_path}/compile/tuning.db"
     (tmp_path / "tuning.db").write_bytes(b"")
     assert default_url() == f"sqlite:///{tmp_path}/tuning.db"
+
+
+@pytest.mark.parametrize("db", ["junk://x", "not-a-url.cu"])
+def test_a_search_with_a_db_that_names_no_database_is_refused_before_it_starts(db, tmp_path):
+    """A --db that is no database URL is the user's input, refused in one line (exit 2) like `db list` refuses it;
+    the run directory is not even made. (A database that fails during a search is said once; the search goes on.)"""
+    out = cli(
+        "search", "layernorm", "--d", "768", "--static", "--trials", "1", "--db", db,
+        "--run-dir", str(tmp_path / "run"), cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("mage-tune: error: ") and db in out.stderr
+    assert not (tmp_path / "run").exists()
