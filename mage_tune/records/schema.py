@@ -15,11 +15,14 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 SCORED = ("measured", "modelled", "duplicate")
+OUTCOMES = ("measured", "modelled", "pruned", "compile_error", "failed", "duplicate")  # how a recorded trial ended
 
 _TEXT = {"type": "string", "maxLength": 4096}
 _SCALAR = {"type": ["string", "number", "boolean", "null"]}
 _COUNT = {"type": "integer", "minimum": 0}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
+_OUTCOME = {"enum": list(OUTCOMES)}
+_TIME_OR_NULL = {"type": ["number", "null"], "exclusiveMinimum": 0}  # a trial's value: µs, modelled or measured
 
 CONFIG = {"type": "object", "maxProperties": 512, "additionalProperties": _SCALAR}  # knob -> scalar value
 CENSUS = {"type": "object", "maxProperties": 4096, "additionalProperties": _SCALAR}  # feature -> scalar
@@ -65,8 +68,8 @@ TRIAL = {
     "required": ["number", "outcome"],
     "properties": {
         "number": _COUNT,
-        "outcome": _TEXT,
-        "value": _NUMBER_OR_NULL,
+        "outcome": _OUTCOME,
+        "value": _TIME_OR_NULL,
         "config": CONFIG,
         "census": CENSUS,
         "label": _TEXT,
@@ -122,7 +125,7 @@ RUN = {  # a run's context in the tuning database (a study's user attrs) and in 
 ENTRY = {  # one trial of a run in the tuning database
     "type": "object",
     "required": ["number", "config"],
-    "properties": {"number": _COUNT, "config": CONFIG, "outcome": _TEXT, "census": CENSUS, "source": _TEXT},
+    "properties": {"number": _COUNT, "config": CONFIG, "outcome": _OUTCOME, "census": CENSUS, "source": _TEXT},
 }
 
 EXPORT_LINE = {
@@ -133,8 +136,8 @@ EXPORT_LINE = {
         "run": RUN,
         "number": _COUNT,
         "config": CONFIG,
-        "outcome": _TEXT,
-        "value": _NUMBER_OR_NULL,
+        "outcome": _OUTCOME,
+        "value": _TIME_OR_NULL,
         "census": CENSUS,
         "source": _TEXT,
     },

@@ -168,6 +168,9 @@ def _export_line(tmp_path: Path, **changes) -> dict:
         ({"number": -1}, "number"),
         ({"run": "x"}, "run"),
         ({"value": "fast"}, "value"),
+        ({"value": -5.0}, "value"),  # a time: above zero
+        ({"value": 0}, "value"),
+        ({"outcome": "awesome"}, "outcome"),  # one of the outcomes a search records
     ],
 )
 def test_an_export_line_outside_the_schema_is_refused_with_its_line(tmp_path, change, why):
@@ -383,6 +386,8 @@ def test_the_reader_refuses_what_is_not_a_record(tmp_path):
     assert got[0].data is None and "over" in got[0].problem and got[1].data == {"b": 1}
     assert schema.problem("trial", {"number": 0, "outcome": "measured", "config": {}}) != ""
     assert schema.problem("trial", {"number": 0, "outcome": "failed"}) == ""
+    assert schema.problem("trial", {"number": 0, "outcome": "measured", "config": {}, "value": -1.0}) != ""
+    assert schema.problem("trial", {"number": 0, "outcome": "surplus"}) != ""
     assert "nested" in schema.problem("entry", _deep(5000)) or schema.problem("entry", _deep(5000)) != ""
 
 
