@@ -24,9 +24,12 @@ def parse_shape(text: str | None) -> dict[str, int]:
         if not sep or not key.isidentifier():
             raise click.BadParameter(f"expected name=value,..., got {item.strip()!r}", param_hint="--shape")
         try:
-            dims[key] = int(value)
+            number = int(value)
         except ValueError:
             raise click.BadParameter(f"{key}={value!r} is not an integer", param_hint="--shape") from None
+        if key in dims and dims[key] != number:
+            raise click.BadParameter(f"{key} is given twice ({dims[key]} and {number})", param_hint="--shape")
+        dims[key] = number
     return dims
 
 

@@ -579,7 +579,10 @@ class Family(ABC):
             if "=" not in item:
                 raise ConfigError(f"--set expects knob=value, got {item!r}")
             key, text = (s.strip() for s in item.split("=", 1))
-            fixed[key] = self.knob(key).parse(text)
+            value = self.knob(key).parse(text)
+            if key in fixed and fixed[key] != value:
+                raise ConfigError(f"--set {key} is given twice ({fixed[key]} and {value})")
+            fixed[key] = value
         return self.complete(fixed, shape, arch)
 
     def with_defaults(self, config: Config) -> Config:

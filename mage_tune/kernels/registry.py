@@ -73,7 +73,7 @@ def load_family(spec: str) -> Family:
         return _adopt(_instance(found, where), spec, where)
     names = known_names()
     close = difflib.get_close_matches(spec, names, n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    hint = f"; did you mean {' or '.join(close)}?" if close else "."
     raise ConfigError(
         f"unknown kernel family {spec!r}{hint} Known: {', '.join(names)}; or give a family file, path/to/family.py"
     )

@@ -222,3 +222,14 @@ def test_a_journal_damaged_between_runs_is_an_error_when_resumed(tmp_path):
         journal.write('{"op_code": 4, "stu')
     message = clean_error(mage(*args, cwd=tmp_path), "run.journal:", "run/trials.jsonl")
     assert "unreadable" in message
+
+
+def test_a_value_given_twice_is_refused_not_overridden(tmp_path):
+    """Two values for one dimension or one knob: the user means one of them, so neither is picked silently."""
+    usage_error(mage("space", "layernorm", "--shape", "d=768,d=512", cwd=tmp_path), "d is given twice (768 and 512)")
+    clean_error(
+        mage("render", "layernorm", "--d", "768", "--set", "threads=128", "--set", "threads=256", cwd=tmp_path),
+        "--set threads is given twice (128 and 256)",
+    )
+    same = mage("render", "layernorm", "--d", "768", "--set", "threads=128", "--set", "threads=128", cwd=tmp_path)
+    assert same.returncode == 0 and "'threads': 128" in same.stdout
