@@ -13,6 +13,8 @@ def _run_dir(run: str) -> Path:
     from mage_tune.errors import InputError
 
     path = Path(run)
+    if not path.exists():
+        raise InputError(f"no such file or directory; report and explain take {TAKES}", file=run)
     if not (path / "trials.jsonl").exists():
         raise InputError(f"not a search run directory (no trials.jsonl); report and explain take {TAKES}", file=run)
     return path

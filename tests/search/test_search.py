@@ -264,6 +264,8 @@ def test_report_from_the_record_alone(static_run, tmp_path, env):
     done = mage("report", str(tmp_path), cwd=tmp_path, env=env)  # no trials.jsonl: a clear error, not a traceback
     assert done.returncode == 2 and "not a search run directory" in done.stderr
     assert "Traceback" not in done.stderr
+    done = mage("report", str(tmp_path / "nowhere"), cwd=tmp_path, env=env)
+    assert done.returncode == 2 and f"{tmp_path / 'nowhere'}: no such file or directory" in done.stderr
 
 
 # --- 1 (cont.). no GPU: a loud notice and the static model; a static study is never resumed as measured -------------
