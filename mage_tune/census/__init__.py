@@ -271,7 +271,10 @@ def load(
         except InputError as exc:
             raise InputError(exc.message, file=label) from None  # say which input the arch was meant for
     if data[:4] == b"\x7fELF":
-        return build_from_cubin(data, label)
+        artifact = build_from_cubin(data, label)
+        if arch is not None and arch.name != artifact.arch:  # a cubin is built for one arch: --arch cannot change it
+            raise InputError(f"the cubin is built for {artifact.arch}, not --arch {arch.name}", file=label)
+        return artifact
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

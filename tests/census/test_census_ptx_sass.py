@@ -358,6 +358,10 @@ def test_every_input_form(build, tmp_path, file, arch):
     assert sass_functions(by_cuobjdump.read_text()) == b.sass
 
     forms = {p.name: {c.kernel: c for c in census_path(p, block=256)} for p in (ptx_file, cubin)}
+    assert census_path(cubin, arch=arch, block=256)[0].arch == arch  # its own arch named: taken
+    other = "sm_90" if arch == "sm_80" else "sm_80"
+    with pytest.raises(InputError, match=f"the cubin is built for {arch}, not --arch {other}"):
+        census_path(cubin, arch=other)  # a cubin's arch is what it was built for: never silently another
     forms.update({p.name: {c.kernel: c for c in census_path(p)} for p in (by_cuobjdump, by_nvdisasm)})
     for form, records in forms.items():
         assert set(records) == set(from_cu), form
