@@ -27,6 +27,8 @@ from mage_tune.measure.saved import best_result, result_time
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
 from archives import RecordsError, local_one
 
+from mage_tune.outputs import refuse_existing
+
 
 def fastest(results: list[dict], kind: str) -> float | None:
     times = [result_time(r) for r in results if r["kind"] == kind and r["ok"]]
@@ -82,7 +84,9 @@ def main() -> None:
     parser.add_argument("folder", help="a folder of bench records: ARCHIVE:FOLDER or a folder on disk")
     parser.add_argument("--markdown", type=Path, default=None, help="Also write the tables here.")
     parser.add_argument("--errors", action="store_true", help="Add each row's relative error.")
+    parser.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = parser.parse_args()
+    refuse_existing("crossed_bench.py", args.markdown, force=args.force)
     try:
         folder = local_one(args.folder)
     except RecordsError as error:

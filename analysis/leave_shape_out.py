@@ -31,6 +31,8 @@ from mage_tune.search import record
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
 from archives import RecordsError, local_all
 
+from mage_tune.outputs import refuse_existing
+
 WITHIN = 1.03
 
 
@@ -101,7 +103,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--figure", type=Path, default=None)
     parser.add_argument("--latest", action="store_true", help="one search per shape: the one in the last folder")
+    parser.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = parser.parse_args()
+    refuse_existing("leave_shape_out.py", args.json, force=args.force)
     try:
         folders = local_all(args.folders)
     except RecordsError as error:

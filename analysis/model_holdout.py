@@ -33,6 +33,8 @@ from mage_tune.tuning.db import Entry
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
 from archives import RecordsError, campaigns, local_all
 
+from mage_tune.outputs import refuse_existing
+
 TOP = 5
 
 
@@ -108,7 +110,9 @@ def main() -> None:
     parser.add_argument("--runs", nargs="+", default=None, help="archives or folders (default: every records/ archive)")
     parser.add_argument("--min-trials", type=int, default=20)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = parser.parse_args()
+    refuse_existing("model_holdout.py", args.json, force=args.force)
     if args.min_trials < TOP:
         parser.error(f"--min-trials must be at least {TOP}: the regrets compare {TOP} picks")
     rows = []

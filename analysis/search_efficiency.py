@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
 from archives import RecordsError, local_one
 
 from mage_tune.kernels import get_family
+from mage_tune.outputs import refuse_existing
 from mage_tune.search.samplers import make_sampler
 
 
@@ -86,7 +87,9 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--within", type=float, default=0.03)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = parser.parse_args()
+    refuse_existing("search_efficiency.py", args.out, force=args.force)
     try:
         record, table = load_table(local_one(args.record))
     except RecordsError as error:

@@ -31,6 +31,8 @@ from mage_tune.search.model import estimate_variant
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
 from archives import RecordsError, local_all, shown
 
+from mage_tune.outputs import refuse_existing
+
 
 def _bench_record(path: Path) -> tuple[str, dict, str, list[tuple[dict, float, float]]]:
     """family, shape, arch and (config, cold median µs, relative error) of each variant that passed when measured."""
@@ -101,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("records", nargs="+", help="bench records or run directories (or ARCHIVE:MEMBER)")
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = parser.parse_args(argv)
+    refuse_existing("static_model_fidelity.py", args.markdown, args.json, force=args.force)
     try:
         rows = [fidelity(p) for p in local_all(args.records)]
     except RecordsError as error:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from torch_model import call_overhead_us  # this folder is the script's: sys.path[0]
 
+from mage_tune.outputs import refuse_existing
+
 
 def dispatch_layers(torch) -> dict[str, object]:
     """Operators that only allocate their output, one per way of defining one: the dispatcher's own cost."""
@@ -146,7 +148,9 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=8192)
     ap.add_argument("--d", type=int, default=768)
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = ap.parse_args()
+    refuse_existing("host_cost.py", args.out, force=args.force)
     import torch
 
     import mage_tune.torch as mt

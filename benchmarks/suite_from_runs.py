@@ -18,6 +18,8 @@ import json
 import sys
 from pathlib import Path
 
+from mage_tune.outputs import refuse_existing
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "analysis"))
@@ -60,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", required=True, help="a suite file, or the name of one in benchmarks/suites/")
     parser.add_argument("--latest", action="store_true", help="a shape given twice: the run named last")
     parser.add_argument("--out", type=Path, default=None, help="the record's file (default: standard output)")
+    parser.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = parser.parse_args(argv)
+    refuse_existing("suite_from_runs.py", args.out, force=args.force)
     try:
         suite = suite_record.load(args.suite)
         made = suite_record.make(suite, rows_of(suite, local_all(args.runs), args.latest), "suite_from_runs")

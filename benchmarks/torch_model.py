@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from mage_tune.outputs import refuse_existing
+
 
 def _rel(a, b) -> float:
     a, b = a.double(), b.double()
@@ -240,7 +242,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--model", action="append", choices=("embedding", "block"), help="default: embedding")
+    ap.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = ap.parse_args()
+    refuse_existing("torch_model.py", args.out, force=args.force)
     import torch
 
     import mage_tune.torch as mt

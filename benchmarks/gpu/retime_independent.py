@@ -33,6 +33,7 @@ from mage_tune.kernels.recorded import family_for
 from mage_tune.measure import variant_job
 from mage_tune.measure.device import environment
 from mage_tune.measure.streams import torch_stream
+from mage_tune.outputs import refuse_existing
 from mage_tune.search import record
 
 FLUSH_BYTES = 256 * 2**20
@@ -198,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--family", help="the family file the runs were made with, where it is not a built-in one")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = parser.parse_args(argv)
+    refuse_existing("retime_independent.py", args.json, force=args.force)
     rows = []
     for run in args.runs:
         try:

@@ -200,6 +200,20 @@ def test_suite_from_runs_writes_the_record_run_suite_would(tmp_path):
     assert record["settings"]["trials"] == 3 and record["missing"] == ["m=2048,d=1536"]
     (row,) = record["shapes"]
     assert row["run"] == str(new) and row["best_us"] == 10.0 and row["within_3pct"] == 2  # the run named last
+    again = (
+        "suite_from_runs.py",
+        "--suite",
+        str(suite),
+        "--latest",
+        "--out",
+        str(out),
+        str(old),
+        str(tmp_path / "new"),
+    )
+    done = _script(*again)  # the record is there: never replaced unless asked
+    assert done.returncode == 1 and f"{out}: exists; give --force" in done.stderr and "Traceback" not in done.stderr
+    assert json.loads(out.read_text()) == record
+    assert _script(*again, "--force").returncode == 0
     other = _run_dir(tmp_path / "mm", {"m": 1024, "d": 512}, [1.0], {}, family="rmsnorm")
     done = _script("suite_from_runs.py", "--suite", str(suite), str(other))
     assert done.returncode == 2 and "a run of rmsnorm, not of the suite's layernorm" in done.stderr
