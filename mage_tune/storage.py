@@ -17,10 +17,11 @@ import logging
 import os
 import random
 import re
+import sqlite3
 import time
 import warnings
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import optuna
 from optuna.storages._heartbeat import BaseHeartbeat
@@ -78,6 +79,27 @@ def _driver_url(url: str) -> str:
     return url
 
 
+def check_url(url: str) -> None:
+    """Refuse what cannot name a database, without connecting: not a URL nor a journal, a scheme no installed
+    SQLAlchemy dialect serves, another application's SQLite file. Whether the database can be reached (a server, a
+    folder's permissions) is known only by opening it."""
+    if url.startswith("journal:") or url.endswith((".journal", ".log")):
+        return
+    if "://" not in url:
+        raise InputError(
+            f"storage {redact(url)!r} is neither a database URL (sqlite:///…, postgresql://…) nor journal:PATH"
+        )
+    from sqlalchemy.engine import make_url
+
+    try:
+        make_url(_driver_url(url)).get_dialect()
+    except Exception as exc:  # ArgumentError for a malformed URL, NoSuchModuleError for an unknown scheme
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise InputError(f"not a database URL {redact(url)}: {type(exc).__name__}: {redact(first)}") from None
+    if url.startswith("sqlite:///"):
+        refuse_foreign_sqlite(Path(unquote(url.removeprefix("sqlite:///"))))
+
+
 def open_storage(url: str | None, run_dir: Path):
     if not url:
         url = sqlite_url(run_dir / "study.db")
@@ -102,6 +124,8 @@ def open_storage(url: str | None, run_dir: Path):
         raise InputError(
             f"storage {redact(url)!r} is neither a database URL (sqlite:///…, postgresql://…) nor journal:PATH"
         )
+    if url.startswith("sqlite:///"):
+        refuse_foreign_sqlite(Path(unquote(url.removeprefix("sqlite:///"))))
     grace = grace_s()
     try:
         with warnings.catch_warnings():
@@ -110,6 +134,46 @@ def open_storage(url: str | None, run_dir: Path):
     except Exception as exc:  # sqlalchemy raises many types for a bad URL or an unreachable server
         first = (str(exc).strip().splitlines() or [""])[0]
         raise InputError(f"cannot open storage {redact(url)}: {type(exc).__name__}: {redact(first)}") from None
+
+
+OPTUNA_TABLES = ("studies", "trials", "version_info")  # what marks a SQLite file as Optuna's storage
+
+
+def holds_optuna(path: Path) -> bool:
+    """Whether the SQLite file at `path` holds Optuna's tables (read without writing; False for anything else)."""
+    try:
+        con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in con.execute("select name from sqlite_master where type = 'table'")}
+        finally:
+            con.close()
+    except (sqlite3.DatabaseError, OSError):
+        return False
+    return set(OPTUNA_TABLES) <= tables
+
+
+def refuse_foreign_sqlite(path: Path) -> None:
+    """A SQLite file that holds tables and none of Optuna's is someone else's database: opening it as storage would
+    add Optuna's tables to it, so it is refused (read without writing). An empty file or one without tables is free."""
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return
+        con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in con.execute("select name from sqlite_master where type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"not a SQLite database ({exc})", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read it: {exc.strerror or exc}", file=str(path)) from None
+    if tables and not set(OPTUNA_TABLES) <= tables:
+        shown = ", ".join(sorted(tables)[:4]) + (", …" if len(tables) > 4 else "")
+        raise InputError(
+            f"a SQLite database of something else (tables {shown}), not an Optuna study store or tuning database: "
+            "mage-tune never writes into it; name another file",
+            file=str(path),
+        )
 
 
 def _bad_journal_line(path: Path) -> int | None:

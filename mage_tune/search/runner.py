@@ -55,9 +55,9 @@ from mage_tune.search.samplers import make_sampler
 from mage_tune.search.space import Space
 from mage_tune.search.spec import SearchSpec, run_identity
 from mage_tune.search.veto import census_veto
-from mage_tune.storage import grace_s, open_storage, redact, storage_errors
+from mage_tune.storage import check_url, grace_s, open_storage, redact, storage_errors
 from mage_tune.tuning import warm
-from mage_tune.tuning.db import Recorder, RunInfo, TuningDB, run_name, versions
+from mage_tune.tuning.db import Recorder, RunInfo, TuningDB, default_url, run_name, versions
 
 __all__ = ["COUNTED", "DUPLICATE_RUN", "RECORDED", "Search"]
 
@@ -92,8 +92,8 @@ class Search:
         self.spec, self.family, self.echo = spec, family, echo
         self.problem = Problem(family, spec.shape, spec.arch)
         self.objective = STATIC_OBJECTIVE if spec.static else MEASURED_OBJECTIVE
-        # a --db that names no database (a bad URL, a file of another kind) is refused before anything is written
-        tuning_db = None if spec.db == "off" else TuningDB(spec.db)
+        if spec.db != "off":  # a --db that names no database is refused before anything is written; one that
+            check_url(spec.db or default_url())  # cannot be reached is said once and the search goes on (Recorder)
         record.make_run_dir(spec.run_dir)
         about = {k: v for k, v in family_record(family).items() if k != "family"}
         # before the storage: a refused run touches nothing
@@ -115,7 +115,7 @@ class Search:
         self.heartbeat = Heartbeat(self.storage)
         self.waiting_for: frozenset[int] = frozenset()  # trials running elsewhere this search last said it waits for
         self.baselines: dict[str, float] = {}
-        self.recorder = None if tuning_db is None else Recorder(spec.db, self.run_info(), tuning_db)
+        self.recorder = None if spec.db == "off" else Recorder(spec.db, self.run_info())
         self.polish_trials = polish.default_trials(spec.trials, spec.sampler) if spec.polish is None else spec.polish
         self.polish_model = None  # the warm start's model, when it fitted one: it ranks the neighbours
         self.space: Space | None = None  # the valid configs, where the space is small enough to list (run())

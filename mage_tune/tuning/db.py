@@ -30,7 +30,7 @@ import optuna
 from mage_tune.compile import cache_dir, cache_root
 from mage_tune.errors import InputError
 from mage_tune.records import reader, schema
-from mage_tune.storage import open_storage, redact, sqlite_url
+from mage_tune.storage import holds_optuna, open_storage, redact, refuse_foreign_sqlite, sqlite_url
 
 DB_ENV = "MAGE_TUNE_DB"
 RUN_PREFIX = "run:"
@@ -146,6 +146,11 @@ class TuningDB:
                 )
             with contextlib.suppress(OSError):
                 path.parent.mkdir(parents=True, exist_ok=True)
+        elif path is not None and not create and self.url.startswith("sqlite:///") and not holds_optuna(path):
+            # opening it would write Optuna's tables into it: a command that only reads never does
+            refuse_foreign_sqlite(path)  # another application's database says so
+            raise InputError("not a tuning database (no Optuna tables; a search or `mage-tune db import` makes one)",
+                             file=str(path))  # fmt: skip
         self.storage = open_storage(self.url, Path.cwd())
 
     # --- writing --------------------------------------------------------------------------------------------------
@@ -345,16 +350,14 @@ class Recorder:
 
     GIVE_UP = 3
 
-    def __init__(self, url: str | None, run: RunInfo, db: TuningDB | None = None):
-        """`db`: the database already opened (a search opens it first, so that a --db naming none is refused)."""
-        self.run, self.study, self.db = run, None, db
+    def __init__(self, url: str | None, run: RunInfo):
+        self.run, self.study, self.db = run, None, None
         self.failures, self.failed = 0, False
         self.url = url or default_url()
         self._guard(lambda: self._open(self.url))
 
     def _open(self, url):
-        if self.db is None:
-            self.db = TuningDB(url)
+        self.db = TuningDB(url)
         self.study = self.db.study_for(self.run)
 
     def _guard(self, action) -> None:

@@ -8,6 +8,7 @@ leave a marker file behind, so each test can check that the marker never appears
 from __future__ import annotations
 
 import gzip
+import contextlib
 import json
 import os
 import shutil
@@ -418,3 +419,32 @@ def test_explain_of_nothing_scored_is_an_error(tmp_path):
     (run / "trials.jsonl").write_text("".join(json.dumps({**t, "outcome": "pruned"}) + "\n" for t in lines))
     out = cli("explain", str(run))
     assert out.returncode == 2 and "nothing to explain" in out.stderr and "trials.jsonl" in out.stderr
+
+
+def test_a_sqlite_file_of_another_application_is_never_written(tmp_path):
+    """Opening a SQLite file as a tuning database (or a study store) would add Optuna's tables to it: every command
+    refuses another application's database in one line and leaves its bytes as they were; an empty file is no
+    tuning database to the commands that only read."""
+    import sqlite3
+
+    app = tmp_path / "app.sqlite"
+    with contextlib.closing(sqlite3.connect(app)) as con:
+        con.execute("create table users (id integer)")
+        con.commit()
+    before = app.read_bytes()
+    db = "sqlite:///" + str(app)
+    run = make_run(tmp_path / "run")
+    for args in (("db", "list"), ("db", "query", "layernorm"), ("db", "import", str(run))):
+        out = cli(*args, db=db)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, (args, out.stderr)
+        assert f"{app}: a SQLite database of something else (tables users)" in out.stderr, args
+    out = cli("search", "layernorm", "--d", "64", "--static", "--trials", "1", "--storage", db,
+              "--run-dir", str(tmp_path / "s"), "--db", "off")  # fmt: skip
+    assert out.returncode == 2 and "a SQLite database of something else" in out.stderr
+    assert app.read_bytes() == before
+
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    out = cli("db", "list", db="sqlite:///" + str(empty))
+    assert out.returncode == 2 and f"{empty}: not a tuning database (no Optuna tables" in out.stderr
+    assert empty.read_bytes() == b""
