@@ -106,6 +106,9 @@ def parse_line(number: int, raw: bytes, last: bool = False) -> Line:
         return Line(number, None, f"not UTF-8 text (byte {exc.start})")
     except RecursionError:
         return Line(number, None, "JSON nested too deeply")
+    except json.JSONDecodeError as exc:  # its position within the line, not json's own line and column of it
+        why = f"not JSON ({exc.msg} at character {exc.pos + 1} of the line)"
+        return Line(number, None, "cut short (a write interrupted by a kill?)" if last else why)
     except ValueError as exc:
         return Line(number, None, "cut short (a write interrupted by a kill?)" if last else f"not JSON ({exc})")
     if not isinstance(data, dict):

@@ -44,7 +44,9 @@ def _baselines(results: list[dict]) -> dict[str, float]:
     return {label: statistics.median(v) for label, v in times.items()}
 
 
-def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
+def run_directory(path: Path, strict: bool = False) -> tuple[RunInfo, list[dict]]:
+    """A run directory's context and trials; `strict` (db import): a damaged trials.jsonl line is an error naming it,
+    not a line skipped with a warning."""
     identity = record.read_identity(path / "run.json") or record.read_identity(path / "search.json")
     if not identity or not identity.get("family") or "shape" not in identity:
         raise InputError(
@@ -79,7 +81,8 @@ def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
     )
     tolerance = _tolerance_today(run)
     rows = []
-    for t in record.trials(path):
+    trials = record.read_jsonl_strict(path / "trials.jsonl", "trial") if strict else record.trials(path)
+    for t in trials:
         if not isinstance(t.get("config"), dict):
             continue
         outcome, value = t["outcome"], t.get("value")
@@ -151,7 +154,7 @@ def _read_json(path: Path) -> dict | None:
 def load_path(path: Path) -> list[tuple[RunInfo, list[dict]]]:
     """A run directory, a bench record (.json) or an export (.jsonl, .jsonl.gz), read and checked whole."""
     if path.is_dir():
-        return [run_directory(path)]
+        return [run_directory(path, strict=True)]
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         return import_lines(path)
     return [bench_record(path)]

@@ -448,3 +448,18 @@ def test_a_sqlite_file_of_another_application_is_never_written(tmp_path):
     out = cli("db", "list", db="sqlite:///" + str(empty))
     assert out.returncode == 2 and f"{empty}: not a tuning database (no Optuna tables" in out.stderr
     assert empty.read_bytes() == b""
+
+
+def test_a_run_directory_with_a_damaged_line_is_imported_whole_or_not_at_all(tmp_path):
+    """db import reads every path whole before it writes: a run directory's damaged trials.jsonl line is an error
+    naming the file and line (not a line skipped, which would import the run short of a trial)."""
+    run = make_run(tmp_path / "run")
+    trials = run / "trials.jsonl"
+    lines = trials.read_text().splitlines()
+    trials.write_text("\n".join([lines[0], '{"number": 1, "outcome": ', *lines[1:]]) + "\n")
+    db = sqlite(tmp_path)
+    out = cli("db", "import", str(run), db=db)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"{trials}:2: not JSON (" in out.stderr and "nothing of this run is imported" in out.stderr
+    assert "line 2 column" not in out.stderr  # the position within the line, not json's own line numbers
+    assert not (tmp_path / "db.sqlite").exists() or "0 run(s)" in cli("db", "list", db=db).stderr
