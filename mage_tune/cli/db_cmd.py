@@ -251,6 +251,7 @@ def _write_safely(store, out: Path, force: bool, write):
     import tempfile
 
     from mage_tune.errors import InputError
+    from mage_tune.search.record import FILE_MODE
     from mage_tune.tuning.db import local_file
 
     own = local_file(store.url)
@@ -262,6 +263,7 @@ def _write_safely(store, out: Path, force: bool, write):
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        os.fchmod(fd, FILE_MODE)  # what open() gives: mkstemp's 0600 would hide an export from the team it is for
         os.close(fd)
         with opener(tmp, "wt", encoding="utf-8") as f:
             n = write(f)

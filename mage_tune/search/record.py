@@ -39,7 +39,7 @@ RECORDED = (*COUNTED, "duplicate")  # the outcomes a trials.jsonl line is writte
 SHIPPED = "shipped.json"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
-_FILE_MODE = 0o666 & ~_UMASK  # what open() would give: mkstemp's 0600 would hide a shared run from its readers
+FILE_MODE = 0o666 & ~_UMASK  # what open() would give: mkstemp's 0600 would hide a shared run from its readers
 
 
 class RecordError(MageError):
@@ -81,7 +81,7 @@ def write_atomic(path: Path, data: str | bytes, exclusive: bool = False) -> bool
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.fchmod(fd, _FILE_MODE)
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()

@@ -7,8 +7,8 @@ leave a marker file behind, so each test can check that the marker never appears
 
 from __future__ import annotations
 
-import gzip
 import contextlib
+import gzip
 import json
 import os
 import shutil
@@ -463,3 +463,16 @@ def test_a_run_directory_with_a_damaged_line_is_imported_whole_or_not_at_all(tmp
     assert f"{trials}:2: not JSON (" in out.stderr and "nothing of this run is imported" in out.stderr
     assert "line 2 column" not in out.stderr  # the position within the line, not json's own line numbers
     assert not (tmp_path / "db.sqlite").exists() or "0 run(s)" in cli("db", "list", db=db).stderr
+
+
+def test_an_export_is_readable_as_any_file_the_user_writes(tmp_path):
+    """An export is for others (a team, a deployment): its mode is what open() gives under the umask, not the
+    temporary file's 0600."""
+    db = sqlite(tmp_path)
+    assert cli("db", "import", str(make_run(tmp_path / "run")), db=db).returncode == 0
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for name in ("all.jsonl", "all.jsonl.gz"):
+        out = cli("db", "export", str(tmp_path / name), db=db)
+        assert out.returncode == 0, out.stderr
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask
