@@ -159,6 +159,14 @@ def test_a_family_by_path_unknown_name_or_shape(tmp_path):
         mage_tune.search("layernrm", SHAPE, **ARGS)
     with pytest.raises(ConfigError, match="layernorm takes the dimensions m, d; not k"):
         mage_tune.search("layernorm", {"k": 3}, run_dir=tmp_path / "run", **ARGS)
+    for bad in ("abc", 4096.5, True):  # never a TypeError, never a different shape run in its place
+        with pytest.raises(ConfigError, match=f"dimension m of layernorm must be a whole number, got {bad!r}"):
+            mage_tune.search("layernorm", {"m": bad, "d": 768}, run_dir=tmp_path / "run", **ARGS)
+        with pytest.raises(ConfigError, match="must be a whole number"):
+            mage_tune.load("layernorm").choice({"m": bad, "d": 768})
+    with pytest.raises(ConfigError, match="shape must be a mapping of dimension to size"):
+        mage_tune.search("layernorm", [4096, 768], run_dir=tmp_path / "run", **ARGS)
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.skipif(has_gpu(), reason="the error paths of measuring, where no GPU is present")

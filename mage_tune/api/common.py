@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mage_tune.cli.options import check_includes, compiler_options_of, with_source_options
 from mage_tune.compile import SourceOptions
-from mage_tune.errors import InputError
+from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels.base import Family, Shape
 from mage_tune.kernels.registry import load_family
 from mage_tune.progress import Progress
@@ -49,6 +49,8 @@ def family_and_shape(
         SourceOptions(includes=includes, defines=macros, options=options) if includes or macros or options else None
     )
     fam = with_source_options(family if isinstance(family, Family) else load_family(str(family)), source)
+    if shape is not None and not isinstance(shape, Mapping):
+        raise ConfigError(f"shape must be a mapping of dimension to size, like {{'m': 4096, 'd': 768}}; got {shape!r}")
     return fam, fam.shape_from(dict(shape or {}))
 
 
