@@ -312,6 +312,11 @@ def prune(db_url, keep_text, dry_run):
         if not all(p.count("=") == 1 and p.split("=")[0] and p.split("=")[1] for p in parts):
             raise click.BadParameter(f"{keep_text!r}: expected NAME=VERSION[,NAME=VERSION…]", param_hint="--keep")
         keep = dict(part.split("=", 1) for part in parts)
+        unknown = sorted(set(keep) - set(COMPILERS))
+        if unknown:  # a misspelt or non-compiler name would keep or drop runs by nothing that decides a binary
+            raise click.BadParameter(
+                f"{', '.join(unknown)}: prune keeps runs by the compilers, {', '.join(COMPILERS)}", param_hint="--keep"
+            )
     store = _open(db_url)
     dropped = 0
     for run, n in store.runs():

@@ -128,6 +128,9 @@ def test_import_list_query_round_trip(filled, tmp_path):
     assert TuningDB(other).runs() == []
     kept = cli("db", "prune", "--keep", "ptxas=13.0.88", db=filled)
     assert kept.returncode == 0 and "0 run(s) dropped" in kept.stderr
+    for name in ("cuobjdump", "ptxsa"):  # not a compiler (or misspelt): it would keep or drop by nothing that counts
+        wrong = cli("db", "prune", "--keep", f"{name}=1", "--dry-run", db=filled)
+        assert wrong.returncode == 2 and f"{name}: prune keeps runs by the compilers" in wrong.stderr
 
 
 def _measured() -> list[tuple[str, float, dict]]:
