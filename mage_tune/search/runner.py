@@ -142,7 +142,7 @@ class Search:
             objective=self.objective,
             gpu=gpu,
             toolchain=versions(toolchain.fingerprint()),
-            where=str(self.spec.run_dir),
+            where=str(self.spec.run_dir.resolve()),  # an import hint works from any folder
         )
 
     def warm_start(self) -> tuple[str, ...]:
