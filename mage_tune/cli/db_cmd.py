@@ -139,17 +139,27 @@ def _shipped_summary(family: str | None) -> None:
 @click.option("--arch", default=None, help="Only this arch (e.g. sm_90).")
 @click.option("--top", type=click.IntRange(1, 1000), default=3, show_default=True, help="Best configs per shape.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-def query(family, db_url, shape_text, arch, top, as_json):
+@click.option("--shipped", is_flag=True, help="Query the shipped H200 data (read-only) instead of the database.")
+def query(family, db_url, shape_text, arch, top, as_json, shipped):
     """The fastest measured configs of FAMILY per shape, with the baselines measured in the same run."""
     from dataclasses import asdict
 
+    from mage_tune.arch import get_arch
     from mage_tune.cli.options import parse_shape
+    from mage_tune.errors import InputError
     from mage_tune.kernels import recorded
     from mage_tune.textwidth import short_config, table
+    from mage_tune.tuning import shipped as shipped_data
     from mage_tune.tuning.db import measured_by_shape
 
     shape = parse_shape(shape_text) or None
-    entries = [e for e in _open(db_url).entries(family=family, arch=arch) if shape is None or e.run.shape == shape]
+    if arch:
+        arch = get_arch(arch).name  # an arch mage-tune does not know is refused, not a filter that matches nothing
+    known = recorded.builtin(family)
+    if known is not None and shape and set(shape) - set(known.dims):
+        raise InputError(f"{family} takes the dimensions {', '.join(known.dims)}; not {', '.join(sorted(shape))}")
+    source = shipped_data.entries(family=family, arch=arch) if shipped else _open(db_url).entries(family, arch)
+    entries = [e for e in source if shape is None or e.run.shape == shape]
     out, rows = [], []
     for _, group in sorted(measured_by_shape(entries).items()):
         picks, seen = [], []
@@ -179,7 +189,10 @@ def query(family, db_url, shape_text, arch, top, as_json):
         click.echo(json.dumps(out, indent=1))
         return
     if not rows:
-        click.echo(f"no measured trial of {family} in the tuning database", err=True)
+        where = shipped_data.LABEL if shipped else "the tuning database"
+        click.echo(f"no measured trial of {family} in {where}", err=True)
+        if not shipped and [e for e in shipped_data.entries(family=family, arch=arch) if e.value is not None]:
+            click.echo(f"{shipped_data.LABEL} has some: `mage-tune db query {family} --shipped`", err=True)
         return
     click.echo(
         table(rows, ["shape", "#", "µs", "GPU", "config (≠ defaults)", "baselines (same run)"], "simple", fit=True)

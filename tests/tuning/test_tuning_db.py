@@ -381,3 +381,24 @@ def test_a_search_with_a_db_that_names_no_database_is_refused_before_it_starts(d
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.startswith("mage-tune: error: ") and db in out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_query_reads_the_shipped_data_when_asked_and_refuses_filters_that_match_nothing(tmp_path):
+    """`db query --shipped` answers from the shipped data; an empty database says the shipped data has the family;
+    an arch mage-tune does not know and a dimension the family does not take are errors, not empty answers."""
+    from mage_tune.tuning import shipped
+
+    measured = [e for e in shipped.entries(family="layernorm") if e.value is not None]
+    if not measured:
+        pytest.skip("no shipped layernorm data in this package")
+    best = min((e for e in measured if e.run.shape == measured[0].run.shape), key=lambda e: e.value)
+    shape = ",".join(f"{k}={v}" for k, v in best.run.shape.items())
+    empty = "sqlite:///" + str(tmp_path / "empty.sqlite")
+    assert cli("db", "import", str(SEARCH_DIR), db=empty).returncode == 0  # a database without layernorm
+    out = cli("db", "query", "layernorm", "--shape", shape, db=empty)
+    assert out.returncode == 0 and "db query layernorm --shipped" in out.stderr
+    got = json.loads(cli("db", "query", "layernorm", "--shape", shape, "--shipped", "--json", db=empty).stdout)
+    assert got[0]["value"] == best.value and got[0]["shape"] == best.run.shape
+    for bad, says in ((("--arch", "sm_999"), "unknown arch 'sm_999'"), (("--shape", "x=1"), "not x")):
+        out = cli("db", "query", "layernorm", *bad, db=empty)
+        assert out.returncode == 2 and says in out.stderr
