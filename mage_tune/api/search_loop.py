@@ -186,7 +186,7 @@ def search(
         if mode_name == "static":
             say(
                 f"NOTICE: no CUDA device here: running the STATIC census model, not measurements ({why}; pass "
-                "--static to silence this)."
+                "--static, or static=True from Python, to silence this)."
             )
             static, said = True, ""
         else:

@@ -479,11 +479,13 @@ class Family(ABC):
             if value is None:
                 value = self.default_dims.get(dim)
             if value is None:
-                raise ConfigError(f"{self.name} needs --{dim} (or --shape {dim}=...)")
+                raise ConfigError(
+                    f"{self.name} needs --{dim} (or --shape {dim}=..., or {dim!r} in the shape from Python)"
+                )
             if isinstance(value, bool) or not isinstance(value, int | np.integer):
                 raise ConfigError(f"dimension {dim} of {self.name} must be a whole number, got {value!r}")
             if not 1 <= value <= MAX_DIM:
-                raise ConfigError(f"--{dim} must be between 1 and {MAX_DIM}, got {value}")
+                raise ConfigError(f"dimension {dim} must be between 1 and {MAX_DIM}, got {value}")
             shape[dim] = int(value)
         self.check_shape(shape)
         return shape

@@ -220,11 +220,12 @@ def claim(run_dir: Path, identity: dict, about: dict | None = None) -> str:
         recorded = reader.read_json(path, limit=2**20)
     except MageError as exc:
         raise InputError(
-            f"unreadable record of this run directory's study ({exc.message}); restore it or use another --run-dir",
+            f"unreadable record of this run directory's study ({exc.message}); restore it or use another --run-dir "
+            "(run_dir=)",
             file=str(path),
         ) from None
     if not isinstance(recorded, dict):
-        raise InputError("not a record of a study; restore it or use another --run-dir", file=str(path))
+        raise InputError("not a record of a study; restore it or use another --run-dir (run_dir=)", file=str(path))
     _compare(path, recorded, identity)
     return run_id(run_dir)
 
@@ -250,7 +251,7 @@ def _compare(path: Path, recorded: dict, identity: dict) -> None:
     if differs:
         raise InputError(
             f"this run directory holds {_describe(recorded)}; this search is {_describe(identity)} "
-            f"(differs in {', '.join(differs)}): one run directory records one study, use another --run-dir",
+            f"(differs in {', '.join(differs)}): one run directory records one study, use another --run-dir (run_dir=)",
             file=str(path.parent),
         )
 
