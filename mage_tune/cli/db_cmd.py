@@ -231,6 +231,11 @@ def export(out, db_url, fmt, family, gpu, arch, top, no_shipped, force):
 
     store = _open(db_url)
     if fmt == "jsonl":
+        if family and not any(family in (run.family, run.origin) for run, _ in store.runs()):
+            from mage_tune.storage import redact
+
+            where = redact(store.url)
+            raise InputError(f"no run of family {family} in the tuning database ({where}): nothing is written")
         n = store.export(sys.stdout, family) if out == "-" else _export_to(store, Path(out), family, force)
         click.echo(f"exported {n} trial(s)", err=True)
         return

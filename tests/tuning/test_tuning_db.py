@@ -402,3 +402,11 @@ def test_query_reads_the_shipped_data_when_asked_and_refuses_filters_that_match_
     for bad, says in ((("--arch", "sm_999"), "unknown arch 'sm_999'"), (("--shape", "x=1"), "not x")):
         out = cli("db", "query", "layernorm", *bad, db=empty)
         assert out.returncode == 2 and says in out.stderr
+
+
+def test_an_export_of_a_family_the_database_lacks_writes_nothing(tmp_path):
+    db = "sqlite:///" + str(tmp_path / "db.sqlite")
+    assert cli("db", "import", str(SEARCH_DIR), db=db).returncode == 0
+    out = cli("db", "export", str(tmp_path / "fam.jsonl"), "--family", "nosuch", db=db)
+    assert out.returncode == 2 and "no run of family nosuch in the tuning database" in out.stderr
+    assert not (tmp_path / "fam.jsonl").exists()
