@@ -11,6 +11,8 @@ from pathlib import Path
 
 from mage_tune.errors import InputError
 
+_IMPORTED: dict[str, str] = {}  # resolved path of each user file imported -> how errors name it
+
 
 def import_file(path: Path, shown: str | None = None):
     """The module of `path`; `shown` is how errors name the file (default: its resolved path)."""
@@ -30,6 +32,7 @@ def import_file(path: Path, shown: str | None = None):
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    _IMPORTED[str(path)] = where
     try:
         spec.loader.exec_module(module)
     except SystemExit as exc:  # would end mage-tune with the file's exit code, a success where it is 0 or None
@@ -44,6 +47,21 @@ def import_file(path: Path, shown: str | None = None):
             f"importing it failed: {type(exc).__name__}: {exc}", file=where, line=line_in(exc, path)
         ) from None
     return module
+
+
+def raised_in_user_file(exc: BaseException) -> tuple[str, int] | None:
+    """(file as shown, line) of the last frame of a user's file (one import_file loaded) that `exc` passed through:
+    where a family's own code raised (a constraint, a template's variables), which is the user's input to fix, not a
+    fault of mage-tune's; None where no user file is on the traceback."""
+    found, tb = None, exc.__traceback__
+    while tb is not None:
+        shown = _IMPORTED.get(tb.tb_frame.f_code.co_filename) or _IMPORTED.get(
+            str(Path(tb.tb_frame.f_code.co_filename).resolve())
+        )
+        if shown is not None:
+            found = (shown, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
 
 
 def line_in(exc: BaseException, path: Path) -> int | None:

@@ -153,3 +153,11 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a family file's own code raised: the user's input, said in one line with its place
+        from mage_tune.user_files import raised_in_user_file
+
+        where = raised_in_user_file(exc)
+        if where is None:
+            raise  # mage-tune's own fault: the traceback is what a bug report needs
+        click.echo(f"mage-tune: error: {where[0]}:{where[1]}: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(2)

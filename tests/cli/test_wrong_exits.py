@@ -170,13 +170,19 @@ def test_explain_counters_with_a_run_directory_is_refused(tmp_path):
         ),
         ("    knobs = (Knob('threads', (), 't'), Knob('crash', (0, 1), 'c'))", "'threads' has an empty domain"),
         ("    def __init__(self):\n        raise RuntimeError('no budget')", "RuntimeError: no budget"),
+        ("    def violations(self, config, shape, arch):\n        raise ValueError('boom')", "ValueError: boom"),
+        ("    def violations(self, config, shape, arch):\n        return [config['nope']]", "KeyError: 'nope'"),
     ],
 )
 def test_a_broken_family_is_refused_naming_its_file(tmp_path, body, said):
+    """A family whose space is ill-defined, or whose own code raises (its constructor, a constraint): one line
+    naming the file and the line that raised, exit 2, no traceback."""
     family = planted_family(tmp_path, body)
     message = clean_error(mage("space", str(family), cwd=tmp_path), str(family), said)
     if "__init__" in body:
         assert f"{family}:11:" in message and "Odd()" in message
+    if "violations" in body:
+        assert f"{family}:11:" in message  # the line of the raise
 
 
 # --- 7: a missing family file is never another one under the current folder --------------------------------------
