@@ -31,6 +31,15 @@ def torch() -> ModuleType:
     return torch
 
 
+def current_device() -> int:
+    """torch's current CUDA device; NoDeviceError (one line) where torch has no CUDA or sees no device, instead of
+    torch's AssertionError or RuntimeError. Costs nothing more than torch's call where a device is present."""
+    try:
+        return torch().cuda.current_device()
+    except (AssertionError, RuntimeError) as exc:
+        raise NoDeviceError(f"no CUDA device for torch here ({exc}): a tuned kernel launches on a GPU") from None
+
+
 def inductor() -> tuple[ModuleType, ModuleType]:
     """torch.compile's Inductor: its config module and its custom_graph_pass module (mage_tune/torch/fusion.py
     installs a post-grad pass through them)."""

@@ -79,8 +79,7 @@ class RunnableKernel(TunedKernel):
     def __call__(
         self, *tensors, out=None, shape: Mapping[str, int] | None = None, scalars: tuple | None = None, **named
     ):
-        torch = gpu.torch()
-        device = torch.cuda.current_device()
+        device = gpu.current_device()
         fast = None
         if not named and out is None and shape is None and len(tensors) == len(self.inputs):
             # tensors seen before (same sizes, dtypes, device): checked then, so only their layout is checked now
@@ -116,8 +115,7 @@ class RunnableKernel(TunedKernel):
         costs a few microseconds of host time. A cubin launched by the runtime is bound to its packed scalars (one
         driver call a launch); a family's own launcher (the Hopper families' tensor maps and scratch) is called
         without the checks. None where a scalar is not a numpy scalar (whose C type would be a guess)."""
-        torch = gpu.torch()
-        device = torch.cuda.current_device()
+        device = gpu.current_device()
         bufs = self._bind(tensors, {})
         for name, t in bufs.items():
             self._check_tensor(name, t, device)
@@ -135,7 +133,7 @@ class RunnableKernel(TunedKernel):
     def prepare(self, shape: Mapping[str, int], device: int | None = None) -> Prepared:
         """The launch at `shape` on `device` (the current one by default): chosen, built and loaded on first use."""
         torch = gpu.torch()
-        device = torch.cuda.current_device() if device is None else device
+        device = gpu.current_device() if device is None else device
         key = (shape_key(shape), device)
         found = self._prepared.get(key)
         if found is not None:

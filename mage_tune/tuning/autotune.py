@@ -275,7 +275,7 @@ class RememberingAutotuner:
             (v.device.index for v in bound.values() if getattr(getattr(v, "device", None), "type", "") == "cuda"),
             None,
         )
-        index = torch.cuda.current_device() if index is None else index
+        index = gpu.current_device() if index is None else index
         if index not in self._devices:
             major, minor = torch.cuda.get_device_capability(index)
             self._devices[index] = (torch.cuda.get_device_name(index), f"sm_{major}{minor}")
