@@ -21,6 +21,7 @@ The kernels' tuning data: the default database and the shipped data, unless `con
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -75,10 +76,20 @@ def kernel(family: str) -> RunnableKernel:
 
 
 def say_once(what: str) -> None:
-    """A fallback to PyTorch, said once per process and reason (a RuntimeWarning)."""
+    """A fallback to PyTorch, said once per process and reason (a RuntimeWarning), at the caller's line: the first
+    frame outside mage_tune and torch (a module's forward passes through torch.nn's call machinery)."""
     if what not in _said:
         _said.add(what)
-        warnings.warn(f"mage_tune.torch: {what}; PyTorch computes it", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"mage_tune.torch: {what}; PyTorch computes it", RuntimeWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """warnings.warn's stacklevel, from say_once, of the first frame whose file is neither mage_tune's nor torch's."""
+    skip = (str(Path(__file__).resolve().parents[1]), str(Path(gpu.torch().__file__).resolve().parent))
+    level, frame = 1, sys._getframe(1)  # level 1: say_once's own frame
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(skip):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _launched(family: str, *tensors, eps: float | None = None, scalars=None):

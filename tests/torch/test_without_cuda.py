@@ -34,3 +34,31 @@ def test_the_autotune_says_there_is_no_device():
     assert hasattr(Autotuner, "device_of")
     with pytest.raises(NoDeviceError, match="no CUDA device for torch here"):
         Autotuner.device_of(object.__new__(Autotuner), {"x": torch.randn(4)})
+
+
+def test_a_module_s_fallback_is_said_once_at_the_caller_s_line():
+    """On CPU tensors LayerNorm falls back to PyTorch, says so once, and the warning points at the line that called
+    the module (not torch.nn's call machinery it passed through)."""
+    import warnings
+
+    import mage_tune.torch as mt
+    from mage_tune.torch import ops
+
+    ops._said.clear()
+    norm = mt.LayerNorm(64)
+    x = torch.randn(4, 64)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        expected = torch.nn.functional.layer_norm(x, (64,), norm.weight, norm.bias, norm.eps)
+        line = _line() + 1
+        got = norm(x)
+        norm(x)
+    ours = [w for w in said if "mage_tune.torch: LayerNorm" in str(w.message)]
+    assert len(ours) == 1 and ours[0].filename == __file__ and ours[0].lineno == line
+    assert torch.equal(got, expected)
+
+
+def _line() -> int:
+    import sys
+
+    return sys._getframe(1).f_lineno
