@@ -11,10 +11,10 @@ _spec = importlib.util.find_spec("torch")
 if _spec is None or _spec.origin in (None, "namespace"):  # tests/torch itself is no torch
     pytest.skip("torch is not installed (the gpu extra)", allow_module_level=True)
 
-import torch
+import torch  # noqa: E402  (only once torch is known to be installed)
 
-import mage_tune
-from mage_tune.errors import NoDeviceError
+import mage_tune  # noqa: E402
+from mage_tune.errors import NoDeviceError  # noqa: E402
 
 if torch.cuda.is_available():
     pytest.skip("a CUDA device is here: the GPU tests cover the launches", allow_module_level=True)
