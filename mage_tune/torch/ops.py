@@ -100,10 +100,16 @@ def _launched(family: str, *tensors, eps: float | None = None, scalars=None):
 
     The first launch at a set of input sizes, dtypes and device goes through the kernel's checked call and binds a
     DirectLaunch for the next ones: their host cost is the lookup, the output's allocation and the driver's launch."""
-    key = (family, eps, _device_index(), *[(t.shape, t.dtype, t.get_device()) for t in tensors])
+    try:
+        key = (family, eps, _device_index(), *[(t.shape, t.dtype, t.get_device()) for t in tensors])
+    except (AssertionError, RuntimeError):  # torch without CUDA: the tensors are on the CPU
+        key = None
     launch = _direct.get(key)
     if launch is not None:
         return launch(*tensors)
+    if tensors[0].device.type != "cuda":  # the operators are registered for the CPU too, for this fallback
+        say_once(f"{family} on {tensors[0].device.type} tensors")
+        return None
     try:
         found = kernel(family)
         packed = scalars() if scalars is not None else None
@@ -129,6 +135,7 @@ class Operator:
         self.qualname = f"mage_tune::{self.name}"
         _library.define(schema)
         _library.impl(self.name, kernel, backend)
+        _library.impl(self.name, kernel, "CPU")  # CPU tensors: the kernel's own fallback to PyTorch, said once
         self.op = getattr(torch.ops.mage_tune, self.name).default
         self.kernel = kernel
         self.backend = getattr(torch._C.DispatchKey, backend)
@@ -474,6 +481,8 @@ _hopper: dict[int, bool] = {}
 
 def _is_hopper(device) -> bool:
     """Whether the device runs sm_90a code (compute capability 9.0): the wgmma family's, else matmul-3xtf32's."""
+    if device.type != "cuda":
+        return False
     index = device.index if device.index is not None else _device_index()
     found = _hopper.get(index)
     if found is None:

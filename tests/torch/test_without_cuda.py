@@ -62,3 +62,38 @@ def _line() -> int:
     import sys
 
     return sys._getframe(1).f_lineno
+
+
+def test_every_operator_on_cpu_tensors_is_pytorch_s_computation_said_once():
+    """The operators are registered for the CPU too: CPU tensors get PyTorch's computation (the operator's own
+    fallback), said once per family, never PyTorch's "could not run with arguments from the CPU backend"."""
+    import warnings
+
+    from mage_tune.torch import ops
+
+    ops._said.clear()
+    F = torch.nn.functional
+    d = 64
+    x, res, row = torch.randn(6, d), torch.randn(6, d), torch.randn(d)
+    w, b, eps = torch.randn(d), torch.randn(d), 1e-5
+    table, index = torch.randn(10, d), torch.tensor([[1, 3], [9, 0]])
+    a, bm = torch.randn(8, 16), torch.randn(16, 8)
+    norm = lambda t: F.layer_norm(t, (d,), w, b, eps)  # noqa: E731
+    mt = torch.ops.mage_tune
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        cases = [
+            (mt.layer_norm(x, w, b, eps), norm(x)),
+            (mt.embedding_layer_norm(table, index, w, b, eps), norm(table[index])),
+            (mt.add_layer_norm(x, res, w, b, eps), norm(x + res)),
+            (mt.add_layer_norm_sum(x, res, w, b, eps)[0], norm(x + res)),
+            (mt.add_layer_norm_sum(x, res, w, b, eps)[1], x + res),
+            (mt.add_row_layer_norm(x, res, row, w, b, eps), norm(x + (res + row))),
+            (mt.add_row_layer_norm_sum(x, res, row, w, b, eps)[0], norm(x + (res + row))),
+            (mt.matmul_fp32(a, bm), a @ bm),
+        ]
+    for got, expected in cases:
+        assert torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
+    messages = [str(w.message) for w in said if "mage_tune.torch" in str(w.message)]
+    assert messages and all("on cpu tensors; PyTorch computes it" in m for m in messages)
+    assert len(messages) == len(set(messages))  # each said once
