@@ -147,6 +147,8 @@ def holds_optuna(path: Path) -> bool:
             tables = {row[0] for row in con.execute("select name from sqlite_master where type = 'table'")}
         finally:
             con.close()
+    except sqlite3.OperationalError:  # locked, or a hot journal to roll back (a killed writer): cannot tell here
+        return True
     except (sqlite3.DatabaseError, OSError):
         return False
     return set(OPTUNA_TABLES) <= tables
@@ -163,6 +165,8 @@ def refuse_foreign_sqlite(path: Path) -> None:
             tables = {row[0] for row in con.execute("select name from sqlite_master where type = 'table'")}
         finally:
             con.close()
+    except sqlite3.OperationalError:  # locked, or a hot journal only a writer rolls back: opening it will tell
+        return
     except sqlite3.DatabaseError as exc:
         raise InputError(f"not a SQLite database ({exc})", file=str(path)) from None
     except OSError as exc:
