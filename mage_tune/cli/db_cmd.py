@@ -303,8 +303,10 @@ def _write_safely(store, out: Path, force: bool, write):
 @DB_OPTION
 def import_(paths, db_url):
     """Add runs from PATHS: search run directories, bench records (.json) or exports (.jsonl, .jsonl.gz). Every path
-    is read and checked before anything is written, so a bad one adds nothing; a run already in the database gets
-    only the trials it lacks, so importing twice (or a copy, or at once from two shells) adds nothing."""
+    is read and checked before anything is written, so a bad one adds nothing: an export line outside the schema is
+    an error with its file and line; a run directory's damaged trial lines (a search killed mid-write) are skipped,
+    each named, and the rest imported. A run already in the database gets only the trials it lacks, so importing
+    twice (or a copy, or at once from two shells) adds nothing."""
     from mage_tune.search.sources import load_path
 
     loaded = [run for path in paths for run in load_path(path)]

@@ -284,20 +284,6 @@ def read_jsonl(path: Path, kind: str | None = None) -> list[dict]:
     return out
 
 
-def read_jsonl_strict(path: Path, kind: str) -> list[dict]:
-    """The lines of a .jsonl record, every one sound (schema `kind`), or InputError naming the first that is not,
-    with its line: for what copies a record elsewhere (db import), where a skipped line would be a lost trial."""
-    if not path.exists() and not path.is_symlink():
-        return []
-    out = []
-    for line in reader.lines(path):
-        why = line.problem or schema.problem(kind, line.data)
-        if why:
-            raise InputError(f"{why}; nothing of this run is imported", file=str(path), line=line.number)
-        out.append(line.data)
-    return out
-
-
 def read_identity(path: Path) -> dict | None:
     """A run directory's run.json or search.json as an object, read with bounds (None where it does not exist)."""
     if not path.exists():

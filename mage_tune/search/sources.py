@@ -44,9 +44,9 @@ def _baselines(results: list[dict]) -> dict[str, float]:
     return {label: statistics.median(v) for label, v in times.items()}
 
 
-def run_directory(path: Path, strict: bool = False) -> tuple[RunInfo, list[dict]]:
-    """A run directory's context and trials; `strict` (db import): a damaged trials.jsonl line is an error naming it,
-    not a line skipped with a warning."""
+def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
+    """A run directory's context and trials: a damaged trials.jsonl line (a search killed mid-write) is read around,
+    named in a warning, as every reader of run directories does."""
     identity = record.read_identity(path / "run.json") or record.read_identity(path / "search.json")
     if not identity or not identity.get("family") or "shape" not in identity:
         raise InputError(
@@ -81,8 +81,7 @@ def run_directory(path: Path, strict: bool = False) -> tuple[RunInfo, list[dict]
     )
     tolerance = _tolerance_today(run)
     rows = []
-    trials = record.read_jsonl_strict(path / "trials.jsonl", "trial") if strict else record.trials(path)
-    for t in trials:
+    for t in record.trials(path):
         if not isinstance(t.get("config"), dict):
             continue
         outcome, value = t["outcome"], t.get("value")
@@ -154,7 +153,7 @@ def _read_json(path: Path) -> dict | None:
 def load_path(path: Path) -> list[tuple[RunInfo, list[dict]]]:
     """A run directory, a bench record (.json) or an export (.jsonl, .jsonl.gz), read and checked whole."""
     if path.is_dir():
-        return [run_directory(path, strict=True)]
+        return [run_directory(path)]
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         return import_lines(path)
     return [bench_record(path)]
