@@ -139,19 +139,27 @@ def open_storage(url: str | None, run_dir: Path):
 OPTUNA_TABLES = ("studies", "trials", "version_info")  # what marks a SQLite file as Optuna's storage
 
 
-def holds_optuna(path: Path) -> bool:
-    """Whether the SQLite file at `path` holds Optuna's tables (read without writing; False for anything else)."""
+def _sqlite_tables(path: Path) -> set[str] | None:
+    """The tables of the SQLite file at `path`, read through a read-only connection; None where that cannot tell (a
+    locked database, or a hot journal only a writer rolls back: a killed writer's). sqlite3.DatabaseError where it
+    is not a SQLite database, OSError where it cannot be read."""
     try:
         con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
         try:
-            tables = {row[0] for row in con.execute("select name from sqlite_master where type = 'table'")}
+            return {row[0] for row in con.execute("select name from sqlite_master where type = 'table'")}
         finally:
             con.close()
-    except sqlite3.OperationalError:  # locked, or a hot journal to roll back (a killed writer): cannot tell here
-        return True
+    except sqlite3.OperationalError:
+        return None
+
+
+def holds_optuna(path: Path) -> bool:
+    """Whether the SQLite file at `path` holds Optuna's tables (True where that cannot be told: opening it will)."""
+    try:
+        tables = _sqlite_tables(path)
     except (sqlite3.DatabaseError, OSError):
         return False
-    return set(OPTUNA_TABLES) <= tables
+    return tables is None or set(OPTUNA_TABLES) <= tables
 
 
 def refuse_foreign_sqlite(path: Path) -> None:
@@ -160,17 +168,13 @@ def refuse_foreign_sqlite(path: Path) -> None:
     try:
         if not path.is_file() or path.stat().st_size == 0:
             return
-        con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
-        try:
-            tables = {row[0] for row in con.execute("select name from sqlite_master where type = 'table'")}
-        finally:
-            con.close()
-    except sqlite3.OperationalError:  # locked, or a hot journal only a writer rolls back: opening it will tell
-        return
+        tables = _sqlite_tables(path)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"not a SQLite database ({exc})", file=str(path)) from None
     except OSError as exc:
         raise InputError(f"cannot read it: {exc.strerror or exc}", file=str(path)) from None
+    if tables is None:
+        return
     if tables and not set(OPTUNA_TABLES) <= tables:
         shown = ", ".join(sorted(tables)[:4]) + (", …" if len(tables) > 4 else "")
         raise InputError(
