@@ -34,6 +34,18 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  the same consumer of each block (4 warps × 2 blocks)
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
                  min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
+  stream_k       1 (persistent, cooperative, no cluster): the grid is every SM (or one block per k-tile where there
+                 are fewer); the tiles of the full waves go whole as above, and the k-tiles of the tiles left over
+                 are numbered tile by tile and dealt out evenly, block b taking [T·b/G, T·(b+1)/G) of the T. A block
+                 walks its share's segments (one per tile it touches) from the last to the first: only the last can
+                 stop short of its tile's end, so it has at most one partial sum to give, and gives it first (its
+                 workspace slot of bm × bn floats, then its flag up by st.release.gpu). The segment holding a tile's
+                 last k-tile finishes it: for each lower block holding an earlier part, nearest first and skipping
+                 empty shares, one thread spins on its flag (ld.acquire.gpu), the consumers meet at a named barrier,
+                 add its slot, meet again, and the flag is lowered for the next launch; then the tile is stored. Waits
+                 point only to lower blocks, which give before they wait, and every block of a grid of at most one
+                 per SM is resident: every wait ends. The sums are added in a fixed order: launches are bit-identical.
+                 The launcher allocates the workspace (G slots and G zeroed flags) once, on torch's device
   cluster        2: blocks launch in pairs (__cluster_dims__)
   multicast      1 (with cluster=2): a pair takes tiles one above the other (tile rows 2p and 2p+1 of one column),
                  so the same k-tiles of B; block r copies B's boxes j with j % 2 == r into both blocks' shared memory
@@ -133,8 +145,12 @@ USETMAXREG in its SASS and no spills (tests/kernels/test_matmul_bf16_family.py).
 
 Measured on an H200 (records/h200-2026-12-03-pingpong.tar.xz): the ping-pong schedule is correct but no faster than
 the cooperative one here (193.6 µs at 4096³ with 128 × 128 tiles against cooperative 128 × 256's 178.3): a
-consumer's whole tile must fit its registers, which leaves it the smaller tiles. Later steps: multicast of A as
-well (2×2 clusters), split-K or stream-K for grids under a wave.
+consumer's whole tile must fit its registers, which leaves it the smaller tiles. Stream-K (stream_k=1) is for the
+shapes whose last wave is part-full (8192 × 8192 × 2048 at 128 × 256: 2048 tiles are 15.5 waves of 132): its walk is
+checked on the CPU (tests/kernels/test_matmul_bf16_stream_k.py: the kernel's own walk compiled for the host, over
+grids with empty shares, fewer tiles than blocks and one k-tile); its exchange awaits its GPU tests
+(test_gpu_matmul_bf16.py: test_stream_k_shares_the_last_wave, the repeat and cover tests). Later: multicast of A as
+well (2×2 clusters).
 """
 
 from __future__ import annotations
@@ -226,7 +242,7 @@ class MatmulBF16(CudaFamily):
             "tile rows per rasterization group (0: row-major tile order): blocks resident together share tiles in L2",
             free=True,
         ),
-        Knob("persistent", (1, 0), "1: min(tiles, SMs) blocks walk the tiles; 0: one block per tile", free=True),
+        Knob("persistent", (1, 0), "1: min(tiles, SMs) blocks walk the tiles; 0: one block per tile"),
         Knob(
             "epilogue",
             ("tma", "direct"),
@@ -240,6 +256,13 @@ class MatmulBF16(CudaFamily):
             "cooperative: the consumer warpgroups split each tile's rows; pingpong: each takes whole tiles in turn "
             "(the block's tiles alternate between them), their main loops one after the other, so that one's "
             "epilogue runs under the other's wgmma; needs two consumers (pays on a persistent grid)",
+        ),
+        Knob(
+            "stream_k",
+            (0, 1),
+            "1: the tiles of the last, partial wave are split along K, their k-tiles dealt out evenly to every block "
+            "of a grid of one block per SM, the partial sums added through a workspace in global memory (stream-K); "
+            "needs persistent=1, the cooperative schedule and no cluster",
         ),
     )
 
@@ -304,6 +327,13 @@ class MatmulBF16(CudaFamily):
     def tiles(config: Config, shape: Shape) -> int:
         return _cdiv(shape["m"], config["bm"]) * _cdiv(shape["n"], config["bn"])
 
+    def work_units(self, config: Config, shape: Shape) -> tuple[int, str]:
+        """What the blocks share out, for explain's tail: tiles, or with stream_k=1 their k-tiles (the last wave's
+        are dealt out one by one, so only a k-tile's worth of the wave idles)."""
+        if config.get("stream_k"):
+            return self.tiles(config, shape) * _cdiv(shape["k"], BK), "k-tiles (stream-K)"
+        return self.tiles(config, shape), "tiles"
+
     def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         c, out = config, []
         target = arch
@@ -343,6 +373,18 @@ class MatmulBF16(CudaFamily):
             )
         if c["multicast"] and c["cluster"] != 2:
             out.append(f"multicast=1 shares B between the blocks of a pair: it needs cluster=2, not {c['cluster']}")
+        if c.get("stream_k"):
+            needs = [
+                f"{knob}={c[knob]}"
+                for knob, allowed in (("persistent", 1), ("schedule", "cooperative"), ("cluster", 1))
+                if c[knob] != allowed
+            ]
+            if needs:
+                out.append(
+                    "stream_k=1 shares the last wave's k-tiles among the blocks of a persistent grid, one block "
+                    "per SM, and splits tiles between the consumers: it needs persistent=1, schedule=cooperative "
+                    f"and cluster=1, not {', '.join(needs)}"
+                )
         k, n = shape["k"], shape["n"]
         if k % 8 or n % 8:
             out.append(
@@ -359,6 +401,8 @@ class MatmulBF16(CudaFamily):
             "whole m64 wgmma tiles",
             "schedule=pingpong needs consumers=2 (with persistent=0 a block has one tile: the second consumer idles)",
             "multicast=1 needs cluster=2: the pair of blocks shares B",
+            "stream_k=1 needs persistent=1, schedule=cooperative and cluster=1 (one block per SM, every one resident "
+            "while the blocks wait for each other's partial sums)",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
             "consumer thread",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
@@ -375,7 +419,10 @@ class MatmulBF16(CudaFamily):
             blocks = 2 * _cdiv(shape["m"], 2 * config["bm"]) * _cdiv(shape["n"], config["bn"])
         else:
             blocks = _cdiv(self.tiles(config, shape), cluster) * cluster
-        if config["persistent"]:
+        if config.get("stream_k"):  # every SM, however few tiles: the k-tiles are what is shared out
+            tiles = self.tiles(config, shape)
+            blocks = min(arch.sms, tiles * _cdiv(shape["k"], BK))
+        elif config["persistent"]:
             blocks = min(blocks, max(cluster, arch.sms // cluster * cluster))
         return Launch(blocks, self.threads(config), self.shared_bytes(config))
 
@@ -404,6 +451,9 @@ class MatmulBF16(CudaFamily):
             "producer_registers": PRODUCER_REGISTERS,
             "consumer_registers": self.consumer_registers(c),
             "pingpong": c.get("schedule") == "pingpong",
+            "stream_k": bool(c.get("stream_k")),
+            "k_first": "k0" if c.get("stream_k") else "0",  # a segment's k-tiles (stream-K), else the whole K
+            "k_end": "k1" if c.get("stream_k") else "k_tiles",
         }
 
     @staticmethod
@@ -414,23 +464,30 @@ class MatmulBF16(CudaFamily):
     def build(self, config: Config, shape: Shape, arch: Arch, *, checked: bool = False) -> Variant:
         """CudaFamily's build, then the parameter check for this config's epilogue (the base checks without it)."""
         variant = super().build(config, shape, arch, checked=checked)
-        self.check_parameters(variant.artifact.ptx or "", shape, maps=self.tensor_maps(config))
+        self.check_parameters(
+            variant.artifact.ptx or "", shape, maps=self.tensor_maps(config), workspace=bool(config.get("stream_k"))
+        )
         return variant
 
-    def check_parameters(self, ptx: str, shape: Shape, maps: int | None = None) -> None:
+    def check_parameters(self, ptx: str, shape: Shape, maps: int | None = None, workspace: bool | None = None) -> None:
         """The kernel takes `maps` tensor maps (128-byte structs: A's, B's, and C's with epilogue=tma; 2 or 3 where
-        not given), then C's pointer, then M, N, K as int."""
+        not given), then C's pointer, then M, N, K as int, then with stream_k=1 (`workspace`; either where not
+        given) the workspace's two pointers: the partial sums' slots and the flags."""
         params = entry_params(ptx, self.kernel_name)
         if params is None:
             raise ConfigError(f"{self.name}: the compiled module has no kernel {self.kernel_name!r}")
         got = [(kind, size) for _, kind, size in params]
         rest = [("int", 8)] + [(SCALAR_TYPES[s.ctype][1], SCALAR_TYPES[s.ctype][0]) for s in self.scalar_params]
-        allowed = (2, 3) if maps is None else (maps,)
-        if not any(got == [("bytes", TENSOR_MAP_BYTES)] * count + rest for count in allowed):
-            which = " or ".join(("two", "three")[count - 2] for count in allowed)
+        counts = (2, 3) if maps is None else (maps,)
+        tails = ((), (("int", 8),) * 2) if workspace is None else ((("int", 8),) * 2 if workspace else (),)
+        if not any(
+            got == [("bytes", TENSOR_MAP_BYTES)] * count + rest + list(tail) for count in counts for tail in tails
+        ):
+            which = " or ".join(("two", "three")[count - 2] for count in counts)
+            then = {True: ", then the workspace's two pointers", False: "", None: " (and the workspace's pointers)"}
             raise ConfigError(
                 f"{self.name}: kernel {self.kernel_name} takes {got}; the launcher passes {which} 128-byte tensor "
-                "maps, C's pointer and M, N, K as int"
+                f"maps, C's pointer and M, N, K as int{then[workspace]}"
             )
 
     # --- correctness and cost ---------------------------------------------------------------------------------
@@ -514,7 +571,9 @@ class MatmulBF16(CudaFamily):
     def launcher(self, job, shape: Shape):
         m, n, k = shape["m"], shape["n"], shape["k"]
         if job.kind == "variant":
-            return TensorMapLauncher(job, shape, Driver(), _torch_stream, _torch_context, self.out_dtype)
+            return TensorMapLauncher(
+                job, shape, Driver(), _torch_stream, _torch_context, self.out_dtype, _torch_workspace
+            )
         if job.kind == "torch":
             torch = gpu.torch()
             # BF16 in, FP32 sums, one rounding out: no split-K partials reduced in BF16 (torch allows them by default)
@@ -613,6 +672,15 @@ def _torch_context() -> None:
     gpu.torch().cuda.synchronize()
 
 
+def _torch_workspace(slots: int, slot_floats: int) -> tuple:
+    """Stream-K's workspace on the current device: `slots` slots of `slot_floats` FP32 partial sums (written before
+    they are read, so left uninitialized) and one flag per slot, zero (each launch lowers every flag it raised)."""
+    torch = gpu.torch()
+    partials = torch.empty(slots * slot_floats, dtype=torch.float32, device="cuda")
+    flags = torch.zeros(slots, dtype=torch.int32, device="cuda")
+    return partials, flags
+
+
 # The element types a tensor map here describes: (cuTensorMapEncodeTiled's data type, bytes per element).
 TENSOR_MAP_TYPES = {"bfloat16": (TENSOR_MAP_BFLOAT16, BF16), "float32": (TENSOR_MAP_FLOAT32, 4)}
 
@@ -650,9 +718,14 @@ def forget_oldest(arguments: dict) -> None:
 class TensorMapLauncher:
     """Launches one variant: its cubin loaded through the driver, A's and B's tensor maps (and C's, for epilogue=tma)
     encoded for each buffer set it meets (kept, so a graph's launches reuse them), then cuLaunchKernel with (A map,
-    B map, C, M, N, K), or (A map, B map, C map, C, M, N, K) for epilogue=tma."""
+    B map, C, M, N, K), or (A map, B map, C map, C, M, N, K) for epilogue=tma; with stream_k=1 the pointers of its
+    workspace follow (one slot of bm × bn partial sums and one flag per block, made by `allocate` once: launches on
+    one stream share it, as the harness's and an operator's do; launches of one launcher on two streams at once would
+    race on it)."""
 
-    def __init__(self, job, shape: Shape, driver: Driver, stream_of, prepare, out_dtype: str = "bfloat16"):
+    def __init__(
+        self, job, shape: Shape, driver: Driver, stream_of, prepare, out_dtype: str = "bfloat16", allocate=None
+    ):
         self.job, self.shape, self.driver, self.stream_of = job, dict(shape), driver, stream_of
         self.box_rows = int(job.config["bm"])
         self.out_dtype = out_dtype
@@ -667,6 +740,11 @@ class TensorMapLauncher:
         if job.dynamic_shared:
             self.driver.call("cuFuncSetAttribute", self.function, FUNC_MAX_DYNAMIC_SHARED, job.dynamic_shared)
         self.arguments: dict[tuple[int, int, int], tuple] = {}
+        self.workspace: tuple = ()  # kept alive: the kernel writes into it
+        if job.config.get("stream_k"):
+            if allocate is None:
+                raise ConfigError("stream_k=1 needs a workspace: the launcher was given no way to allocate one")
+            self.workspace = allocate(job.grid[0], int(job.config["bm"]) * int(job.config["bn"]))
 
     def encode(
         self, target: int, address: int, rows: int, columns: int, box_rows: int, dtype: str = "bfloat16"
@@ -706,6 +784,7 @@ class TensorMapLauncher:
             if self.maps == 3:  # C: M rows of N, boxes of one staging chunk (64 rows × 128 bytes)
                 self.encode(targets[2], c, m, n, CHUNK_ROWS, self.out_dtype)
             scalars = (ctypes.c_uint64(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k))
+            scalars += tuple(ctypes.c_uint64(w.data_ptr()) for w in self.workspace)  # stream-K: slots, flags
             addresses = [*targets, *(ctypes.addressof(s) for s in scalars)]
             pointers = (ctypes.c_void_p * len(addresses))(*addresses)
             self.arguments[key] = (maps, scalars, pointers)

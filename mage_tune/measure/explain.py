@@ -167,7 +167,8 @@ def mma_passes(record: dict, named: str | None = None) -> tuple[int, bool]:
 
 
 def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | None:
-    """Waves of work: the family's tiles where it counts them (a persistent grid walks them; without the family's
+    """Waves of work: the family's work units where it counts them (work_units: tiles, or with stream-K the k-tiles
+    the blocks share), else its tiles (a persistent grid walks them; without the family's
     code, ⌈m/bm⌉·⌈n/bn⌉ from bm / bn knobs), else the grid's blocks, over the blocks resident at once (the grid's
     blocks, at most SMs × blocks per SM from the census occupancy)."""
     occ = census.get("occupancy") or {}
@@ -180,7 +181,9 @@ def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | N
     units, what = blocks, "blocks"
     family, _ = recorded.family_for(record, named)
     config, shape = best["config"], record["shape"]
-    if family is not None and hasattr(family, "tiles") and "source" not in config:
+    if family is not None and hasattr(family, "work_units") and "source" not in config:
+        units, what = family.work_units(family.with_defaults(config), shape)  # e.g. k-tiles, where they are shared
+    elif family is not None and hasattr(family, "tiles") and "source" not in config:
         units, what = family.tiles(family.with_defaults(config), shape), "tiles"
     elif all(isinstance(config.get(k), int) and config[k] > 0 for k in ("bm", "bn")) and {"m", "n"} <= set(shape):
         # a matmul's output tiles, read from the knobs where no family code says (a record never loads it)

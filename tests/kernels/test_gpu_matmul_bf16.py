@@ -52,6 +52,16 @@ COVER = [
     {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "raster": 0, "epilogue": "tma"},
     {"bm": 64, "bn": 256, "schedule": "pingpong"},
     {"bm": 128, "bn": 128, "raster": 16, "schedule": "pingpong", "epilogue": "tma"},
+    {"stream_k": 1},
+    {"bm": 64, "bn": 128, "consumers": 1, "stages": 3, "epilogue": "direct", "stream_k": 1},
+]
+# Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
+STREAM_K = [
+    {"stream_k": 1},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "stream_k": 1},
+    {"bn": 192, "stages": 3, "epilogue": "direct", "stream_k": 1},
+    {"bm": 256, "bn": 128, "stages": 3, "raster": 0, "stream_k": 1},
+    {"bm": 128, "bn": 64, "consumers": 1, "stages": 5, "epilogue": "direct", "raster": 16, "stream_k": 1},
 ]
 # Ping-pong consumers over its wgmma loop shapes, both epilogues, a cluster with and without multicast, one tile per
 # block (persistent=0)
@@ -155,6 +165,21 @@ def test_pingpong_consumers_take_tiles_in_turn(shape):
     _check(SPEC, shape, PINGPONG)
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [*RAGGED, {"m": 2056, "n": 2056, "k": 520}, {"m": 448, "n": 1216, "k": 520}],
+    ids=lambda s: "x".join(map(str, s.values())),
+)
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
+def test_stream_k_shares_the_last_wave(spec, shape):
+    """The k-tiles of the tiles left over from the full waves dealt out to every block, partial sums exchanged
+    through the workspace: fewer tiles than SMs (1000 × 520 × 264 at 128 × 256: 24 tiles of 5 k-tiles over 120
+    blocks, five blocks to a tile), full waves and a tail (2056² × 520 at 64 × 64: 1056 whole tiles, 33 of 9 k-tiles
+    shared, two or three k-tiles a block), and a tail of fewer k-tiles than blocks (448 × 1216 × 520 at 64 × 64: 133
+    tiles, one of 9 k-tiles shared: most blocks' shares are empty, and the finishing block skips them)."""
+    _check(spec, shape, STREAM_K)
+
+
 @pytest.mark.parametrize("m", [300, 136, 1], ids=lambda m: f"m{m}")
 def test_multicast_pairs_with_an_odd_last_row_of_tiles(m):
     """An odd number of tile rows leaves the lower block of the last pair without rows of A: it copies its half of
@@ -210,7 +235,7 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
 def test_repeated_launches_are_bit_identical(spec):
-    """Three launches on the same buffers give the same bits (no split of K, a fixed order of the sums), each within
+    """Three launches on the same buffers give the same bits (a fixed order of the sums, stream-K's too), each within
     the tolerance; run in a process of its own so that a hang is a timeout, not a stuck test."""
     shape = {"m": 1000, "n": 520, "k": 264}
     settings = [
@@ -220,6 +245,8 @@ def test_repeated_launches_are_bit_identical(spec):
         {"cluster": 2, "multicast": 1},
         {"epilogue": "tma"},
         {"cluster": 2, "multicast": 1, "epilogue": "tma"},
+        {"stream_k": 1},  # split K, but summed in a fixed order: still the same bits
+        {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "direct", "stream_k": 1},
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

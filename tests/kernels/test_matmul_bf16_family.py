@@ -60,6 +60,9 @@ COVER = [
     {"bm": 128, "bn": 128, "raster": 16, "schedule": "pingpong", "epilogue": "tma"},
     {"bm": 256, "bn": 64, "stages": 3, "schedule": "pingpong"},
     {"bm": 64, "bn": 256, "cluster": 2, "multicast": 1, "schedule": "pingpong", "epilogue": "tma"},
+    # stream-K: the last wave's k-tiles shared out, partial sums through a workspace
+    {"stream_k": 1},
+    {"bm": 64, "bn": 128, "consumers": 1, "stages": 3, "epilogue": "direct", "stream_k": 1},
 ]
 
 
@@ -321,9 +324,10 @@ def test_ragged_m_and_the_brief_s_shapes_are_valid():
 
 
 def test_free_knobs_change_no_verdict():
-    """raster and persistent are declared free: no value of either changes which configs are valid."""
+    """raster is declared free: no value of it changes which configs are valid (persistent is not: stream_k=1
+    needs persistent=1)."""
     free = [k for k in FAMILY.knobs if k.free]
-    assert {k.name for k in free} == {"raster", "persistent"}
+    assert {k.name for k in free} == {"raster"}
     bound = [k for k in FAMILY.knobs if not k.free]
     for values in itertools.islice(itertools.product(*(k.domain for k in bound)), 0, None, 7):
         base = dict(zip((k.name for k in bound), values, strict=True))
