@@ -3,7 +3,7 @@
 # under $OUT (default /tmp/w). Each step has its own time limit and leaves its log whatever the others do. From the
 # repository root, after `source .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH MAGE_TUNE_CACHE=/tmp/mtc`:
 #
-#   OUT=$OUT/checks bash benchmarks/gpu/stream_k_checks.sh      (at most 590 s of steps: a call of its own)
+#   OUT=$OUT/checks bash benchmarks/gpu/stream_k_checks.sh      (at most 530 s of steps: a call of its own)
 #
 #   stream-k.log  the stream-K configs at ragged shapes (fewer tiles than SMs, a tail over full waves, a tail of fewer
 #                 k-tiles than blocks), bit-identical repeats, and every knob value
@@ -33,5 +33,5 @@ for campaign in h200-2026-12-03-bf16-large-shapes h200-2026-12-03-pingpong; do
   python analysis/archives.py extract "records/$campaign.tar.xz" "$runs/$campaign" > /dev/null
 done
 mapfile -t searches < <(find "$runs" -name trials.jsonl -path "*search*" -printf '%h\n' | sort)
-step retime.log 250 python benchmarks/gpu/retime_independent.py "${searches[@]}" --family \
+step retime.log 190 python benchmarks/gpu/retime_independent.py "${searches[@]}" --family \
   mage_tune/kernels/matmul_bf16.py --top 3 --rounds 3 --json "$out/retime.json"
