@@ -6,7 +6,7 @@
 
 What it keeps, from every bench record and search run directory of the archives (read as `mage-tune db import`
 reads them, so a variant over today's tolerance is a failed trial): the measured trials of the built-in families
-(layernorm, matmul, matmul-3xtf32) on the H200 (sm_90), and of those only
+(layernorm, matmul, matmul-3xtf32 on sm_90; matmul-bf16 and matmul-3xtf32-sm90 on sm_90a) on the H200, and of those only
 
   * per shape, the trials of its TOP_PER_SHAPE fastest distinct configs (each config's fastest measurement): what
     the choice of a config (mage_tune/tuning/choice.py) and the warm start's nearest seeds read;
@@ -37,7 +37,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from mage_tune.errors import MageError
-from mage_tune.kernels.registry import BUILTINS
+from mage_tune.kernels.registry import BUILTINS, builtin_at
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.search import sources
 from mage_tune.tuning import learned, shipped
@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
 from archives import RecordsError, campaigns, local
 
 GPU = "NVIDIA H200"
-ARCH = "sm_90"
+ARCHES = ("sm_90", "sm_90a")  # the Hopper families compile for sm_90a (wgmma, setmaxnreg)
 TOP_PER_SHAPE = 8
 PER_RUN = 32
 COMPILERS = ("nvrtc", "nvcc", "ptxas")
@@ -62,6 +62,13 @@ def _record_paths(root: Path) -> list[Path]:
                 found.append(path)
     found += sorted(p.parent for p in root.rglob("trials.jsonl"))
     return found
+
+
+def _as_builtin(run: RunInfo) -> RunInfo:
+    """A run of a built-in family searched by its module's path (mage_tune/kernels/matmul_bf16.py, as the Hopper
+    families were before they had names) as a run of that name: the same code, found the way it is found now."""
+    name = builtin_at(run.origin)
+    return replace(run, family=name, origin=name) if name and name == run.family else run
 
 
 def _fastest_of_each_kind(baselines: dict[str, float]) -> dict[str, float]:
@@ -84,7 +91,8 @@ def load(archives: list[Path]) -> dict[str, tuple[RunInfo, dict[int, dict]]]:
                 print(f"shipped_data.py: skipped {archive.name}:{path.relative_to(root)}: {error}", file=sys.stderr)
                 continue
             for run, rows in loaded:
-                if run.family not in BUILTINS or run.origin != run.family or run.gpu != GPU or run.arch != ARCH:
+                run = _as_builtin(run)
+                if run.family not in BUILTINS or run.origin != run.family or run.gpu != GPU or run.arch not in ARCHES:
                     continue
                 if run.objective != MEASURED_OBJECTIVE:
                     continue

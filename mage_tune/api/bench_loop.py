@@ -180,7 +180,7 @@ def bench(
             on_plan=bar.set_total,  # baselines count too: Triton's configs, torch, the copies
             on_note=on_note,
         )
-    saved = run_record(run, variants, fam, "; ".join(notes))
+    saved = run_record(run, variants, fam, "; ".join(notes), arch)
     if out:
         write_atomic(Path(out), json.dumps(saved, indent=1))
         partial.unlink(missing_ok=True)
@@ -259,8 +259,9 @@ def _listed(fam: Family, shape: Shape, arch: Arch, configs) -> list:
     return [fam.parse_settings(setting_items(dict(c)), shape, arch) for c in configs]
 
 
-def run_record(run, variants, family, shipped_note: str = "") -> dict:
-    """The run record bench writes (--out) and prints (--json): schema mage-tune.bench/1."""
+def run_record(run, variants, family, shipped_note: str = "", arch: Arch | None = None) -> dict:
+    """The run record bench writes (--out) and prints (--json): schema mage-tune.bench/1. `arch`: what the variants
+    were compiled for (sm_90a for the Hopper families on an sm_90 device), kept so an import files them under it."""
     censuses = {}
     for v in variants:
         c = census_variant(v)
@@ -276,6 +277,7 @@ def run_record(run, variants, family, shipped_note: str = "") -> dict:
         "source_options": _source_record(family),
         "launches": {v.label: {"grid": list(v.launch.grid), "block": block_json(v.launch.block)} for v in variants},
         "shape": run.shape,
+        **({"arch": arch.name} if arch else {}),
         "bytes_moved": run.bytes_moved,
         "flops": run.flops,
         "mma_passes": int(family.mma_passes),  # tensor-core products per FLOP: what explain's pipe fraction needs

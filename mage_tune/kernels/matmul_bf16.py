@@ -805,5 +805,11 @@ class TensorMapLauncher:
         )
 
 
+class MatmulBF16F32Out(MatmulBF16):
+    """The same kernels with an FP32 output: a run-time choice takes matmul-bf16's tuning data where it has none."""
+
+    tuned_as = "matmul-bf16"
+
+
 FAMILY = MatmulBF16("bfloat16")
-FP32_OUT = MatmulBF16("float32")
+FP32_OUT = MatmulBF16F32Out("float32")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family
-from mage_tune.kernels.registry import BUILTINS, load_family, looks_like_path
+from mage_tune.kernels.registry import BUILTINS, builtin_at, load_family, looks_like_path
 from mage_tune.textwidth import wrap
 
 
@@ -55,8 +55,10 @@ def family_record(family: Family) -> dict:
 
 
 def builtin(name: str) -> Family | None:
-    """The built-in family of that name (this package's own code), None for any other name."""
-    return load_family(name) if name in BUILTINS else None
+    """The built-in family of that name, or of that path where it is the package's own module (older records of the
+    Hopper families name them so): this package's own code; None for any other name."""
+    found = name if name in BUILTINS else builtin_at(name)
+    return load_family(found) if found else None
 
 
 def defaults(recorded: dict) -> Config:

@@ -34,6 +34,9 @@ BUILTINS = {
     "add-row-layernorm-sum": "mage_tune.kernels.add_layernorm:ROW_WITH_SUM",
     "matmul": "mage_tune.kernels.matmul:FAMILY",
     "matmul-3xtf32": "mage_tune.kernels.matmul_3xtf32:FAMILY",
+    "matmul-3xtf32-sm90": "mage_tune.kernels.matmul_3xtf32_sm90:FAMILY",
+    "matmul-bf16": "mage_tune.kernels.matmul_bf16:FAMILY",
+    "matmul-bf16-f32out": "mage_tune.kernels.matmul_bf16:FP32_OUT",
 }
 
 
@@ -60,7 +63,8 @@ def load_family(spec: str) -> Family:
     if spec in BUILTINS:
         return _from_module(BUILTINS[spec], spec)
     if looks_like_path(spec):
-        return _from_file(spec)
+        name = builtin_at(spec)
+        return load_family(name) if name else _from_file(spec)
     points = _entry_points()
     if spec in points:
         try:
@@ -82,6 +86,21 @@ def load_family(spec: str) -> Family:
 def _from_module(target: str, origin: str) -> Family:
     module, _, attr = target.partition(":")
     return _adopt(getattr(importlib.import_module(module), attr), origin, target)
+
+
+def builtin_at(spec: str) -> str | None:
+    """The built-in name of `path/to/module.py[:NAME]` where that is the package's own module of a built-in (as
+    recorded by searches that named it by path): one family, one origin, whichever way it was asked for."""
+    path_text, _, attr = spec.rpartition(":") if ":" in spec and not spec.endswith(".py") else (spec, "", "")
+    path = Path(path_text)
+    if path.suffix != ".py" or not path.is_file():
+        return None
+    here = Path(__file__).resolve().parent  # mage_tune/kernels
+    for name, target in BUILTINS.items():
+        module, _, found = target.partition(":")
+        if path.resolve() == here / f"{module.rsplit('.', 1)[-1]}.py" and (attr or "FAMILY") == found:
+            return name
+    return None
 
 
 def _from_file(spec: str) -> Family:

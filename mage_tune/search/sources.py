@@ -8,6 +8,7 @@ import hashlib
 import statistics
 from pathlib import Path
 
+from mage_tune.arch import get_arch
 from mage_tune.errors import InputError, MageError
 from mage_tune.inputs import read_input
 from mage_tune.kernels import recorded
@@ -25,9 +26,21 @@ def _gpu_and_toolchain(envs: list[dict]) -> tuple[str, dict]:
     return "", versions((envs[0].get("toolchain") if envs else None) or {})
 
 
-def _arch_of(env: dict) -> str:
-    cc = str(env.get("compute_capability", ""))
-    return "sm_" + cc.replace(".", "") if cc else ""
+def _arch_of(data: dict, family, path: Path) -> str:
+    """The arch a bench record's variants were compiled for: as it says (`arch`), else its device's, suffixed as a
+    built-in family builds there (older records of the Hopper families: sm_90 -> sm_90a)."""
+    given = data.get("arch")
+    if given is not None:
+        try:
+            return get_arch(str(given)).name
+        except InputError as error:
+            raise InputError(f"arch: {error}", file=str(path)) from None
+    cc = str(data["environment"].get("compute_capability", ""))
+    device = "sm_" + cc.replace(".", "") if cc else ""
+    try:
+        return family.target_arch(get_arch(device)).name if device and family is not None else device
+    except InputError:  # a device this mage-tune does not know: its name as recorded
+        return device
 
 
 def _baselines(results: list[dict]) -> dict[str, float]:
@@ -106,7 +119,7 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
         family=data["family"],
         origin=origin,
         shape=data["shape"],
-        arch=_arch_of(env),
+        arch=_arch_of(data, recorded.builtin(origin), path),
         objective=MEASURED_OBJECTIVE,
         gpu=str(env.get("gpu", "")),
         toolchain=versions(env.get("toolchain") or {}),

@@ -28,7 +28,7 @@ EXAMPLES = [
     "examples/adamw/family.py",
 ]
 SPECS = [*builtin_names(), *EXAMPLES]
-ARCH = get_arch("sm_90")
+DEVICE = get_arch("sm_90")  # each family builds for its own target there (the Hopper families: sm_90a)
 
 
 def small_shape(family: Family) -> dict[str, int]:
@@ -40,8 +40,9 @@ def small_shape(family: Family) -> dict[str, int]:
 def built(request):
     family = load_family(request.param)
     shape = small_shape(family)
-    config = family.default_config(shape, ARCH)
-    return family, shape, config, family.build(config, shape, ARCH)
+    arch = family.target_arch(DEVICE)
+    config = family.default_config(shape, arch)
+    return family, shape, config, family.build(config, shape, arch)
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -71,7 +72,7 @@ def test_free_knobs_are_read_by_no_constraint(spec):
         verdicts = set()
         for values in itertools.product(*(k.domain for k in free)):
             varied = {**config, **dict(zip((k.name for k in free), values, strict=True))}
-            verdicts.add(bool(family.violations(varied, shape, ARCH)))
+            verdicts.add(bool(family.violations(varied, shape, family.target_arch(DEVICE))))
         assert len(verdicts) == 1, config
 
 
@@ -79,12 +80,13 @@ def test_free_knobs_are_read_by_no_constraint(spec):
 def test_space_and_settings(spec):
     family = load_family(spec)
     shape = small_shape(family)
-    first = next(family.configs(shape, ARCH))
-    assert family.violations(first, shape, ARCH) == []
+    arch = family.target_arch(DEVICE)
+    first = next(family.configs(shape, arch))
+    assert family.violations(first, shape, arch) == []
     settings = [f"{k}={v}" for k, v in first.items()]
-    assert family.parse_settings(settings, shape, ARCH) == first
+    assert family.parse_settings(settings, shape, arch) == first
     with pytest.raises(ConfigError, match="unknown knob"):
-        family.parse_settings(["no_such_knob=1"], shape, ARCH)
+        family.parse_settings(["no_such_knob=1"], shape, arch)
     with pytest.raises(ConfigError, match="between 1 and"):
         family.shape_from({dim: MAX_DIM + 1 for dim in family.dims})
 
