@@ -135,7 +135,8 @@ class Operator:
         self.qualname = f"mage_tune::{self.name}"
         _library.define(schema)
         _library.impl(self.name, kernel, backend)
-        _library.impl(self.name, kernel, "CPU")  # CPU tensors: the kernel's own fallback to PyTorch, said once
+        if backend != "CPU":  # CPU tensors: the kernel's own fallback to PyTorch, said once
+            _library.impl(self.name, kernel, "CPU")
         self.op = getattr(torch.ops.mage_tune, self.name).default
         self.kernel = kernel
         self.backend = getattr(torch._C.DispatchKey, backend)
