@@ -10,9 +10,10 @@
 
 With nothing measured at all, the family's defaults (where valid at the shape) are the one seed.
 
-Where the database has no measured trial of the family and arch on the GPU the search measures on, the trials
-shipped with the package (tuning/shipped.py, H200) take its place when they hold that GPU, or when the database has
-nothing of the family and arch at all; the first note says so. A search without a GPU (static) never reads them:
+The trials shipped with the package (tuning/shipped.py, H200) of the family and arch join the database's where they
+hold the GPU the search measures on (a user's first searches on an H200 keep the shapes the records measured); where
+the database has nothing of that GPU they take its place when they hold that GPU, or when the database has nothing of
+the family and arch at all. The first note says which. A search without a GPU (static) never reads them:
 their times are a GPU's, and its own objective is the census model's.
 
 The seeds are enqueued into the study ahead of the sampler, each with a `source` saying where it came from; TPE (or
@@ -193,10 +194,15 @@ def plan(
     family, shape = problem.family, problem.shape
     usable = usable_entries(entries, shape, gpu, other_shapes_only)
     notes = []
-    if gpu and not any(e.run.gpu == gpu for e in usable):
+    if gpu:
         found = shipped.entries(family.origin or family.name, problem.arch.name)
         ours = usable_entries(found, shape, gpu, other_shapes_only)
-        if ours and (not usable or any(e.run.gpu == gpu for e in ours)):
+        held = {e.run.name for e in usable}  # runs the user imported from the shipped file are theirs already
+        ours_here = [e for e in ours if e.run.gpu == gpu and e.run.name not in held]
+        if any(e.run.gpu == gpu for e in usable) and ours_here:
+            usable = usable + ours_here
+            notes.append(f"warm start: the tuning database's trials with {shipped.LABEL} ({len(ours_here)} trials)")
+        elif ours and (not usable or ours_here):
             usable = ours
             notes.append(f"warm start: from {shipped.LABEL} ({len(ours)} trials)")
     if not usable:

@@ -74,7 +74,7 @@ def no_model(monkeypatch):
     monkeypatch.setattr(warm, "model_seeds", lambda *args: ([], "model: left out by the test", None))
 
 
-def test_warm_start_reads_it_only_where_the_database_has_nothing(no_model):
+def test_warm_start_reads_it_beside_the_database(no_model):
     family = get_family("layernorm")
     shape = {"m": 4096, "d": 800}
     ours = warm.usable_entries(shipped.entries("layernorm", ARCH), shape, H200, False)
@@ -85,14 +85,19 @@ def test_warm_start_reads_it_only_where_the_database_has_nothing(no_model):
     nearest = warm.nearest_seeds(Problem(family, shape, ARCH), ours)
     assert [s.config for s in plan.seeds[: len(nearest)]] == [s.config for s in nearest]
 
-    # The user's own trials on this GPU: the shipped data stays out.
+    # The user's own trials on this GPU: the shipped ones join them (a first search keeps the records' shapes).
     info, rows = run("layernorm", {"m": 4096, "d": 768}, layernorm_configs({"m": 4096, "d": 768}, 4, 0), gpu=H200)
     mine = [Entry(info, r["number"], r["config"], r["outcome"], r["value"]) for r in rows]
     plan = warm.plan(Problem(family, shape, ARCH), mine, H200, False, 1, 0)
-    assert not any("shipped" in n for n in plan.notes)
-    assert {s.config["threads"] for s in plan.seeds if s.source.startswith("nearest")} <= {
-        c["threads"] for c in (r["config"] for r in rows)
-    }
+    assert plan.notes[0] == f"warm start: the tuning database's trials with the shipped H200 data ({len(ours)} trials)"
+    nearest = warm.nearest_seeds(Problem(family, shape, ARCH), mine + ours)
+    assert [s.config for s in plan.seeds[: len(nearest)]] == [s.config for s in nearest]
+    assert len(nearest) > len(warm.nearest_seeds(Problem(family, shape, ARCH), mine))  # more shapes than the user's
+
+    # A database that imported the shipped file holds its runs already: they are read once, as the user's.
+    imported = warm.plan(Problem(family, shape, ARCH), ours, H200, False, 1, 0)
+    assert not any("shipped" in n for n in imported.notes)
+    assert imported.seeds and all(s.source.startswith(("nearest ", "new value ")) for s in imported.seeds)
 
     # Trials of another GPU only: this GPU's shipped trials come first.
     other = [
