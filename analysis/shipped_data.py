@@ -37,7 +37,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from mage_tune.errors import MageError
-from mage_tune.kernels.registry import BUILTINS, builtin_at
+from mage_tune.kernels.registry import BUILTINS, builtin_named
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.search import sources
 from mage_tune.tuning import learned, shipped
@@ -67,7 +67,7 @@ def _record_paths(root: Path) -> list[Path]:
 def _as_builtin(run: RunInfo) -> RunInfo:
     """A run of a built-in family searched by its module's path (mage_tune/kernels/matmul_bf16.py, as the Hopper
     families were before they had names) as a run of that name: the same code, found the way it is found now."""
-    name = builtin_at(run.origin)
+    name = builtin_named(run.origin)
     return replace(run, family=name, origin=name) if name and name == run.family else run
 
 

@@ -49,8 +49,8 @@ def db():
 )
 def list_runs(db_url, family, as_json, shipped):
     """One row per run: family, shape, arch, GPU, toolchain, objective, trials, best time. The data shipped with
-    mage-tune (measured H200 trials of the built-in families, read-only: warm starts and choices read it after the
-    database) is a separate source: summed up under the table, listed with --shipped."""
+    mage-tune (measured H200 trials of the built-in families, read-only: a search on an H200 reads it beside the
+    database, choices after it) is a separate source: summed up under the table, listed with --shipped."""
     from mage_tune.storage import redact
     from mage_tune.textwidth import constant_columns, table, wrap
     from mage_tune.tuning import shipped as shipped_data

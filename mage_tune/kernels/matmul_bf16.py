@@ -148,9 +148,11 @@ the cooperative one here (193.6 µs at 4096³ with 128 × 128 tiles against coop
 consumer's whole tile must fit its registers, which leaves it the smaller tiles. Stream-K (stream_k=1) is for the
 shapes whose last wave is part-full (8192 × 8192 × 2048 at 128 × 256: 2048 tiles are 15.5 waves of 132): its walk is
 checked on the CPU (tests/kernels/test_matmul_bf16_stream_k.py: the kernel's own walk compiled for the host, over
-grids with empty shares, fewer tiles than blocks and one k-tile); its exchange awaits its GPU tests
-(test_gpu_matmul_bf16.py: test_stream_k_shares_the_last_wave, the repeat and cover tests). Later: multicast of A as
-well (2×2 clusters).
+grids with empty shares, fewer tiles than blocks and one k-tile), its exchange on the GPU (test_gpu_matmul_bf16.py:
+test_stream_k_shares_the_last_wave, the repeat and cover tests; passed on an H200). Correct, but not the best config
+at the shapes measured (records/h200-2026-12-03-stream-k.tar.xz): at 4224 × 2304 × 4096 it takes 128 × 256 from
+130.0 to 109.0 µs where 128 × 192 without it runs 102.5; at 8192 × 8192 × 2048 it gains nothing. Later: multicast of
+A as well (2×2 clusters).
 """
 
 from __future__ import annotations
@@ -674,8 +676,16 @@ def _torch_context() -> None:
 
 def _torch_workspace(slots: int, slot_floats: int) -> tuple:
     """Stream-K's workspace on the current device: `slots` slots of `slot_floats` FP32 partial sums (written before
-    they are read, so left uninitialized) and one flag per slot, zero (each launch lowers every flag it raised)."""
+    they are read, so left uninitialized) and one flag per slot, zero (each launch lowers every flag it raised). A
+    ConfigError where the device has fewer SMs than the grid has blocks (the arch's part has 132; an H100 PCIe 114, a
+    MIG slice fewer): a block waiting on one that is not resident would never end."""
     torch = gpu.torch()
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    if slots > sms:
+        raise ConfigError(
+            f"stream_k=1 launches {slots} blocks, one per SM of the arch's part, and waits between them; this GPU "
+            f"has {sms} SMs, so some would not be resident and a wait could never end: not launched"
+        )
     partials = torch.empty(slots * slot_floats, dtype=torch.float32, device="cuda")
     flags = torch.zeros(slots, dtype=torch.int32, device="cuda")
     return partials, flags

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mage_tune.errors import InputError, MageError
 from mage_tune.kernels.base import Config, Family
-from mage_tune.kernels.registry import BUILTINS, builtin_at, load_family, looks_like_path
+from mage_tune.kernels.registry import builtin_named, load_family, looks_like_path
 from mage_tune.textwidth import wrap
 
 
@@ -57,7 +57,7 @@ def family_record(family: Family) -> dict:
 def builtin(name: str) -> Family | None:
     """The built-in family of that name, or of that path where it is the package's own module (older records of the
     Hopper families name them so): this package's own code; None for any other name."""
-    found = name if name in BUILTINS else builtin_at(name)
+    found = builtin_named(name)
     return load_family(found) if found else None
 
 

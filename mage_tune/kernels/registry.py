@@ -88,19 +88,48 @@ def _from_module(target: str, origin: str) -> Family:
     return _adopt(getattr(importlib.import_module(module), attr), origin, target)
 
 
-def builtin_at(spec: str) -> str | None:
-    """The built-in name of `path/to/module.py[:NAME]` where that is the package's own module of a built-in (as
-    recorded by searches that named it by path): one family, one origin, whichever way it was asked for."""
-    path_text, _, attr = spec.rpartition(":") if ":" in spec and not spec.endswith(".py") else (spec, "", "")
-    path = Path(path_text)
-    if path.suffix != ".py" or not path.is_file():
-        return None
-    here = Path(__file__).resolve().parent  # mage_tune/kernels
+def _builtin_by_file(file_name: str, attr: str) -> str | None:
+    """The built-in defined as `attr` (FAMILY where none is named) in this package's kernels/`file_name`."""
     for name, target in BUILTINS.items():
         module, _, found = target.partition(":")
-        if path.resolve() == here / f"{module.rsplit('.', 1)[-1]}.py" and (attr or "FAMILY") == found:
+        if file_name == f"{module.rsplit('.', 1)[-1]}.py" and (attr or "FAMILY") == found:
             return name
     return None
+
+
+def _path_and_attr(spec: str) -> tuple[str, str]:
+    return (
+        (spec.rpartition(":")[0], spec.rpartition(":")[2]) if ":" in spec and not spec.endswith(".py") else (spec, "")
+    )
+
+
+def builtin_at(spec: str) -> str | None:
+    """The built-in name of `path/to/module.py[:NAME]` where that file is this package's own module of a built-in
+    (what a user typed): one family, one origin, whichever way it was asked for. Another file of the same name (a
+    copy being edited) stays a family file of its own."""
+    path_text, attr = _path_and_attr(spec)
+    try:
+        path = Path(path_text)
+        if path.suffix != ".py" or not path.is_file():
+            return None
+        resolved = path.resolve()
+    except (OSError, ValueError, RuntimeError):  # too long, unreadable, a NUL byte, a symlink loop: not ours
+        return None
+    return _builtin_by_file(resolved.name, attr) if resolved.parent == Path(__file__).resolve().parent else None
+
+
+def builtin_named(origin: str) -> str | None:
+    """The built-in a record's family origin names: a built-in's name, or a path ending in mage_tune/kernels/ and a
+    built-in's module file (`mage_tune/kernels/matmul_bf16.py[:NAME]`, as searches of the Hopper families by path
+    recorded it, relative to wherever they ran). Read as text, never from the disk: the answer is an entry of
+    BUILTINS, so a record can name only this package's own code."""
+    if origin in BUILTINS:
+        return origin
+    path_text, attr = _path_and_attr(origin)
+    parts = path_text.replace("\\", "/").split("/")
+    if len(parts) < 3 or parts[-3:-1] != ["mage_tune", "kernels"]:
+        return None
+    return _builtin_by_file(parts[-1], attr)
 
 
 def _from_file(spec: str) -> Family:

@@ -45,8 +45,8 @@ ADD_VECTOR_LAYERNORM = "add-vector-layernorm"
 ADD_ROW_LAYERNORM = "add-row-layernorm"
 ADD_ROW_LAYERNORM_SUM = "add-row-layernorm-sum"
 MATMUL_FP32 = "matmul-3xtf32"
-# On Hopper the same problem on wgmma and TMA (about twice cuBLAS FP32's speed on an H200), loaded by path
-MATMUL_FP32_SM90 = str(Path(__file__).resolve().parents[1] / "kernels" / "matmul_3xtf32_sm90.py")
+# On Hopper the same problem on wgmma and TMA (about twice cuBLAS FP32's speed on an H200)
+MATMUL_FP32_SM90 = "matmul-3xtf32-sm90"
 
 _kernels: dict[str, RunnableKernel] = {}
 _direct: dict[tuple, DirectLaunch | None] = {}  # by family, eps, device and the inputs' sizes, dtypes, devices

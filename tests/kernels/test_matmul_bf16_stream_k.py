@@ -262,3 +262,32 @@ def test_explain_counts_the_shared_k_tiles_as_the_tail():
     assert shared["what"] == "k-tiles (stream-K)" and shared["units"] == 2048 * 32
     assert whole["idle"] > 0.03 and shared["idle"] < 0.002
     assert FAMILY.work_units(FAMILY.with_defaults({}), shape) == (2048, "tiles")
+
+
+def test_a_device_with_fewer_sms_than_the_grid_is_refused_before_any_launch(monkeypatch):
+    """The grid is one block per SM of the arch's part (132 on sm_90) and its blocks wait on lower ones: on a device
+    with fewer SMs (an H100 PCIe's 114, a MIG slice) a wait could never end, so the workspace is never made."""
+    made = []
+
+    class Cuda:
+        sms = 114
+
+        @staticmethod
+        def current_device():
+            return 0
+
+        @classmethod
+        def get_device_properties(cls, index):
+            return SimpleNamespace(multi_processor_count=cls.sms)
+
+    fake = SimpleNamespace(
+        cuda=Cuda, float32="f32", int32="i32",
+        empty=lambda *a, **k: made.append("partials") or "partials",
+        zeros=lambda *a, **k: made.append("flags") or "flags",
+    )  # fmt: skip
+    monkeypatch.setattr(matmul_bf16.gpu, "torch", lambda: fake)
+    with pytest.raises(ConfigError, match=r"launches 132 blocks.*this GPU has 114 SMs"):
+        matmul_bf16._torch_workspace(132, 128 * 256)
+    assert made == []
+    Cuda.sms = 132
+    assert matmul_bf16._torch_workspace(132, 128 * 256) == ("partials", "flags")
