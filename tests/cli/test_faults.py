@@ -287,6 +287,9 @@ def test_ctrl_c_prints_no_traceback(tmp_path, env):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # as from a terminal: a suite started in the background (`pytest &`) passes Ctrl-C on ignored, and a
+        # process that starts with SIGINT ignored (a shell's background job) rightly never sees it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     _wait_lines(tmp_path / "run" / "trials.jsonl", 2, proc)
     os.killpg(proc.pid, signal.SIGINT)

@@ -143,9 +143,12 @@ def test_a_3xtf32_winner_fills_the_tensor_pipe_three_times_per_flop():
     # without the record's count: the built-in family's code says 3; a family file nobody named says nothing
     builtin = _tf32(record, "matmul-3xtf32", None)
     assert bound_fractions(builtin, best, 4 * t)["pipe"]["products"] == 3
-    unnamed = _tf32(record, "mage_tune/kernels/matmul_3xtf32_sm90.py", None)
+    unnamed = _tf32(record, "my_kernels/matmul_3xtf32_sm90.py", None)
     pipe = bound_fractions(unnamed, best, 4 * t)["pipe"]
     assert (pipe["products"], pipe["products_known"]) == (1, False)
+    # the package's own module, as records of searches by path named it, is the built-in: its code says 3
+    by_path = _tf32(record, "mage_tune/kernels/matmul_3xtf32_sm90.py", None)
+    assert bound_fractions(by_path, best, 4 * t)["pipe"]["products"] == 3
     assert "(FLOPs at the measured FMA rate" in explain_bench(unnamed)  # no tensor floor it cannot vouch for
 
 
