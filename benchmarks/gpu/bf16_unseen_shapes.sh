@@ -13,12 +13,7 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 
-step() {  # step LOG SECONDS COMMAND...: the command's output in LOG, its exit status last
-  local log=$1 limit=$2
-  shift 2
-  timeout "$limit" "$@" > "$out/$log" 2>&1
-  echo "rc $?" >> "$out/$log"
-}
+source "$(dirname "$0")/step.sh"  # step LOG SECONDS COMMAND...
 
 searches=()
 for shape in "$@"; do

@@ -12,12 +12,7 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 
-step() {  # step NAME SECONDS COMMAND...: the command's output in NAME, its exit status last
-  local name=$1 limit=$2
-  shift 2
-  timeout "$limit" "$@" > "$out/$name" 2>&1
-  echo "rc $?" >> "$out/$name"
-}
+source "$(dirname "$0")/step.sh"  # step LOG SECONDS COMMAND...
 
 step torch.log 90 python -m pytest -v -m gpu tests/torch -p no:cacheprovider
 step pingpong.log 150 python -m pytest -v -m gpu tests/kernels/test_gpu_matmul_bf16.py -k "pingpong or knob_value" \

@@ -14,12 +14,7 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 
-step() {  # step NAME SECONDS COMMAND...: the command's output in NAME, its exit status last
-  local name=$1 limit=$2
-  shift 2
-  timeout "$limit" "$@" > "$out/$name" 2>&1
-  echo "rc $?" >> "$out/$name"
-}
+source "$(dirname "$0")/step.sh"  # step LOG SECONDS COMMAND...
 
 step stream-k.log 200 python -m pytest -v -m gpu tests/kernels/test_gpu_matmul_bf16.py \
   -k "stream_k or knob_value or bit_identical or cover" -p no:cacheprovider
