@@ -26,6 +26,7 @@ from urllib.parse import quote, unquote
 import optuna
 from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.storages.journal import JournalFileBackend, JournalStorage
+from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
 from mage_tune.errors import InputError, MageError
@@ -175,13 +176,22 @@ def refuse_foreign_sqlite(path: Path) -> None:
         raise InputError(f"cannot read it: {exc.strerror or exc}", file=str(path)) from None
     if tables is None:
         return
-    if tables and not set(OPTUNA_TABLES) <= tables:
+    # A file whose tables are all Optuna's is Optuna's, made by a process still creating them (one table at a time)
+    if tables and not set(OPTUNA_TABLES) <= tables and not tables <= _optuna_schema():
         shown = ", ".join(sorted(tables)[:4]) + (", …" if len(tables) > 4 else "")
         raise InputError(
             f"a SQLite database of something else (tables {shown}), not an Optuna study store or tuning database: "
             "mage-tune never writes into it; name another file",
             file=str(path),
         )
+
+
+@functools.cache
+def _optuna_schema() -> frozenset[str]:
+    """Every table Optuna's RDB storage makes (its models' and Alembic's)."""
+    from optuna.storages._rdb import models
+
+    return frozenset(models.BaseModel.metadata.tables) | {"alembic_version"}
 
 
 def _bad_journal_line(path: Path) -> int | None:
@@ -238,14 +248,32 @@ def _journal_class():
 _QUIET = logging.NullHandler()
 
 
+SQLITE_WAIT_S = 60  # how long a SQLite transaction waits for another process's to end before it fails
+
+
+def _begin_immediate(connection) -> None:
+    """Begin a SQLite transaction holding the write lock from its first statement (SQLAlchemy's "begin" event)."""
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 def _rdb_storage(url: str, heartbeat: int, grace: int, attempts: int = 5):
     """RDBStorage, retried when workers started together on a fresh database race to create Optuna's tables
     (PostgreSQL fails the loser with a unique violation or "already exists", SQLite with "already exists" or a
     lock; a retry finds the tables made)."""
     logging.getLogger("sqlalchemy").addHandler(_QUIET)  # once: a handler already there is not added again
+    sqlite = url.startswith("sqlite:")
+    # SQLite: the driver's own transactions begin at the first write, so Optuna's read-then-update of a waiting
+    # trial (ask's pop) let two processes both take it; every transaction of these connections begins IMMEDIATE
+    # instead (below), which serialises them whole. The timeout is how long one waits for another's.
+    kwargs = {"connect_args": {"isolation_level": None, "timeout": SQLITE_WAIT_S}} if sqlite else {}
     for attempt in range(attempts):
         try:
-            return optuna.storages.RDBStorage(url, heartbeat_interval=heartbeat, grace_period=grace)
+            storage = optuna.storages.RDBStorage(
+                url, heartbeat_interval=heartbeat, grace_period=grace, engine_kwargs=kwargs
+            )
+            if sqlite:
+                event.listen(storage.engine, "begin", _begin_immediate)
+            return storage
         except (IntegrityError, ProgrammingError, OperationalError) as exc:
             # SQLite reports the same race as an OperationalError ("table ... already exists", "database is locked")
             racing = not isinstance(exc, OperationalError) or any(

@@ -288,9 +288,9 @@ class Search:
             for key, val in {**attrs, **where, "outcome": outcome}.items():
                 trial.set_user_attr(key, val)
         except optuna.exceptions.UpdateFinishedTrialError:
-            # Another worker finished this trial first: both popped it from the queue of enqueued trials (SQLite has
-            # no row lock for Optuna's check), or its heartbeat went silent and it was failed. It counts once, as
-            # that worker recorded it; this result is dropped so no trial is recorded twice.
+            # Another worker finished this trial first: its heartbeat went silent and it was failed, or both popped
+            # it from the queue of enqueued trials (a storage without SQLite's immediate transactions or a row lock
+            # for Optuna's check). It counts once, as that worker recorded it; this result is dropped.
             self.heartbeat.discard(trial)
             self.echo(f"trial {trial.number} was finished by another worker first; this result of it is dropped")
             return
@@ -311,13 +311,14 @@ class Search:
                 trial.number, attrs.get("config", {}), outcome, value, attrs.get("census"), attrs["source"]
             )
         self.heartbeat.discard(trial)
+        # finished meanwhile (failed as stale by a worker that missed its beats): its line and attrs stand, no crash
         if outcome in ("measured", "modelled", "duplicate"):
-            self.study.tell(trial, value)
+            self.study.tell(trial, value, skip_if_finished=True)
             self.best_value = min(self.best_value, value)
         elif outcome == "pruned":
-            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
         else:
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
 
     def _duplicate_of(self, key: str, value_attr: str) -> tuple[int, float] | None:
         for t in self.study.get_trials(deepcopy=False):
