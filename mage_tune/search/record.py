@@ -211,7 +211,12 @@ def claim(run_dir: Path, identity: dict, about: dict | None = None) -> str:
             if legacy is not None:
                 _compare(path.parent / "search.json", legacy, identity)
         else:
-            _refuse_foreign(run_dir)
+            try:
+                _refuse_foreign(run_dir)
+            except InputError:
+                if not path.exists():
+                    raise
+                # another process made it this run's directory meanwhile: its run.json is compared below
         run = uuid.uuid4().hex
         written = {**identity, "run_id": run, **(about or {})}
         if write_atomic(path, json.dumps(written, indent=1), exclusive=True):

@@ -531,6 +531,10 @@ class Search:
         found = list(neighbours(self.family, bases, self.problem.shape, self.problem.arch, tried))
         measured = [(t.user_attrs["config"], t.value) for t in scored]
         order = polish.ranked(self.problem, found, self.polish_model, self.spec.seed, measured)
+        # counted again: another worker may have taken trials while these were ranked, and a trial enqueued past the
+        # count would wait, never asked, once every worker has stopped
+        counted, running = _counted(self.study)
+        room = min(room, self.spec.trials - counted - running)
         for n in order[:room]:
             self.study.enqueue_trial(n.config, user_attrs={"source": n.source}, skip_if_exists=True)
 
@@ -544,13 +548,15 @@ class Search:
         deadline = time.monotonic() + grace_s() + 5
         while True:
             self._fail_stale()
-            lined = {t["number"] for t in record.trials(self.spec.run_dir)}
             ours = str(self.spec.run_dir.resolve())  # workers on one study may keep separate run directories
+            # the study first, then the lines: a worker writes a trial's line before it tells the study, so a trial
+            # told by then has its line by the time the file is read
             counted = [
                 t
                 for t in self.study.get_trials(deepcopy=False)
                 if t.user_attrs.get("outcome") in RECORDED and t.user_attrs.get("run_dir") == ours
             ]
+            lined = {t["number"] for t in record.trials(self.spec.run_dir)}
             for t in counted:
                 if t.state != optuna.trial.TrialState.RUNNING and t.number not in lined:
                     attrs = {k: v for k, v in t.user_attrs.items() if k != "run_dir"}

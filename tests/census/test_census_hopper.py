@@ -39,14 +39,15 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def built():
+def built(tmp_path_factory):
     done = {}
+    folder = tmp_path_factory.mktemp("cubins")  # this run's own: two runs at once never share a file
 
     def _built(path: Path, arch: str):
         if (path, arch) not in done:
             art = load(path, arch)
             ref = nvidia_view(art.ptx, arch, path.stem)
-            with_elf = Path(f"/tmp/mage-test-{path.stem}-{arch}.cubin")
+            with_elf = folder / f"{path.stem}-{arch}.cubin"
             with_elf.write_bytes(ref["cubin"])
             elf = run_tool(tool("cuobjdump"), "-elf", str(with_elf))
             sass = sass_functions(run_tool(tool("cuobjdump"), "-sass", str(with_elf)))

@@ -40,7 +40,8 @@ TIMEOUT = 300
 
 @pytest.fixture(scope="module")
 def env(compile_cache) -> dict[str, str]:
-    return {**os.environ, "MAGE_TUNE_CACHE": str(compile_cache), "MAGE_TUNE_HEARTBEAT_GRACE": "3"}
+    # 8 s (a beat every 2 s): a loaded machine's late beat never gets a live worker's trial failed as stale
+    return {**os.environ, "MAGE_TUNE_CACHE": str(compile_cache), "MAGE_TUNE_HEARTBEAT_GRACE": "8"}
 
 
 def mage(*args: str, cwd: Path, env: dict, limit: int | None = None) -> subprocess.CompletedProcess:
@@ -390,6 +391,7 @@ class Proxy:
         self.port = self.listener.getsockname()[1]
         self.socks: list[socket.socket] = []
         self.stopped = False
+        self.lock = threading.Lock()  # a connection accepted while stop() runs is closed by one of them, never left
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -399,7 +401,11 @@ class Proxy:
             except OSError:
                 return
             server = socket.create_connection(self.target)
-            self.socks += [client, server]
+            with self.lock:
+                if self.stopped:
+                    _close(client, server)
+                    return
+                self.socks += [client, server]
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
@@ -411,12 +417,17 @@ class Proxy:
             pass
 
     def stop(self) -> None:
-        self.stopped = True
-        self.listener.close()
-        for s in self.socks:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
+        with self.lock:
+            self.stopped = True
+            self.listener.close()
+            _close(*self.socks)
+
+
+def _close(*socks: socket.socket) -> None:
+    for s in socks:
+        with contextlib.suppress(OSError):
+            s.shutdown(socket.SHUT_RDWR)
+        s.close()
 
 
 def test_postgres_stopped_mid_search_then_resume(tmp_path, env):

@@ -3,6 +3,7 @@ created by another process is never mistaken for another application's."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -56,3 +57,27 @@ def test_a_database_whose_optuna_tables_are_still_being_made_is_not_refused(tmp_
     refuse_foreign_sqlite(_tables(tmp_path / "half.db", "studies", "version_info"))  # made a table at a time
     with pytest.raises(InputError, match="something else"):
         refuse_foreign_sqlite(_tables(tmp_path / "other.db", "studies", "users"))
+
+
+def test_a_run_directory_claimed_by_another_process_meanwhile_is_compared_not_refused(tmp_path, monkeypatch):
+    """Two searches starting on one empty folder: the other's run.json (and its first files) can appear between this
+    one's look for run.json and its check that the folder is empty; then it is that run's directory, compared."""
+    from mage_tune.search import record
+
+    identity = {"study": "s", "family": "layernorm"}
+    check = record._refuse_foreign
+
+    def other_process_first(run_dir):
+        other = {**identity, "run_id": "theirs"}
+        (run_dir / record.IDENTITY).write_text(json.dumps(other))
+        (run_dir / "study.db").write_bytes(b"")
+        check(run_dir)  # now it holds run.json and study.db
+
+    monkeypatch.setattr(record, "_refuse_foreign", other_process_first)
+    assert record.claim(tmp_path, identity) == "theirs"
+    monkeypatch.setattr(record, "_refuse_foreign", check)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("a user's file")
+    with pytest.raises(InputError, match="not a run directory and not empty"):
+        record.claim(other, identity)
