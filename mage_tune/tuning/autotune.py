@@ -48,7 +48,7 @@ from mage_tune.kernels.registry import load_family
 from mage_tune.kernels.triton_family import LAUNCH_OPTIONS
 from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
-from mage_tune.storage import redact, sqlite_url
+from mage_tune.storage import check_url, redact, sqlite_url
 from mage_tune.tuning import autotune_bench
 from mage_tune.tuning.choice import as_measured, distance2, shape_key, shape_text
 from mage_tune.tuning.db import Entry, Recorder, RunInfo, TuningDB, default_url, local_file, run_name, versions
@@ -166,6 +166,18 @@ class RememberingAutotuner:
                     f"({', '.join(self.arg_names)})"
                 )
         self.name = name or _fn_name(fn)
+        # what can be told without a GPU is checked here, at decoration, not at the first launch
+        for i, config in enumerate(self.configs):
+            if not isinstance(getattr(config, "kwargs", None), dict):
+                raise InputError(f"autotune of {self.name}: configs[{i}] is {config!r}, not a triton.Config")
+        if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < 1:
+            raise InputError(f"autotune of {self.name}: rounds must be a whole number of replays, at least 1; "
+                             f"got {rounds!r}")  # fmt: skip
+        if db is not None and not isinstance(db, TuningDB) and db != "off":
+            if not isinstance(db, str | os.PathLike):
+                raise InputError(f"autotune of {self.name}: db is {db!r}: a URL, a SQLite file, a TuningDB, None "
+                                 'or "off"')  # fmt: skip
+            check_url(_url(db))  # a URL no installed driver serves, another application's SQLite file
         self.family_specs = _specs(family)
         self.db = db
         self.rounds = int(rounds)

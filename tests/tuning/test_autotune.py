@@ -132,6 +132,33 @@ def test_names_that_are_not_arguments_are_refused():
         at.autotune(configs=[], key=["N"])(Kernel())
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"configs": [*CONFIGS, {"BLOCK": 64}]}, r"configs\[4\] is \{'BLOCK': 64\}, not a triton.Config"),
+        ({"rounds": 0}, "rounds must be a whole number of replays, at least 1; got 0"),
+        ({"rounds": 2.5}, "rounds must be a whole number"),
+        ({"db": "mysql+nodriver://x/y"}, "not a database URL"),
+        ({"db": 7}, 'db is 7: a URL, a SQLite file, a TuningDB, None or "off"'),
+    ],
+)
+def test_what_can_be_told_without_a_gpu_is_refused_at_decoration(options, message):
+    with pytest.raises(InputError, match=message):
+        at.autotune(**{"configs": CONFIGS, "key": ["N"], **options})(Kernel())
+
+
+def test_another_application_s_sqlite_file_is_refused_at_decoration(tmp_path):
+    import sqlite3
+
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as con:
+        con.execute("create table users (id integer)")
+    with pytest.raises(InputError, match="a SQLite database of something else"):
+        at.autotune(configs=CONFIGS, key=["N"], db=other)(Kernel())
+    at.autotune(configs=CONFIGS, key=["N"], db=tmp_path / "new.db", rounds=3)(Kernel())  # made at the first record
+    assert not (tmp_path / "new.db").exists()
+
+
 # --- answering a key -----------------------------------------------------------------------------------------------
 
 
