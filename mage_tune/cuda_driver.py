@@ -17,6 +17,19 @@ from typing import ClassVar
 import numpy as np
 
 
+class LaunchConfig(ctypes.Structure):
+    """cuda.h's CUlaunchConfig (no attributes here: a kernel's cluster shape is its own __cluster_dims__)."""
+
+    _fields_ = (
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_bytes", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+        ("attrs", ctypes.c_void_p),
+        ("attr_count", ctypes.c_uint),
+    )
+
+
 class Driver:
     """The CUDA driver's C entry points mage-tune calls, through ctypes on libcuda (loaded on first use, where a
     kernel is launched); every call's status is checked, a failure raised with the driver's name for it."""
@@ -28,6 +41,7 @@ class Driver:
         "cuModuleGetFunction": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p],
         "cuFuncSetAttribute": [ctypes.c_void_p, ctypes.c_int, ctypes.c_int],
         "cuCtxGetCurrent": [ctypes.POINTER(ctypes.c_void_p)],
+        "cuOccupancyMaxActiveClusters": [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(LaunchConfig)],
         "cuTensorMapEncodeTiled": [
             ctypes.c_void_p,  # CUtensorMap* (64-byte aligned)
             ctypes.c_int,  # CUtensorMapDataType

@@ -46,7 +46,10 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  point only to lower blocks, which give before they wait, and every block of a grid of at most one
                  per SM is resident: every wait ends. The sums are added in a fixed order: launches are bit-identical.
                  The launcher allocates the workspace (G slots and G zeroed flags) once, on torch's device
-  cluster        2: blocks launch in pairs (__cluster_dims__)
+  cluster        2: blocks launch in pairs (__cluster_dims__); 4 (with multicast): in 2 × 2 groups of tiles. A
+                 persistent grid of clusters is cut, at launch, to the clusters the device holds at once
+                 (cuOccupancyMaxActiveClusters): a cluster's blocks share a GPC, and where its SM count is not a
+                 multiple of the cluster size some SMs stay out
   multicast      1 (with cluster=2): a pair takes tiles one above the other (tile rows 2p and 2p+1 of one column),
                  so the same k-tiles of B; block r copies B's boxes j with j % 2 == r into both blocks' shared memory
                  (cp.async.bulk.tensor ... .multicast::cluster, ctaMask 0b11), each block's `full` barrier counting
@@ -54,6 +57,14 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  released it (remote arrivals through mapa: 4 warps × 2 blocks per consumer warpgroup); the lower
                  block of an odd last pair copies no A and stores nothing but keeps the protocol; cluster barriers
                  after the barriers' initialization and before either block exits
+  multicast      1 with cluster=4: the four blocks take a 2 × 2 group of tiles (rank r: tile row 2p + r % 2, column
+  (the quad)     2q + r / 2); the two blocks of a tile row each copy half of A's k-tile (bm / 2 rows: A's map has
+                 boxes of that height) into both, those of a tile column half of B's boxes into both, so each block
+                 issues half of what its tile loads. A block's stage is written by itself and by its two peers (never
+                 the diagonal block), so each consumer warp releases it in those three blocks (4 warps × 3 blocks
+                 per consumer warpgroup). A block whose tile lies past M or N still copies its halves for its peers.
+                 For shapes whose rows of A or B start off 128-byte lines (K or N not a multiple of 64), where the
+                 copies' L2 traffic, not the tensor cores, bounds a pair
 
 Facts the kernel relies on, and where they come from (PTX ISA 8.x/9.x sections as mirrored at ptx.poole.ai, CUTLASS
 at github.com/NVIDIA/cutlass include/cute and include/cutlass/pipeline, cuda.h's driver API as cuda-bindings 13
@@ -151,8 +162,9 @@ checked on the CPU (tests/kernels/test_matmul_bf16_stream_k.py: the kernel's own
 grids with empty shares, fewer tiles than blocks and one k-tile), its exchange on the GPU (test_gpu_matmul_bf16.py:
 test_stream_k_shares_the_last_wave, the repeat and cover tests; passed on an H200). Correct, but not the best config
 at the shapes measured (records/h200-2026-12-03-stream-k.tar.xz): at 4224 × 2304 × 4096 it takes 128 × 256 from
-130.0 to 109.0 µs where 128 × 192 without it runs 102.5; at 8192 × 8192 × 2048 it gains nothing. Later: multicast of
-A as well (2×2 clusters).
+130.0 to 109.0 µs where 128 × 192 without it runs 102.5; at 8192 × 8192 × 2048 it gains nothing. The 2 × 2 quad
+(cluster=4) compiles and its census is checked on the CPU (test_matmul_bf16_family.py); its GPU tests
+(test_quads_share_a_along_rows_and_b_along_columns_at_ragged_edges and the cover) have not run yet.
 """
 
 from __future__ import annotations
@@ -166,7 +178,7 @@ import numpy as np
 
 from mage_tune import gpu
 from mage_tune.arch import Arch, get_arch
-from mage_tune.cuda_driver import Driver
+from mage_tune.cuda_driver import Driver, LaunchConfig
 from mage_tune.errors import ConfigError
 from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape, Variant
 from mage_tune.kernels.matmul import triton_matmul_kernels
@@ -231,12 +243,18 @@ class MatmulBF16(CudaFamily):
         Knob("bk", (BK,), "k-tile depth: 64 bf16, one 128-byte swizzled row (the only depth of this layout)"),
         Knob("stages", (4, 2, 3, 5, 6), "shared-memory stages in the ring: tensor copies in flight ahead of wgmma"),
         Knob("consumers", (2, 1), "consumer warpgroups (block = 128 × (1 + consumers) threads)"),
-        Knob("cluster", (1, 2), "blocks per cluster (__cluster_dims__): 2 launches them in pairs, on one GPC"),
+        Knob(
+            "cluster",
+            (1, 2, 4),
+            "blocks per cluster (__cluster_dims__), launched together on one GPC: 2 in pairs, 4 as a 2 × 2 group of "
+            "tiles (with multicast)",
+        ),
         Knob(
             "multicast",
             (0, 1),
-            "1: the two blocks of a cluster take tiles one above the other and share B's k-tiles, each copying half "
-            "of the boxes into both (TMA multicast); needs cluster=2",
+            "1 (TMA multicast): with cluster=2 the pair takes tiles one above the other and shares B's k-tiles, each "
+            "block copying half of the boxes into both; with cluster=4 the blocks of a tile row share A (each copies "
+            "half its rows into both) and those of a tile column share B, so each block loads half of its tile's data",
         ),
         Knob(
             "raster",
@@ -373,8 +391,10 @@ class MatmulBF16(CudaFamily):
                 f"shared memory stages × (bm + bn) × 64 × 2 bytes,{plus} with barriers and alignment, = {smem} B "
                 f"exceeds the {limit} B a block may opt into on {target.name}"
             )
-        if c["multicast"] and c["cluster"] != 2:
-            out.append(f"multicast=1 shares B between the blocks of a pair: it needs cluster=2, not {c['cluster']}")
+        if c["multicast"] and c["cluster"] == 1:
+            out.append("multicast=1 shares copies between the blocks of a cluster: it needs cluster=2 or 4, not 1")
+        if c["cluster"] == 4 and not c["multicast"]:
+            out.append("cluster=4 is the 2 × 2 group of tiles whose blocks share A and B: it needs multicast=1")
         if c.get("stream_k"):
             needs = [
                 f"{knob}={c[knob]}"
@@ -402,7 +422,8 @@ class MatmulBF16(CudaFamily):
             "bm is a multiple of 64 × consumers (cooperative) or of 64 (pingpong): each consumer warpgroup issues "
             "whole m64 wgmma tiles",
             "schedule=pingpong needs consumers=2 (with persistent=0 a block has one tile: the second consumer idles)",
-            "multicast=1 needs cluster=2: the pair of blocks shares B",
+            "multicast=1 needs cluster=2 (the pair shares B) or 4 (a 2 × 2 group shares A along its rows and B along "
+            "its columns); cluster=4 needs multicast=1",
             "stream_k=1 needs persistent=1, schedule=cooperative and cluster=1 (one block per SM, every one resident "
             "while the blocks wait for each other's partial sums)",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
@@ -417,7 +438,9 @@ class MatmulBF16(CudaFamily):
 
     def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
         cluster = config["cluster"]
-        if config["multicast"]:  # a cluster per pair of tile rows (the lower tile of an odd last pair idles)
+        if config["multicast"] and cluster == 4:  # a cluster per 2 × 2 group of tiles (its tiles past M or N idle)
+            blocks = 4 * _cdiv(shape["m"], 2 * config["bm"]) * _cdiv(shape["n"], 2 * config["bn"])
+        elif config["multicast"]:  # a cluster per pair of tile rows (the lower tile of an odd last pair idles)
             blocks = 2 * _cdiv(shape["m"], 2 * config["bm"]) * _cdiv(shape["n"], config["bn"])
         else:
             blocks = _cdiv(self.tiles(config, shape), cluster) * cluster
@@ -453,10 +476,18 @@ class MatmulBF16(CudaFamily):
             "producer_registers": PRODUCER_REGISTERS,
             "consumer_registers": self.consumer_registers(c),
             "pingpong": c.get("schedule") == "pingpong",
+            "quad": c["cluster"] == 4 and bool(c["multicast"]),
+            "walk_cols": "cols" if c["cluster"] == 4 and c["multicast"] else "tiles_n",  # work items per row
             "stream_k": bool(c.get("stream_k")),
             "k_first": "k0" if c.get("stream_k") else "0",  # a segment's k-tiles (stream-K), else the whole K
             "k_end": "k1" if c.get("stream_k") else "k_tiles",
         }
+
+    @staticmethod
+    def a_box_rows(config: Config) -> int:
+        """Rows of A's tensor-map box: the tile's, or half of them where a 2 × 2 cluster's tile row shares A (each of
+        its two blocks copies one half into both)."""
+        return config["bm"] // 2 if config["cluster"] == 4 and config["multicast"] else config["bm"]
 
     @staticmethod
     def tensor_maps(config: Config) -> int:
@@ -737,7 +768,7 @@ class TensorMapLauncher:
         self, job, shape: Shape, driver: Driver, stream_of, prepare, out_dtype: str = "bfloat16", allocate=None
     ):
         self.job, self.shape, self.driver, self.stream_of = job, dict(shape), driver, stream_of
-        self.box_rows = int(job.config["bm"])
+        self.box_rows = MatmulBF16.a_box_rows(job.config)
         self.out_dtype = out_dtype
         self.maps = MatmulBF16.tensor_maps(job.config)
         prepare()
@@ -749,12 +780,29 @@ class TensorMapLauncher:
         self.driver.call("cuModuleGetFunction", ctypes.byref(self.function), self.module, job.kernel_name.encode())
         if job.dynamic_shared:
             self.driver.call("cuFuncSetAttribute", self.function, FUNC_MAX_DYNAMIC_SHARED, job.dynamic_shared)
+        self.grid = self.resident_grid(job)
         self.arguments: dict[tuple[int, int, int], tuple] = {}
         self.workspace: tuple = ()  # kept alive: the kernel writes into it
         if job.config.get("stream_k"):
             if allocate is None:
                 raise ConfigError("stream_k=1 needs a workspace: the launcher was given no way to allocate one")
             self.workspace = allocate(job.grid[0], int(job.config["bm"]) * int(job.config["bn"]))
+
+    def resident_grid(self, job) -> tuple[int, ...]:
+        """The grid launched: the variant's, but a persistent grid of clusters no larger than the clusters the device
+        holds at once (cuOccupancyMaxActiveClusters): a cluster's blocks share one GPC, and where the GPCs' SM counts
+        are not multiples of the cluster size some SMs stay out, so a grid of SMs / cluster clusters would leave the
+        last ones to run after the rest. The blocks walk the tiles by the grid's size, so fewer cover them all."""
+        cluster = int(job.config.get("cluster", 1))
+        if cluster == 1 or not job.config.get("persistent"):
+            return tuple(job.grid)
+        config = LaunchConfig(
+            (ctypes.c_uint * 3)(*job.grid), (ctypes.c_uint * 3)(*job.block), job.dynamic_shared, None, None, 0
+        )
+        count = ctypes.c_int()
+        self.driver.call("cuOccupancyMaxActiveClusters", ctypes.byref(count), self.function, ctypes.byref(config))
+        blocks = min(job.grid[0], max(1, count.value) * cluster)
+        return (blocks, *tuple(job.grid)[1:])
 
     def encode(
         self, target: int, address: int, rows: int, columns: int, box_rows: int, dtype: str = "bfloat16"
@@ -789,7 +837,7 @@ class TensorMapLauncher:
             maps = ctypes.create_string_buffer(self.maps * TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN)
             first = ctypes.addressof(maps) + (-ctypes.addressof(maps)) % TENSOR_MAP_ALIGN
             targets = [first + i * TENSOR_MAP_BYTES for i in range(self.maps)]
-            self.encode(targets[0], a, m, k, self.box_rows)  # A: M rows of K, boxes 64 × bm
+            self.encode(targets[0], a, m, k, self.box_rows)  # A: M rows of K, boxes 64 × bm (bm / 2 in a quad)
             self.encode(targets[1], b, k, n, BK)  # B: K rows of N, boxes 64 × 64
             if self.maps == 3:  # C: M rows of N, boxes of one staging chunk (64 rows × 128 bytes)
                 self.encode(targets[2], c, m, n, CHUNK_ROWS, self.out_dtype)
@@ -802,7 +850,7 @@ class TensorMapLauncher:
 
     def __call__(self, bufs: dict) -> None:
         _, _, pointers = self.parameters(bufs["A"].data_ptr(), bufs["B"].data_ptr(), bufs["__out__"].data_ptr())
-        grid, block = self.job.grid, self.job.block
+        grid, block = self.grid, self.job.block
         self.driver.call(
             "cuLaunchKernel",
             self.function,

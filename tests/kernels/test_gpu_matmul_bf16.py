@@ -1,11 +1,11 @@
 """The Hopper BF16 matmul family on a GPU (sm_90a): every knob value checked against the float64 reference at ragged
 shapes, through the harness (its own tensor maps and launch, in the worker process), beside cuBLAS; both output
 dtypes; both epilogues (the TMA-store one on its own too, where it is new); multicast pairs, an odd last row of
-tiles among them; persistent blocks that walk many tiles and lap the stage ring; shapes under one box; repeated
-launches bit-identical; Triton's persistent TMA matmul (a baseline) at every config at ragged shapes; and a timed
-run beside both Triton matmuls and cuBLAS, which also shows that a CUDA graph captures the family's own launches.
-Skipped where no CUDA device is present; what holds without one is tests/kernels/test_matmul_bf16_family.py's and
-tests/kernels/test_matmul_bf16_triton_tma.py's."""
+tiles among them; 2 × 2 clusters sharing A and B, with odd last rows and columns of tiles; persistent blocks that
+walk many tiles and lap the stage ring; shapes under one box; repeated launches bit-identical; Triton's persistent
+TMA matmul (a baseline) at every config at ragged shapes; and a timed run beside both Triton matmuls and cuBLAS,
+which also shows that a CUDA graph captures the family's own launches. Skipped where no CUDA device is present; what
+holds without one is tests/kernels/test_matmul_bf16_family.py's and tests/kernels/test_matmul_bf16_triton_tma.py's."""
 
 from __future__ import annotations
 
@@ -54,6 +54,17 @@ COVER = [
     {"bm": 128, "bn": 128, "raster": 16, "schedule": "pingpong", "epilogue": "tma"},
     {"stream_k": 1},
     {"bm": 64, "bn": 128, "consumers": 1, "stages": 3, "epilogue": "direct", "stream_k": 1},
+    {"cluster": 4, "multicast": 1},
+    {
+        "bm": 64,
+        "bn": 64,
+        "consumers": 1,
+        "stages": 2,
+        "cluster": 4,
+        "multicast": 1,
+        "persistent": 0,
+        "epilogue": "direct",
+    },
 ]
 # Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
 STREAM_K = [
@@ -195,6 +206,36 @@ def test_multicast_pairs_with_an_odd_last_row_of_tiles(m):
     _check(SPEC, shape, settings)
 
 
+# 2 × 2 clusters over the wgmma loop shapes (A's halves of 32, 64 and 128 rows), both epilogues, both schedules, one
+# group per cluster (persistent=0) and many
+QUAD = [
+    {"cluster": 4, "multicast": 1},
+    {"cluster": 4, "multicast": 1, "epilogue": "direct"},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 4, "multicast": 1, "persistent": 0},
+    {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "cluster": 4, "multicast": 1, "raster": 0},
+    {"bm": 256, "bn": 128, "stages": 3, "cluster": 4, "multicast": 1, "raster": 4},
+    {"bm": 128, "bn": 128, "stages": 3, "cluster": 4, "multicast": 1, "schedule": "pingpong"},
+    {"bm": 64, "bn": 256, "cluster": 4, "multicast": 1, "schedule": "pingpong", "epilogue": "direct"},
+]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"m": 300, "n": 200, "k": 136},  # odd tile rows (3 of 128) and one tile column: half the quad idles
+        {"m": 136, "n": 520, "k": 264},  # an odd last column of tiles (3 of 192 or 256); A's second half past M
+        {"m": 1, "n": 8, "k": 8},  # one tile: three blocks of the quad copy nothing for themselves
+        {"m": 1800, "n": 2000, "k": 200},  # 64 × 64 tiles: 15 × 16 groups, the persistent clusters walk many
+    ],
+    ids=lambda s: "x".join(map(str, s.values())),
+)
+def test_quads_share_a_along_rows_and_b_along_columns_at_ragged_edges(shape):
+    """A block of a 2 × 2 cluster copies half of A's rows into both blocks of its tile row and half of B's boxes
+    into both of its tile column; where a tile lies past M or N its block still copies for its peers, keeps the
+    barriers and stores nothing."""
+    _check(SPEC, shape, QUAD)
+
+
 @pytest.mark.parametrize("shape", [{"m": 1, "n": 8, "k": 8}, {"m": 77, "n": 24, "k": 40}], ids=["1x8x8", "77x24x40"])
 def test_shapes_under_one_box(shape):
     settings = [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2}, {"bm": 256, "bn": 64}]
@@ -245,6 +286,7 @@ def test_repeated_launches_are_bit_identical(spec):
         {"cluster": 2, "multicast": 1},
         {"epilogue": "tma"},
         {"cluster": 2, "multicast": 1, "epilogue": "tma"},
+        {"cluster": 4, "multicast": 1},
         {"stream_k": 1},  # split K, but summed in a fixed order: still the same bits
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "direct", "stream_k": 1},
     ]

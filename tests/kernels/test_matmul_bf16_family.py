@@ -63,6 +63,19 @@ COVER = [
     # stream-K: the last wave's k-tiles shared out, partial sums through a workspace
     {"stream_k": 1},
     {"bm": 64, "bn": 128, "consumers": 1, "stages": 3, "epilogue": "direct", "stream_k": 1},
+    # 2 × 2 clusters: A shared along the tile row (halves of bm rows), B along the tile column
+    {"cluster": 4, "multicast": 1},
+    {
+        "bm": 64,
+        "bn": 64,
+        "consumers": 1,
+        "stages": 2,
+        "cluster": 4,
+        "multicast": 1,
+        "persistent": 0,
+        "epilogue": "direct",
+    },
+    {"bm": 128, "bn": 128, "stages": 3, "cluster": 4, "multicast": 1, "schedule": "pingpong"},
 ]
 
 
@@ -84,7 +97,7 @@ def test_the_cover_holds_every_knob_value_and_every_wgmma_loop_shape():
     for knob in FAMILY.knobs:
         assert {c[knob.name] for c in configs} == set(knob.domain), knob.name
     loops = {(c["bm"], c["consumers"], c["bn"]) for c in FAMILY.configs(SHAPE, ARCH)}
-    assert {(c["cluster"], c["multicast"]) for c in configs} == {(1, 0), (2, 0), (2, 1)}
+    assert {(c["cluster"], c["multicast"]) for c in configs} == {(1, 0), (2, 0), (2, 1), (4, 1)}
     assert {(c["bm"], c["consumers"], c["bn"]) for c in configs} == loops
 
 
@@ -96,9 +109,12 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
         assert census.sass.matrix_shapes == {f"HGMMA.64x{config['bn']}x16.F32.BF16": 4 * m_sub}, label
         assert census.ptx.matrix_shapes == {f"wgmma.m64n{config['bn']}k16.f32.bf16.bf16": 4 * m_sub}, label
         assert ".tnspB" in variant.artifact.sass and "p, 1, 1, 0, 1;" in variant.source, label
-        # one tensor copy of A and one per 64-column box of B (multicast into both blocks of a pair)
-        boxes = config["bn"] // 64
+        # one tensor copy of A and one per 64-column box of B (multicast into both blocks of a pair; in a 2 × 2
+        # cluster A's half too, into both blocks of the tile row)
+        boxes, quad = config["bn"] // 64, config["cluster"] == 4
         copies = {"load": 1, "multicast": boxes} if config["multicast"] else {"load": 1 + boxes}
+        if quad:
+            copies = {"multicast": 1 + boxes}
         if config["epilogue"] == "tma":  # and one tensor store per 64 × 64 chunk of the consumer's rows
             copies["store"] = m_sub * boxes
         assert census.sass.bulk == census.ptx.bulk == copies, label
@@ -107,7 +123,8 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
         # (with pingpong two more, the consumers' turns: each waits on its own and arrives on the other's)
         mbarrier, turns = census.sass.mbarrier, int(config["schedule"] == "pingpong")
         assert mbarrier["init"] == 2 * config["stages"] + 2 * turns and mbarrier["arrive_expect_tx"] == 1, label
-        assert mbarrier["arrive"] == (4 if config["multicast"] else 2) + turns, label
+        releases = 3 if quad else 2 if config["multicast"] else 1  # blocks each consumer warp releases a stage in
+        assert mbarrier["arrive"] == 2 * releases + turns, label
         assert mbarrier["try_wait"] >= 2 + turns, label
         assert ("mapa.shared::cluster" in variant.artifact.ptx) == bool(config["multicast"]), label
         # a pair meets at cluster barriers after the initialization and before leaving
@@ -117,10 +134,9 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
         assert (census.sass.wgmma_commits, census.sass.wgmma_waits) == (1, (1, 0)), label
         assert census.sass.local_loads == {} and census.sass.local_stores == {}, label
         assert census.resources.spill_store_bytes == 0 and census.resources.stack_bytes == 0, label
-        assert ("__cluster_dims__(2, 1, 1)" in variant.source) == (config["cluster"] == 2), label
-        assert (census.cluster.dims if census.cluster else None) == ((2, 1, 1) if config["cluster"] == 2 else None), (
-            label
-        )
+        dims = (config["cluster"], 1, 1) if config["cluster"] > 1 else None
+        assert ("__cluster_dims__(" in variant.source) == bool(dims), label
+        assert (census.cluster.dims if census.cluster else None) == dims, label
 
 
 def test_setmaxnreg_hands_the_producers_registers_to_the_consumers(covered):
@@ -280,7 +296,9 @@ def test_other_archs_are_refused_in_a_sentence(arch):
         ({"bm": 256, "bn": 128, "consumers": 1}, "would hold 256 FP32 accumulators"),
         ({"bm": 128, "bn": 256, "consumers": 1}, "would hold 256 FP32 accumulators"),
         ({"bm": 64, "consumers": 2}, "bm=64 does not split into 64-row wgmma tiles over 2 consumer warpgroups"),
-        ({"multicast": 1, "cluster": 1}, "multicast=1 shares B between the blocks of a pair: it needs cluster=2"),
+        ({"multicast": 1, "cluster": 1}, "multicast=1 shares copies between the blocks of a cluster: it needs "),
+        ({"multicast": 0, "cluster": 4}, "cluster=4 is the 2 × 2 group of tiles whose blocks share A and B"),
+        ({"multicast": 1, "cluster": 4, "stream_k": 1}, "stream_k=1 shares the last wave's k-tiles"),
         ({"bm": 128, "bn": 256, "stages": 4}, None),
         ({"bm": 64, "bn": 64, "consumers": 1, "stages": 6}, None),
     ],
@@ -353,6 +371,10 @@ def test_free_knobs_change_no_verdict():
         ({"m": 300, "n": 136, "k": 72}, {"cluster": 2, "multicast": 1, "persistent": 0}, 4),  # 2 pairs of rows
         ({"m": 200, "n": 520, "k": 72}, {"cluster": 2, "multicast": 1}, 6),  # 1 pair × 3 columns
         (SHAPE, {"cluster": 2, "multicast": 1, "persistent": 0}, 512),
+        ({"m": 300, "n": 520, "k": 72}, {"cluster": 4, "multicast": 1, "persistent": 0}, 16),  # 2 × 2 groups of 4
+        ({"m": 200, "n": 136, "k": 72}, {"cluster": 4, "multicast": 1}, 4),  # one group: three of its tiles idle
+        (SHAPE, {"cluster": 4, "multicast": 1}, 132),  # 33 groups at once (the launcher caps it by residency)
+        (SHAPE, {"cluster": 4, "multicast": 1, "persistent": 0}, 512),
         ({"m": 8192, "n": 8192, "k": 64}, {"bm": 64, "bn": 64, "consumers": 1}, 132),
     ],
 )
@@ -431,6 +453,8 @@ def test_enum_values_match_the_driver_bindings():
 class Recorder(Driver):
     """Records each driver call with what its arguments point at, and succeeds."""
 
+    RESIDENT_CLUSTERS = 32  # what cuOccupancyMaxActiveClusters answers: 4-block clusters on an H100/H200
+
     def __init__(self):
         super().__init__(lib=object())
         self.calls = []
@@ -455,6 +479,11 @@ class Recorder(Driver):
             self.calls.append((name, args[2]))
         elif name == "cuFuncSetAttribute":
             self.calls.append((name, args[1], args[2]))
+        elif name == "cuOccupancyMaxActiveClusters":
+            count, _, config = args
+            count._obj.value = self.RESIDENT_CLUSTERS
+            c = config._obj
+            self.calls.append((name, tuple(c.grid), tuple(c.block), c.shared_bytes, c.attr_count))
         else:
             self.calls.append((name,))
 
@@ -504,6 +533,41 @@ def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the
     assert sum(call[0] == "cuTensorMapEncodeTiled" for call in driver.calls) == 4
     with pytest.raises(ConfigError, match="not 16-byte aligned"):
         launcher({"A": Buffer(a + 8), "B": Buffer(b), "__out__": Buffer(c)})
+
+
+def _launched(config, shape):
+    """(driver calls at the launcher's making, A's box, the grid launched) for `config` through a recording driver."""
+    launch = FAMILY.launch(config, shape, ARCH)
+    job = SimpleNamespace(
+        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
+        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
+    )  # fmt: skip
+    driver = Recorder()
+    launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED, lambda: None)
+    made = list(driver.calls)
+    launcher({"A": Buffer(0x7F0000000000), "B": Buffer(0x7F0000100000), "__out__": Buffer(0x7F0000200000)})
+    box_a = next(call for call in driver.calls if call[0] == "cuTensorMapEncodeTiled")[7]
+    geometry = next(call for call in driver.calls if call[0] == "cuLaunchKernel")[1]
+    return made, box_a, geometry[0]
+
+
+def test_a_quad_copies_half_of_a_s_rows_and_launches_no_more_clusters_than_are_resident():
+    """In a 2 × 2 cluster each block of a tile row copies half of A's k-tile (A's box: bm / 2 rows); a persistent
+    grid of clusters is cut to what the device holds at once (32 clusters answered here: 128 blocks of four, where
+    the variant's grid is 132), so that no cluster waits for another to finish; pairs are cut the same way."""
+    quad = FAMILY.complete({"cluster": 4, "multicast": 1}, SHAPE, ARCH)
+    made, box_a, blocks = _launched(quad, SHAPE)
+    assert box_a == [64, quad["bm"] // 2] and blocks == 4 * Recorder.RESIDENT_CLUSTERS
+    asked = [call for call in made if call[0] == "cuOccupancyMaxActiveClusters"]
+    assert asked == [("cuOccupancyMaxActiveClusters", (132, 1, 1), (384, 1, 1), FAMILY.shared_bytes(quad), 0)]
+    pair = FAMILY.complete({"cluster": 2, "multicast": 1}, SHAPE, ARCH)
+    made, box_a, blocks = _launched(pair, SHAPE)
+    assert box_a == [64, pair["bm"]] and blocks == 2 * Recorder.RESIDENT_CLUSTERS  # the same cap for pairs
+    assert any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
+    for settings in ({"cluster": 4, "multicast": 1, "persistent": 0}, {}):  # one block per tile; no cluster
+        made, _, blocks = _launched(FAMILY.complete(settings, SHAPE, ARCH), SHAPE)
+        assert not any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
+        assert blocks == FAMILY.launch(FAMILY.complete(settings, SHAPE, ARCH), SHAPE, ARCH).grid[0]
 
 
 def test_the_box_of_a_follows_bm():
