@@ -20,6 +20,7 @@ cat > "$out/configs.json" <<'JSON'
  {"bm": 128, "bn": 256, "cluster": 1, "multicast": 0, "epilogue": "tma"},
  {"bm": 128, "bn": 256, "cluster": 1, "multicast": 0, "epilogue": "direct"},
  {"bm": 128, "bn": 256, "cluster": 2, "multicast": 1, "epilogue": "tma"},
+ {"bm": 128, "bn": 256, "cluster": 4, "multicast": 1, "epilogue": "tma"},
  {"bm": 256, "bn": 128, "cluster": 1, "multicast": 0, "epilogue": "tma"}
 ]
 JSON
