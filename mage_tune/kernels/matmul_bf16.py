@@ -60,9 +60,11 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
   multicast      1 with cluster=4: the four blocks take a 2 × 2 group of tiles (rank r: tile row 2p + r % 2, column
   (the quad)     2q + r / 2); the two blocks of a tile row each copy half of A's k-tile (bm / 2 rows: A's map has
                  boxes of that height) into both, those of a tile column half of B's boxes into both, so each block
-                 issues half of what its tile loads. A block's stage is written by itself and by its two peers (never
-                 the diagonal block), so each consumer warp releases it in those three blocks (4 warps × 3 blocks
-                 per consumer warpgroup). A block whose tile lies past M or N still copies its halves for its peers.
+                 issues half of what its tile loads. A block's stage is written by itself and its two peers, but
+                 each consumer warp releases it in all four blocks (4 warps × 4 blocks per consumer warpgroup): a
+                 block whose tile lies past M and N receives nothing, and released only by its peers its consumers
+                 could run a lap ahead of the diagonal block's and free a stage it still reads. A block whose tile
+                 lies past M or N still copies its halves for its peers.
                  For shapes whose rows of A or B start off 128-byte lines (K or N not a multiple of 64), where the
                  copies' L2 traffic, not the tensor cores, bounds a pair
 
@@ -800,7 +802,11 @@ class TensorMapLauncher:
             (ctypes.c_uint * 3)(*job.grid), (ctypes.c_uint * 3)(*job.block), job.dynamic_shared, None, None, 0
         )
         count = ctypes.c_int()
-        self.driver.call("cuOccupancyMaxActiveClusters", ctypes.byref(count), self.function, ctypes.byref(config))
+        try:
+            self.driver.call("cuOccupancyMaxActiveClusters", ctypes.byref(count), self.function, ctypes.byref(config))
+        except RuntimeError:  # no answer: the variant's grid, which covers the tiles however many run at once
+            return tuple(job.grid)
+        # 0: not even one cluster fits; the launch says so in the driver's words
         blocks = min(job.grid[0], max(1, count.value) * cluster)
         return (blocks, *tuple(job.grid)[1:])
 

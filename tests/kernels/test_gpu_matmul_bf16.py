@@ -226,6 +226,8 @@ QUAD = [
         {"m": 136, "n": 520, "k": 264},  # an odd last column of tiles (3 of 192 or 256); A's second half past M
         {"m": 1, "n": 8, "k": 8},  # one tile: three blocks of the quad copy nothing for themselves
         {"m": 1800, "n": 2000, "k": 200},  # 64 × 64 tiles: 15 × 16 groups, the persistent clusters walk many
+        # odd × odd tiles, the diagonal block past M and N (it receives nothing), k-tiles lapping the ring many times
+        {"m": 300, "n": 200, "k": 4096},
     ],
     ids=lambda s: "x".join(map(str, s.values())),
 )

@@ -123,7 +123,7 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
         # (with pingpong two more, the consumers' turns: each waits on its own and arrives on the other's)
         mbarrier, turns = census.sass.mbarrier, int(config["schedule"] == "pingpong")
         assert mbarrier["init"] == 2 * config["stages"] + 2 * turns and mbarrier["arrive_expect_tx"] == 1, label
-        releases = 3 if quad else 2 if config["multicast"] else 1  # blocks each consumer warp releases a stage in
+        releases = 4 if quad else 2 if config["multicast"] else 1  # blocks each consumer warp releases a stage in
         assert mbarrier["arrive"] == 2 * releases + turns, label
         assert mbarrier["try_wait"] >= 2 + turns, label
         assert ("mapa.shared::cluster" in variant.artifact.ptx) == bool(config["multicast"]), label
