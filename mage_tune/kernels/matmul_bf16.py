@@ -562,11 +562,19 @@ class MatmulBF16(CudaFamily):
         return 2 * shape["m"] * shape["n"] * shape["k"]
 
     def check_shape(self, shape: Shape) -> None:
-        """A, B and C each within max_elements."""
+        """A, B and C each within max_elements; K and N such that a tensor map can address A's and B's rows (no
+        config serves other shapes: refused here, before a search spends its trials finding that out)."""
         m, n, k = shape["m"], shape["n"], shape["k"]
         for name, size in (("A", m * k), ("B", k * n), ("C", m * n)):
             if size > self.max_elements:
                 raise ConfigError(f"matrix {name} of {shape} would hold {size} elements, over {self.max_elements}")
+        if k % 8 or n % 8:
+            raise ConfigError(
+                f"{self.name} {shape}: A and B are read through tensor maps, whose row pitches must be multiples of "
+                f"16 bytes, so K and N must be multiples of 8 (K={k}, N={n}); pad them with zeros to "
+                f"K={_cdiv(k, 8) * 8}, N={_cdiv(n, 8) * 8} (zero columns of A and rows of B add "
+                "nothing; C's extra columns are dropped) or use matmul-3xtf32-sm90"
+            )
 
     # --- baselines, launching, comparison ------------------------------------------------------------------------
     def reference_configs(self) -> list[dict]:

@@ -12,6 +12,8 @@ import ctypes
 import itertools
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -333,6 +335,16 @@ def test_every_valid_config_fits_the_shared_memory_and_the_registers():
 def test_shapes_a_tensor_map_cannot_describe_are_refused(n, k):
     problems = FAMILY.violations(FAMILY.with_defaults({}), {"m": 1000, "n": n, "k": k}, ARCH)
     assert any("must be multiples of 16 (K and N multiples of 8)" in p for p in problems), problems
+
+
+def test_a_search_at_such_a_shape_stops_before_its_first_trial(tmp_path):
+    with pytest.raises(ConfigError, match=r"pad them with zeros to K=3104, N=4704"):
+        FAMILY.shape_from(m=2900, n=4700, k=3100)
+    run_dir = tmp_path / "run"
+    argv = ["search", "matmul-bf16", "--m", "2900", "--n", "4700", "--k", "3100", "--run-dir", str(run_dir)]
+    result = subprocess.run([sys.executable, "-m", "mage_tune", *argv], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "K and N must be multiples of 8 (K=3100, N=4700)" in result.stderr
+    assert "Traceback" not in result.stderr and not run_dir.exists()
 
 
 def test_ragged_m_and_the_brief_s_shapes_are_valid():

@@ -32,3 +32,16 @@ def test_a_record_of_a_family_file_nobody_named_loads_no_code(tmp_path, capsys):
     assert retimer().main([str(run), "--rounds", "1"]) == 2
     err = capsys.readouterr().err
     assert str(run) in err and "records never load code" in err and "--family" in err
+
+
+def test_runs_that_cannot_be_re_timed_are_listed_and_cost_the_others_nothing(tmp_path, capsys):
+    missing, empty = tmp_path / "missing", tmp_path / "empty"
+    empty.mkdir()
+    (empty / "run.json").write_text((RUNS[0] / "run.json").read_text())
+    (empty / "trials.jsonl").write_text("")  # a search whose every trial was pruned re-times nothing
+    out = tmp_path / "retime.json"
+    assert retimer().main([str(missing), str(empty), "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and f"{empty}: no measured or modelled trial" in err
+    skipped = json.loads(out.read_text())["skipped"]
+    assert [s["run"] for s in skipped] == [str(missing), str(empty)]
