@@ -9,6 +9,7 @@ the control kernel, the ceilings and the baselines again, so every comparison st
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import traceback
 from collections.abc import Callable
@@ -65,9 +66,18 @@ def _worker_main(plan: Plan, session_index: int, jobs: mp.Queue, out: mp.Queue) 
                 )
             )
             if any(s in error for s in _STICKY):
-                return  # a sticky CUDA error: this context is gone; the caller starts a fresh worker
+                leave_now(out)  # a sticky CUDA error: this context is gone; the caller starts a fresh worker
             continue
         out.put(("result", result))
+
+
+def leave_now(out: mp.Queue) -> None:
+    """End the worker once `out` has delivered what was put in it, without the interpreter's shutdown: the CUDA
+    libraries' finalizers would touch a context a sticky error poisoned and print their tracebacks on the search's
+    terminal (seen on a loaded machine, where the worker reaches its shutdown before the search stops it)."""
+    out.close()
+    out.join_thread()
+    os._exit(0)
 
 
 class Measurer:
