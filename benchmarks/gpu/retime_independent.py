@@ -69,6 +69,34 @@ def _time_cold(fn, evict, reps: int) -> float:
     return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True))
 
 
+def _time_warm(fn, evict, reps: int) -> float:
+    """As _time_cold without the evicting read: the inputs as the previous launch left them in the L2."""
+    return _time_cold(fn, lambda: None, reps)
+
+
+def _time_graph(fn, evict, reps: int) -> float:
+    """As _time_cold, fn launched as a one-launch CUDA graph: the graph's launch path instead of the stream's."""
+    import torch
+
+    fn()  # a first launch outside the capture: what it loads and allocates, it does now
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return _time_cold(graph.replay, evict, reps)
+
+
+def _time_batch(fn, evict, reps: int) -> float:
+    """Per launch, BATCH launches back to back between two events after one evicting read: each launch's fixed cost
+    (its start and drain) is paid as in a stream of launches; all but the first find the inputs in the L2 where they
+    fit."""
+    return _time_cold(lambda: [fn() for _ in range(BATCH)], evict, max(1, reps // BATCH)) / BATCH
+
+
+BATCH = 10
+REGIMES = {"cold": _time_cold, "warm": _time_warm, "graph": _time_graph, "batch": _time_batch}
+
+
 def _search_time(run: Path, key: str) -> float | None:
     """The search's own median for the torch baseline, from baselines.jsonl (its first session's)."""
     for line in record.baselines(run):
@@ -111,9 +139,11 @@ def _cupy_launch(variant, bufs: dict, family, shape: dict):
     return lambda: kernel(launch.grid, launch.block, args, shared_mem=launch.dynamic_shared, stream=stream)
 
 
-def retime(run: Path, rounds: int, top: int = 1, named: str | None = None) -> list[dict]:
+def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regimes: tuple[str, ...] = ()) -> list[dict]:
     """One row per winner of `run` (its `top` best distinct configs), each timed in turns with torch's baseline.
-    `named`: the family file the run was made with, where it is not a built-in family (records never load code)."""
+    `named`: the family file the run was made with, where it is not a built-in family (records never load code).
+    `regimes`: other ways of timing both (REGIMES: warm, graph, batch), in the row's "regimes", to tell which part
+    of a launch makes a ratio differ from the search's."""
     meta = record.read_identity(run / "run.json")
     if meta is None:
         raise MageError(f"{run}: no run.json (not a search run directory)")
@@ -161,6 +191,12 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None) -> li
             ours_us.append(_time_cold(ours, evict, REPS))
             if baseline:
                 torch_us.append(_time_cold(baseline, evict, REPS))
+        other = {}
+        for regime in regimes:  # after the cold rounds, which the row's ratio keeps
+            timer = REGIMES[regime]
+            other[regime] = {"ours_us": statistics.median(timer(ours, evict, REPS) for _ in range(rounds))}
+            if baseline:
+                other[regime]["torch_us"] = statistics.median(timer(baseline, evict, REPS) for _ in range(rounds))
         ours_med = statistics.median(ours_us)
         torch_med = statistics.median(torch_us) if torch_us else None
         measured = trial["outcome"] == MEASURED
@@ -184,6 +220,7 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None) -> li
             "search_outcome": trial["outcome"],
             "search_ours_us": trial["value"] if measured else None,
             "search_torch_us": search_torch,
+            "regimes": other,
         }
         row["search_ours_over_torch"] = row["search_ours_us"] / search_torch if measured and search_torch else None
         if row["ours_over_torch"] and row["search_ours_over_torch"]:
@@ -199,13 +236,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--family", help="the family file the runs were made with, where it is not a built-in one")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--regimes",
+        default="",
+        help=f"also time both in these regimes, comma-separated ({', '.join(r for r in REGIMES if r != 'cold')})",
+    )
     parser.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = parser.parse_args(argv)
     refuse_existing("retime_independent.py", args.json, force=args.force)
+    regimes = tuple(r for r in args.regimes.split(",") if r)
+    unknown = [r for r in regimes if r not in REGIMES or r == "cold"]
+    if unknown:
+        known = ", ".join(r for r in REGIMES if r != "cold")
+        print(f"retime_independent: --regimes: {', '.join(unknown)} not among {known}", file=sys.stderr)
+        return 2
     rows, skipped = [], []
     for run in args.runs:
         try:
-            found = retime(run, args.rounds, args.top, args.family)
+            found = retime(run, args.rounds, args.top, args.family, regimes)
         except MageError as exc:  # one run that cannot be re-timed does not cost the others theirs
             print(f"retime_independent: {exc}", file=sys.stderr)
             skipped.append({"run": str(run), "why": str(exc)})
@@ -222,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
                 + ("" if row["same_binary"] else "; NOT the binary the search timed: the template changed since"),
                 flush=True,
             )
+            for regime, times in row["regimes"].items():
+                theirs = times.get("torch_us")
+                ratio = f", ratio {times['ours_us'] / theirs:.3f}" if theirs else ""
+                print(f"    {regime}: ours {times['ours_us']:.2f} µs, torch {theirs or nan:.2f} µs{ratio}", flush=True)
     if args.json:
         record = {"environment": environment(), "harness": HARNESS, "winners": rows, "skipped": skipped}
         args.json.write_text(json.dumps(record, indent=1))

@@ -59,7 +59,8 @@ def test_a_changed_binary_is_flagged(tmp_path):
 def test_bf16_winners_launched_by_their_family_are_retimed(tmp_path):
     """matmul-bf16 launches through tensor maps (its own launcher): its best two configs of a static search at a
     ragged shape, rebuilt to the same cubins, launched, checked against float64 on the BF16-rounded inputs and timed
-    beside cuBLAS BF16. A static search has no times of its own to compare with: the row says so."""
+    beside cuBLAS BF16, also warm, as a one-launch graph and in batches. A static search has no times of its own to
+    compare with: the row says so."""
     run = tmp_path / "bf16"
     done = subprocess.run(
         [sys.executable, "-m", "mage_tune", "search", str(BF16), "--m", "320", "--n", "200", "--k", "136",
@@ -68,10 +69,13 @@ def test_bf16_winners_launched_by_their_family_are_retimed(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = tmp_path / "retime.json"
-    assert retimer().main([str(run), "--family", str(BF16), "--top", "2", "--rounds", "1", "--json", str(out)]) == 0
+    argv = [str(run), "--family", str(BF16), "--top", "2", "--rounds", "1", "--regimes", "warm,graph,batch"]
+    assert retimer().main([*argv, "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["winners"]
     assert [r["rank"] for r in rows] == [1, 2] and rows[0]["config"] != rows[1]["config"]
     for row in rows:
         assert row["same_binary"] and row["ok"] and 0 < row["rel_err"] <= row["tolerance"]
         assert row["ours_us"] > 0 and row["torch_us"] > 0
         assert row["search_outcome"] == "modelled" and row["search_ours_us"] is None and "ratio_change" not in row
+        assert set(row["regimes"]) == {"warm", "graph", "batch"}
+        assert all(t["ours_us"] > 0 and t["torch_us"] > 0 for t in row["regimes"].values())

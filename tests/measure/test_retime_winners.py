@@ -45,3 +45,8 @@ def test_runs_that_cannot_be_re_timed_are_listed_and_cost_the_others_nothing(tmp
     assert str(missing) in err and f"{empty}: no measured or modelled trial" in err
     skipped = json.loads(out.read_text())["skipped"]
     assert [s["run"] for s in skipped] == [str(missing), str(empty)]
+
+
+def test_an_unknown_regime_is_refused_before_anything_is_timed(capsys):
+    assert retimer().main([str(RUNS[0]), "--regimes", "graph,hot"]) == 2
+    assert "--regimes: hot not among warm, graph, batch" in capsys.readouterr().err
