@@ -169,7 +169,8 @@ at the shapes measured (records/h200-2026-12-03-stream-k.tar.xz): at 4224 × 230
 along the tile row and B along the column halves each block's copies): 3000 × 5000 × 3000 at 1.026 × cuBLAS BF16
 against the pair's 1.12 × (records/h200-2026-12-03-quad.tar.xz). Its GPU tests
 (test_quads_share_a_along_rows_and_b_along_columns_at_ragged_edges, the cover and repeat tests) passed on an H200.
-K and N must be multiples of 8 (a tensor map's row pitch is a multiple of 16 bytes): check_shape refuses others.
+Any K and N run: where one is not a multiple of 8 (a tensor map's row pitch is a multiple of 16 bytes), the launcher
+runs the variant on zero-padded copies of A, B and C (PaddedLauncher), and the copies are part of what is timed.
 """
 
 from __future__ import annotations
@@ -192,6 +193,7 @@ from mage_tune.triton_ref import compile_jit
 
 BF16 = 2  # bytes
 BK = 64  # k-tile depth: one 128-byte swizzle row of bf16
+PITCH = 8  # bf16 per 16 bytes: a tensor map's rows must start a multiple of 16 bytes apart
 SWIZZLE_ATOM = 1024  # bytes: 8 rows of 128; tile bases are aligned to it
 SWIZZLE_ROW = 128  # bytes: one row of the 128-byte swizzle, the widest a swizzled box's inner extent may be
 CHUNK_ROWS = 64  # rows of one staging chunk of C (epilogue=tma): one m64 wgmma tile
@@ -412,12 +414,6 @@ class MatmulBF16(CudaFamily):
                     "per SM, and splits tiles between the consumers: it needs persistent=1, schedule=cooperative "
                     f"and cluster=1, not {', '.join(needs)}"
                 )
-        k, n = shape["k"], shape["n"]
-        if k % 8 or n % 8:
-            out.append(
-                f"the tensor maps' row pitches, K·2 = {k * BF16} and N·2 = {n * BF16} bytes, must be multiples of 16 "
-                f"(K and N multiples of 8); K={k}, N={n}"
-            )
         return out
 
     def constraint_text(self) -> list[str]:
@@ -437,8 +433,9 @@ class MatmulBF16(CudaFamily):
             "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
             "shared memory 1024 + stages × ((bm + bn) × 64 × 2 + 16) bytes (+ consumers × 2 × 8192 staging bytes "
             "with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit (227 KB)",
-            "K and N multiples of 8: a tensor map's row pitch is a multiple of 16 bytes (M is free; ragged M, N and K "
-            "edges are zero-filled by the copy engine, and guarded in the stores or clipped by the tensor store)",
+            "any M, N, K: ragged edges are zero-filled by the copy engine and guarded in the stores or clipped by the "
+            "tensor store; where K or N is not a multiple of 8 (a tensor map's row pitch is a multiple of 16 bytes) "
+            "the variant runs on zero-padded copies of A, B and C (PaddedLauncher), the copies timed with it",
         ]
 
     def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
@@ -565,19 +562,12 @@ class MatmulBF16(CudaFamily):
         return 2 * shape["m"] * shape["n"] * shape["k"]
 
     def check_shape(self, shape: Shape) -> None:
-        """A, B and C each within max_elements; K and N such that a tensor map can address A's and B's rows (no
-        config serves other shapes: refused here, before a search spends its trials finding that out)."""
+        """A, B and C each within max_elements (any M, N, K runs: see PaddedLauncher for K or N off a 16-byte
+        pitch)."""
         m, n, k = shape["m"], shape["n"], shape["k"]
         for name, size in (("A", m * k), ("B", k * n), ("C", m * n)):
             if size > self.max_elements:
                 raise ConfigError(f"matrix {name} of {shape} would hold {size} elements, over {self.max_elements}")
-        if k % 8 or n % 8:
-            raise ConfigError(
-                f"{self.name} {shape}: A and B are read through tensor maps, whose row pitches must be multiples of "
-                f"16 bytes, so K and N must be multiples of 8 (K={k}, N={n}); pad them with zeros to "
-                f"K={_cdiv(k, 8) * 8}, N={_cdiv(n, 8) * 8} (zero columns of A and rows of B add "
-                "nothing; C's extra columns are dropped) or use matmul-3xtf32-sm90"
-            )
 
     # --- baselines, launching, comparison ------------------------------------------------------------------------
     def reference_configs(self) -> list[dict]:
@@ -602,7 +592,9 @@ class MatmulBF16(CudaFamily):
         return config["num_stages"] * (bm + bn) * bk * BF16 + bm * bn * self.out_bytes
 
     def baseline_kernels(self, shape: Shape) -> list[Baseline]:
-        """Both Triton matmuls are kind "triton", so that the summary's "vs triton" is the best of them all."""
+        """Both Triton matmuls are kind "triton", so that the summary's "vs triton" is the best of them all. Triton's
+        tensor descriptors need rows 16 bytes apart as a tensor map does: where K or N is off that pitch, its
+        persistent TMA matmul cannot run and is left out (the tutorial matmul's masked loads take any shape)."""
         triton = [
             Baseline("triton[" + ",".join(f"{k}={v}" for k, v in c.items()) + "]", "triton", c)
             for c in self.reference_configs()
@@ -610,6 +602,7 @@ class MatmulBF16(CudaFamily):
         tma = [
             Baseline("triton-tma[" + ",".join(f"{k}={v}" for k, v in c.items() if k != "kernel") + "]", "triton", c)
             for c in self.tma_reference_configs()
+            if pitch_padded(shape) == shape
         ]
         torch_label = "torch.matmul (cuBLAS BF16)" if self.out_dtype == "bfloat16" else "torch.mm (cuBLAS BF16→FP32)"
         return [*triton, *tma, Baseline(torch_label, "torch")]
@@ -617,9 +610,11 @@ class MatmulBF16(CudaFamily):
     def launcher(self, job, shape: Shape):
         m, n, k = shape["m"], shape["n"], shape["k"]
         if job.kind == "variant":
-            return TensorMapLauncher(
-                job, shape, Driver(), _torch_stream, _torch_context, self.out_dtype, _torch_workspace
+            padded = pitch_padded(shape)
+            inner = TensorMapLauncher(
+                job, padded, Driver(), _torch_stream, _torch_context, self.out_dtype, _torch_workspace
             )
+            return inner if padded == shape else PaddedLauncher(inner, shape, self.out_dtype, _torch_zeros)
         if job.kind == "torch":
             torch = gpu.torch()
             # BF16 in, FP32 sums, one rounding out: no split-K partials reduced in BF16 (torch allows them by default)
@@ -716,6 +711,12 @@ def _torch_context() -> None:
     """Make torch's CUDA context (the device's primary context) current on this thread, as the driver calls that
     load a module need: a synchronize initializes the runtime's state for the thread where nothing has yet."""
     gpu.torch().cuda.synchronize()
+
+
+def _torch_zeros(rows: int, columns: int, dtype: str):
+    """A rows × columns matrix of zeros of `dtype` ("bfloat16", "float32") on torch's current device."""
+    torch = gpu.torch()
+    return torch.zeros(rows, columns, dtype=getattr(torch, dtype), device="cuda")
 
 
 def _torch_workspace(slots: int, slot_floats: int) -> tuple:
@@ -878,6 +879,41 @@ class TensorMapLauncher:
             pointers,
             None,
         )
+
+
+def pitch_padded(shape: Shape) -> Shape:
+    """The shape a variant runs at: K and N rounded up to multiples of PITCH (8 bf16, 16 bytes), as a tensor map's
+    row pitch must be. Zero columns of A and rows of B past K add nothing to the sums; C's columns past N are dropped.
+    The grid is the same: tile sizes and BK are multiples of PITCH, so no tile or k-tile is added."""
+    return {**shape, "k": _cdiv(shape["k"], PITCH) * PITCH, "n": _cdiv(shape["n"], PITCH) * PITCH}
+
+
+class PaddedLauncher:
+    """A variant for a shape whose K or N is off a 16-byte pitch, run at pitch_padded(shape) by `inner` (its
+    launcher for that shape) on zero-padded copies made once by `zeros` (rows, columns, dtype): B always (K × N into
+    KP × NP), A where K is off the pitch (M × KP), C where N is (M × NP). Each call copies A and B into their left
+    corners (the padding, never written, stays zero), launches, and copies C's first N columns out, all on the
+    current stream: a CUDA graph captures the copies with the launch, and a timing counts them. Where K is on the
+    pitch the caller's A is read as it is, and where N is the variant writes the caller's C."""
+
+    def __init__(self, inner, shape: Shape, out_dtype: str, zeros):
+        m, self.n, self.k = shape["m"], shape["n"], shape["k"]
+        padded = pitch_padded(shape)
+        self.inner = inner
+        self.b = zeros(padded["k"], padded["n"], "bfloat16")
+        self.a = zeros(m, padded["k"], "bfloat16") if padded["k"] != self.k else None
+        self.c = zeros(m, padded["n"], out_dtype) if padded["n"] != self.n else None
+
+    def __call__(self, bufs: dict) -> None:
+        n, k = self.n, self.k
+        a = bufs["A"]
+        if self.a is not None:
+            self.a[:, :k] = a
+            a = self.a
+        self.b[:k, :n] = bufs["B"]
+        self.inner({"A": a, "B": self.b, "__out__": bufs["__out__"] if self.c is None else self.c})
+        if self.c is not None:
+            bufs["__out__"][...] = self.c[:, :n]
 
 
 class MatmulBF16F32Out(MatmulBF16):

@@ -2,10 +2,11 @@
 shapes, through the harness (its own tensor maps and launch, in the worker process), beside cuBLAS; both output
 dtypes; both epilogues (the TMA-store one on its own too, where it is new); multicast pairs, an odd last row of
 tiles among them; 2 × 2 clusters sharing A and B, with odd last rows and columns of tiles; persistent blocks that
-walk many tiles and lap the stage ring; shapes under one box; repeated launches bit-identical; Triton's persistent
-TMA matmul (a baseline) at every config at ragged shapes; and a timed run beside both Triton matmuls and cuBLAS,
-which also shows that a CUDA graph captures the family's own launches. Skipped where no CUDA device is present; what
-holds without one is tests/kernels/test_matmul_bf16_family.py's and tests/kernels/test_matmul_bf16_triton_tma.py's."""
+walk many tiles and lap the stage ring; shapes under one box; K or N off a tensor map's 16-byte pitch (run on padded
+copies); repeated launches bit-identical; Triton's persistent TMA matmul (a baseline) at every config at ragged
+shapes; and a timed run beside both Triton matmuls and cuBLAS, which also shows that a CUDA graph captures the
+family's own launches. Skipped where no CUDA device is present; what holds without one is
+tests/kernels/test_matmul_bf16_family.py's and tests/kernels/test_matmul_bf16_triton_tma.py's."""
 
 from __future__ import annotations
 
@@ -246,6 +247,27 @@ def test_shapes_under_one_box(shape):
     _check(SPEC_FP32, shape, tma)
 
 
+# K or N off a tensor map's 16-byte pitch (not multiples of 8): run on zero-padded copies (PaddedLauncher)
+OFF_PITCH = [{"m": 1000, "n": 517, "k": 261}, {"m": 333, "n": 200, "k": 101}, {"m": 130, "n": 67, "k": 64}]
+PADDED = [
+    {},
+    {"epilogue": "direct"},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1},
+    {"cluster": 4, "multicast": 1},
+    {"bm": 64, "bn": 128, "schedule": "pingpong"},
+    {"stream_k": 1},
+]
+
+
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("shape", OFF_PITCH, ids=lambda s: "x".join(map(str, s.values())))
+def test_a_k_or_n_off_a_16_byte_pitch_runs_on_padded_copies(spec, shape):
+    """K and N not multiples of 8 (both, K alone, N alone): the variant runs on zero-padded copies, each config
+    within the tolerance of the float64 reference at the true shape, beside cuBLAS at the same shape."""
+    results = _check(spec, shape, PADDED)
+    assert [r.kind for r in results].count("torch") == 1
+
+
 REPEAT = """
 import json, sys, torch
 from mage_tune.arch import get_arch
@@ -276,11 +298,12 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.parametrize("shape", [RAGGED[1], OFF_PITCH[0]], ids=["1000x520x264", "1000x517x261"])
 @pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
-def test_repeated_launches_are_bit_identical(spec):
+def test_repeated_launches_are_bit_identical(spec, shape):
     """Three launches on the same buffers give the same bits (a fixed order of the sums, stream-K's too), each within
-    the tolerance; run in a process of its own so that a hang is a timeout, not a stuck test."""
-    shape = {"m": 1000, "n": 520, "k": 264}
+    the tolerance, on the caller's buffers and on padded copies; run in a process of its own so that a hang is a
+    timeout, not a stuck test."""
     settings = [
         {},
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2},

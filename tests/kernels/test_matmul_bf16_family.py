@@ -1,10 +1,10 @@
 """The Hopper BF16 matmul family without a GPU: every knob value compiles for sm_90a, and the census of the real
 binaries shows what the design promises (HGMMA of the tile's shape, the tensor copies of A and B, the mbarrier
 protocol, the register hand-over by setmaxnreg at the count the block launches with, no local memory); its space
-refuses other archs, tiles over the shared memory or the registers, and shapes a tensor map cannot describe, each in
-a sentence; its launcher encodes the tensor maps and packs the kernel's parameters as the kernel declares them (a
-stand-in driver records the calls); `mage-tune space` and `mage-tune census` take it. Its correctness on a GPU is
-tests/kernels/test_gpu_matmul_bf16.py's."""
+refuses other archs and tiles over the shared memory or the registers, each in a sentence; a K or N off a tensor
+map's 16-byte pitch runs on zero-padded copies (PaddedLauncher); its launcher encodes the tensor maps and packs the
+kernel's parameters as the kernel declares them (a stand-in driver records the calls); `mage-tune space` and
+`mage-tune census` take it. Its correctness on a GPU is tests/kernels/test_gpu_matmul_bf16.py's."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import ctypes
 import itertools
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -331,20 +330,102 @@ def test_every_valid_config_fits_the_shared_memory_and_the_registers():
     }
 
 
-@pytest.mark.parametrize(("n", "k"), [(520, 260), (522, 264), (1001, 1001)])
-def test_shapes_a_tensor_map_cannot_describe_are_refused(n, k):
-    problems = FAMILY.violations(FAMILY.with_defaults({}), {"m": 1000, "n": n, "k": k}, ARCH)
-    assert any("must be multiples of 16 (K and N multiples of 8)" in p for p in problems), problems
+OFF_PITCH = [{"m": 1000, "n": 520, "k": 260}, {"m": 1000, "n": 522, "k": 264}, {"m": 2900, "n": 4700, "k": 3100}]
 
 
-def test_a_search_at_such_a_shape_stops_before_its_first_trial(tmp_path):
-    with pytest.raises(ConfigError, match=r"pad them with zeros to K=3104, N=4704"):
-        FAMILY.shape_from(m=2900, n=4700, k=3100)
-    run_dir = tmp_path / "run"
-    argv = ["search", "matmul-bf16", "--m", "2900", "--n", "4700", "--k", "3100", "--run-dir", str(run_dir)]
-    result = subprocess.run([sys.executable, "-m", "mage_tune", *argv], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "K and N must be multiples of 8 (K=3100, N=4700)" in result.stderr
-    assert "Traceback" not in result.stderr and not run_dir.exists()
+@pytest.mark.parametrize("shape", OFF_PITCH, ids=lambda s: "x".join(map(str, s.values())))
+def test_k_or_n_off_a_16_byte_pitch_runs_at_the_padded_shape_on_the_same_grid(shape):
+    """No config is refused for its K or N: the variant runs at K and N rounded up to multiples of 8, and every
+    config's grid there is the one the search built (tile sizes and BK are multiples of 8: no tile is added)."""
+    padded = matmul_bf16.pitch_padded(shape)
+    assert padded["m"] == shape["m"] and padded["k"] % 8 == 0 and padded["n"] % 8 == 0
+    assert 0 <= padded["k"] - shape["k"] < 8 and 0 <= padded["n"] - shape["n"] < 8 and padded != shape
+    assert FAMILY.shape_from(**shape) == shape  # not refused
+    configs = list(FAMILY.configs(shape, ARCH))
+    assert len(configs) == FAMILY.count_configs(SHAPE, ARCH)  # the same space as at an aligned shape
+    for config in configs:
+        assert FAMILY.launch(config, shape, ARCH) == FAMILY.launch(config, padded, ARCH), config
+
+
+def test_triton_s_tma_matmul_is_left_out_off_the_pitch_and_the_tutorial_s_kept():
+    labels = [b.label for b in FAMILY.baseline_kernels(OFF_PITCH[2])]
+    assert not any(label.startswith("triton-tma[") for label in labels)
+    assert any(label.startswith("triton[") for label in labels) and labels[-1].startswith("torch.matmul")
+    assert any(b.label.startswith("triton-tma[") for b in FAMILY.baseline_kernels(RAGGED))
+
+
+class Matrix(np.ndarray):
+    """A host array standing in for a device tensor: its address, as a tensor's data_ptr gives it."""
+
+    def data_ptr(self):
+        return self.ctypes.data
+
+
+def _host_zeros(rows, columns, dtype):
+    return np.zeros((rows, columns), dtype=np.float64).view(Matrix)
+
+
+class PaddedProduct:
+    """Stands in for the variant's launcher at the padded shape: checks that the padding is zero, then multiplies."""
+
+    def __init__(self, padded):
+        self.padded, self.calls = padded, []
+
+    def __call__(self, bufs):
+        a, b, c = bufs["A"], bufs["B"], bufs["__out__"]
+        m, n, k = self.padded["m"], self.padded["n"], self.padded["k"]
+        assert a.shape[0] == m and a.shape[1] == k and b.shape == (k, n) and c.shape == (m, n)
+        self.calls.append((a, b, c))
+        c[...] = a @ b
+
+
+@pytest.mark.parametrize(
+    "shape", [{"m": 37, "n": 21, "k": 13}, {"m": 37, "n": 24, "k": 13}, {"m": 37, "n": 21, "k": 16}],
+    ids=["k-and-n", "k", "n"],
+)  # fmt: skip
+def test_the_padded_launcher_copies_in_runs_at_the_padded_shape_and_copies_c_out(shape):
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    padded = matmul_bf16.pitch_padded(shape)
+    inner = PaddedProduct(padded)
+    launcher = matmul_bf16.PaddedLauncher(inner, shape, "bfloat16", _host_zeros)
+    rng = np.random.default_rng(3)
+    for _ in range(2):  # new inputs each call: the padding, never written, stays zero
+        a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+        c = np.full((m, n), np.nan)
+        launcher({"A": a, "B": b, "__out__": c})
+        np.testing.assert_allclose(c, a @ b, rtol=1e-12)
+    a_used, b_used, c_used = inner.calls[-1]
+    assert (a_used is a) == (padded["k"] == k)  # A copied only where K is off the pitch
+    assert (c_used is c) == (padded["n"] == n)  # C written in place where N is on it
+    assert b_used.shape == (padded["k"], padded["n"])
+    assert not b_used[k:].any() and not b_used[:, n:].any() and not a_used[:, k:].any()
+
+
+def test_the_family_s_launcher_pads_only_where_a_pitch_is_off(monkeypatch):
+    """At an off-pitch shape the launcher encodes the padded copies' maps and passes the padded N and K; at an
+    aligned one it is the variant's launcher itself."""
+    monkeypatch.setattr(matmul_bf16, "Driver", Recorder)
+    monkeypatch.setattr(matmul_bf16, "_torch_stream", lambda: 0x5EED)
+    monkeypatch.setattr(matmul_bf16, "_torch_context", lambda: None)
+    monkeypatch.setattr(matmul_bf16, "_torch_zeros", _host_zeros)
+    shape = {"m": 200, "n": 131, "k": 70}
+    config = FAMILY.complete({"bm": 64, "bn": 128, "consumers": 1, "epilogue": "direct"}, shape, ARCH)
+    launch = FAMILY.launch(config, shape, ARCH)
+    job = SimpleNamespace(
+        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
+        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
+    )  # fmt: skip
+    assert isinstance(FAMILY.launcher(job, RAGGED), TensorMapLauncher)
+    launcher = FAMILY.launcher(job, shape)
+    assert isinstance(launcher, matmul_bf16.PaddedLauncher)
+    c = np.zeros((200, 131)).view(Matrix)
+    launcher({"A": np.ones((200, 70)).view(Matrix), "B": np.ones((70, 131)).view(Matrix), "__out__": c})
+    calls = launcher.inner.driver.calls
+    (_, _, *rest_a), (_, _, *rest_b) = [call for call in calls if call[0] == "cuTensorMapEncodeTiled"]
+    assert rest_a[2] == launcher.a.data_ptr() and rest_a[3:5] == [[72, 200], [144]]  # A: 200 rows of 72
+    assert rest_b[2] == launcher.b.data_ptr() and rest_b[3:5] == [[136, 72], [272]]  # B: 72 rows of 136
+    (_, geometry, _, values, _) = next(call for call in calls if call[0] == "cuLaunchKernel")
+    assert values[2:] == [launcher.c.data_ptr(), 200, 136, 72] and geometry[:3] == launch.grid
 
 
 def test_ragged_m_and_the_brief_s_shapes_are_valid():
