@@ -5,7 +5,10 @@ either directly or through shared memory and tensor stores (the knob `epilogue`)
 
 The problem. A (M×K) and B (K×N) are row-major BF16 (make_inputs gives float32 arrays the harness rounds to bf16,
 device_dtype); C (M×N, row-major) is BF16 (`FAMILY`, "matmul-bf16") or FP32 (`FP32_OUT`, "matmul-bf16-f32out"): the
-output dtype is the problem's, not a knob, because the harness allocates the output by the family's device_dtype. The
+output dtype is the problem's, not a knob, because the harness allocates the output by the family's device_dtype.
+`F16` ("matmul-f16") is the same kernels on FP16 inputs and output: wgmma's .f16 type (whose products are exact in
+FP32 as bf16's are), FLOAT16 tensor maps (6 in cuda.h), cvt.rn.f16x2.f32, cuBLAS and both Triton kernels in FP16;
+with the same tiles at the same speed it takes matmul-bf16's tuning data at run time where it has none. The
 reference is float64 from the inputs as the device holds them. Baselines: torch.matmul in BF16 (cuBLAS; for the FP32
 output torch.mm with out_dtype=float32), the Triton tutorial matmul (mage_tune.triton_kernels.matmul_kernel, JIT
 launched with the bf16 tensors at the tutorial's own fp16 configs) and Triton's persistent TMA matmul
@@ -206,7 +209,6 @@ MAX_ACCUMULATORS = 128  # FP32 accumulators per consumer thread: what 232 regist
 PRODUCER_REGISTERS = 40
 REGISTER_FILE = 65536  # 32-bit registers per SM (and per block)
 MAX_REGISTERS = 255  # per thread, ptxas's limit
-BF16_UNIT = 2.0**-8  # unit roundoff of bf16 (8 significant bits): one rounding of each output
 FP32_UNIT = 2.0**-24
 # Relative drift per product of one tensor-core accumulation chain: twice the 2^-27 measured for TF32 mma.sync on the
 # H200 (matmul_3xtf32.CHAIN_DRIFT), as a margin until wgmma's own is measured.
@@ -215,6 +217,7 @@ CHAIN_DRIFT = 2.0**-26
 # cuda.h enum values for cuTensorMapEncodeTiled and cuFuncSetAttribute (the tests check them against cuda-bindings).
 TENSOR_MAP_BFLOAT16 = 9
 TENSOR_MAP_FLOAT32 = 7
+TENSOR_MAP_FLOAT16 = 6
 TENSOR_MAP_INTERLEAVE_NONE = 0
 TENSOR_MAP_SWIZZLE_128B = 3
 TENSOR_MAP_L2_PROMOTION_256B = 3
@@ -222,6 +225,24 @@ TENSOR_MAP_OOB_FILL_NONE = 0
 FUNC_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class InputType:
+    """A 2-byte input type the kernels take: wgmma and cvt spell it `ptx`, Triton `triton`, the tables `label`."""
+
+    family: str  # the family's name (with outputs of this type)
+    ptx: str
+    triton: str
+    label: str
+    unit: float  # unit roundoff: one rounding of an output of this type
+    reduction_switch: str  # torch.backends.cuda.matmul's switch for reduced-precision split-K sums
+
+
+INPUT_TYPES = {
+    "bfloat16": InputType("matmul-bf16", "bf16", "bf16", "BF16", 2.0**-8, "allow_bf16_reduced_precision_reduction"),
+    "float16": InputType("matmul-f16", "f16", "fp16", "FP16", 2.0**-11, "allow_fp16_reduced_precision_reduction"),
+}
 
 TMA_KERNEL = "persistent-tma"  # a Triton baseline's config key "kernel": triton_kernels.matmul_tma_persistent_kernel
 TMA_BARRIER_BYTES = 1024  # room for the mbarriers Triton puts beside the persistent TMA matmul's buffers (24 B seen)
@@ -293,15 +314,21 @@ class MatmulBF16(CudaFamily):
         ),
     )
 
-    def __init__(self, out_dtype: str = "bfloat16"):
-        if out_dtype not in ("bfloat16", "float32"):
-            raise ConfigError(f"matmul-bf16: output dtype {out_dtype!r} is not bfloat16 or float32")
-        self.out_dtype = out_dtype
-        self.name = "matmul-bf16" if out_dtype == "bfloat16" else "matmul-bf16-f32out"
+    def __init__(self, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16"):
+        if in_dtype not in INPUT_TYPES:
+            raise ConfigError(f"matmul-bf16: input dtype {in_dtype!r} is not {' or '.join(INPUT_TYPES)}")
+        if out_dtype not in (in_dtype, "float32"):
+            raise ConfigError(f"matmul-bf16: output dtype {out_dtype!r} is not {in_dtype} or float32")
+        self.in_dtype, self.out_dtype = in_dtype, out_dtype
+        self.name = INPUT_TYPES[in_dtype].family + ("-f32out" if out_dtype == "float32" else "")
 
     @property
     def out_bytes(self) -> int:
-        return BF16 if self.out_dtype == "bfloat16" else 4
+        return 4 if self.out_dtype == "float32" else BF16
+
+    @property
+    def in_type(self) -> InputType:
+        return INPUT_TYPES[self.in_dtype]
 
     # --- the space ---------------------------------------------------------------------------------------------
     @staticmethod
@@ -463,16 +490,18 @@ class MatmulBF16(CudaFamily):
         operands = [f'"+f"(d[{i}])' for i in range(regs)]
         acc_operands = [", ".join(operands[i : i + 6]) for i in range(0, regs, 6)]
         acc_operands = [line + ("," if i < len(acc_operands) - 1 else "") for i, line in enumerate(acc_operands)]
-        out_bf16 = self.out_dtype == "bfloat16"
+        out_half = self.out_dtype != "float32"
         return {
             **c,
             "label": ",".join(f"{k}={v}" for k, v in c.items()),
             "acc_regs": regs,
             "acc_lines": acc_lines,
             "acc_operands": acc_operands,
-            "out_bf16": out_bf16,
-            "out_ctype": "unsigned short" if out_bf16 else "float",  # bf16 bits: the kernel includes no header
-            "out_name": "BF16" if out_bf16 else "FP32",
+            "in_ptx": self.in_type.ptx,
+            "in_name": self.in_type.label,
+            "out_half": out_half,  # a 2-byte output, converted by cvt.rn.{in_ptx}x2.f32
+            "out_ctype": "unsigned short" if out_half else "float",  # the bits: the kernel includes no header
+            "out_name": self.in_type.label if out_half else "FP32",
             "out_bytes": self.out_bytes,
             "chunk_cols": SWIZZLE_ROW // self.out_bytes,  # columns of C in one staging chunk's 128-byte row
             "producer_registers": PRODUCER_REGISTERS,
@@ -534,7 +563,7 @@ class MatmulBF16(CudaFamily):
         }
 
     def device_dtype(self, name: str) -> str:
-        return self.out_dtype if name == "__out__" else "bfloat16"
+        return self.out_dtype if name == "__out__" else self.in_dtype
 
     def reference(self, inputs: dict[str, np.ndarray], shape: Shape) -> np.ndarray:
         return inputs["A"].astype(np.float64) @ inputs["B"].astype(np.float64)
@@ -546,13 +575,13 @@ class MatmulBF16(CudaFamily):
         return (shape["m"], shape["n"], shape["k"])
 
     def tolerance_for(self, shape: Shape) -> float:
-        """The products of bf16 inputs are exact in FP32, so the FP32 result errs by its sums alone: FP32's
-        probabilistic bound u·√K (at least 16 u) plus the tensor cores' accumulation drift, K · 2^-26 (see
-        CHAIN_DRIFT). A BF16 output adds one rounding of each element, at most 2^-8 of it, which bounds the
-        relative L2 error of the whole output too."""
+        """The products of bf16 (8-bit significands) or fp16 (11-bit) inputs are exact in FP32, so the FP32 result
+        errs by its sums alone: FP32's probabilistic bound u·√K (at least 16 u) plus the tensor cores' accumulation
+        drift, K · 2^-26 (see CHAIN_DRIFT). A BF16 or FP16 output adds one rounding of each element, at most 2^-8 or
+        2^-11 of it, which bounds the relative L2 error of the whole output too."""
         k = shape["k"]
         fp32 = FP32_UNIT * max(math.sqrt(k), 16.0) + k * CHAIN_DRIFT
-        return fp32 + (BF16_UNIT if self.out_dtype == "bfloat16" else 0.0)
+        return fp32 + (0.0 if self.out_dtype == "float32" else self.in_type.unit)
 
     def bytes_moved(self, shape: Shape) -> int:
         m, n, k = shape["m"], shape["n"], shape["k"]
@@ -604,7 +633,10 @@ class MatmulBF16(CudaFamily):
             for c in self.tma_reference_configs()
             if pitch_padded(shape) == shape
         ]
-        torch_label = "torch.matmul (cuBLAS BF16)" if self.out_dtype == "bfloat16" else "torch.mm (cuBLAS BF16→FP32)"
+        label = self.in_type.label
+        torch_label = (
+            f"torch.matmul (cuBLAS {label})" if self.out_dtype != "float32" else f"torch.mm (cuBLAS {label}→FP32)"
+        )
         return [*triton, *tma, Baseline(torch_label, "torch")]
 
     def launcher(self, job, shape: Shape):
@@ -612,14 +644,17 @@ class MatmulBF16(CudaFamily):
         if job.kind == "variant":
             padded = pitch_padded(shape)
             inner = TensorMapLauncher(
-                job, padded, Driver(), _torch_stream, _torch_context, self.out_dtype, _torch_workspace
+                job, padded, Driver(), _torch_stream, _torch_context, self.out_dtype, _torch_workspace, self.in_dtype
             )
-            return inner if padded == shape else PaddedLauncher(inner, shape, self.out_dtype, _torch_zeros)
+            if padded == shape:
+                return inner
+            return PaddedLauncher(inner, shape, self.out_dtype, _torch_zeros, self.in_dtype)
         if job.kind == "torch":
             torch = gpu.torch()
-            # BF16 in, FP32 sums, one rounding out: no split-K partials reduced in BF16 (torch allows them by default)
-            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-            if self.out_dtype == "bfloat16":
+            # 2-byte inputs, FP32 sums, one rounding out: no split-K partials reduced in the input type (torch
+            # allows them by default)
+            setattr(torch.backends.cuda.matmul, self.in_type.reduction_switch, False)
+            if self.out_dtype != "float32":
                 return lambda bufs: torch.matmul(bufs["A"], bufs["B"], out=bufs["__out__"])
             return lambda bufs: torch.mm(bufs["A"], bufs["B"], out_dtype=torch.float32, out=bufs["__out__"])
         if job.kind != "triton":
@@ -640,21 +675,23 @@ class MatmulBF16(CudaFamily):
         """The Triton tutorial matmul on bf16 pointers (C in the output dtype), at options["config"] or at every
         config of reference_configs; Triton compiles for the plain target (sm_90 for sm_90a)."""
         configs = [dict(options["config"])] if options.get("config") else self.reference_configs()
-        signature = {**gpu.triton_kernels().MATMUL_SIGNATURE, "A": "*bf16", "B": "*bf16"}
-        signature["C"] = "*bf16" if self.out_dtype == "bfloat16" else "*fp32"
+        pointer = "*" + self.in_type.triton
+        signature = {**gpu.triton_kernels().MATMUL_SIGNATURE, "A": pointer, "B": pointer}
+        signature["C"] = pointer if self.out_dtype != "float32" else "*fp32"
         return triton_matmul_kernels(shape, arch.plain, configs, signature, options.get("num_warps"), specialize)
 
     def tma_reference_kernels(self, shape: Shape, arch: Arch, configs: list[dict] | None = None) -> list:
         """The persistent TMA matmul compiled offline for the plain target at each config (tma_reference_configs
         where none are given), for arch's SM count and grid min(SMs, tiles), as the launcher runs it."""
         tk = gpu.triton_kernels()
-        out_type = "bf16" if self.out_dtype == "bfloat16" else "fp32"
+        in_type = self.in_type.triton
+        out_type = in_type if self.out_dtype != "float32" else "fp32"
         kernels = []
         for cfg in configs if configs is not None else self.tma_reference_configs():
             bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
             signature = {
-                "a_desc": f"tensordesc<bf16[{bm}, {bk}]>",
-                "b_desc": f"tensordesc<bf16[{bk}, {bn}]>",
+                "a_desc": f"tensordesc<{in_type}[{bm}, {bk}]>",
+                "b_desc": f"tensordesc<{in_type}[{bk}, {bn}]>",
                 "c_desc": f"tensordesc<{out_type}[{bm}, {bn}]>",
                 **dict.fromkeys(("M", "N", "K"), "i32"),
                 **dict.fromkeys(("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "NUM_SMS"), "constexpr"),
@@ -737,7 +774,11 @@ def _torch_workspace(slots: int, slot_floats: int) -> tuple:
 
 
 # The element types a tensor map here describes: (cuTensorMapEncodeTiled's data type, bytes per element).
-TENSOR_MAP_TYPES = {"bfloat16": (TENSOR_MAP_BFLOAT16, BF16), "float32": (TENSOR_MAP_FLOAT32, 4)}
+TENSOR_MAP_TYPES = {
+    "bfloat16": (TENSOR_MAP_BFLOAT16, BF16),
+    "float16": (TENSOR_MAP_FLOAT16, BF16),
+    "float32": (TENSOR_MAP_FLOAT32, 4),
+}
 
 
 def tensor_map_fields(rows: int, columns: int, box_rows: int, dtype: str = "bfloat16") -> dict:
@@ -779,11 +820,19 @@ class TensorMapLauncher:
     race on it)."""
 
     def __init__(
-        self, job, shape: Shape, driver: Driver, stream_of, prepare, out_dtype: str = "bfloat16", allocate=None
+        self,
+        job,
+        shape: Shape,
+        driver: Driver,
+        stream_of,
+        prepare,
+        out_dtype: str = "bfloat16",
+        allocate=None,
+        in_dtype: str = "bfloat16",
     ):
         self.job, self.shape, self.driver, self.stream_of = job, dict(shape), driver, stream_of
         self.box_rows = MatmulBF16.a_box_rows(job.config)
-        self.out_dtype = out_dtype
+        self.in_dtype, self.out_dtype = in_dtype, out_dtype
         self.maps = MatmulBF16.tensor_maps(job.config)
         prepare()
         self.driver.call("cuInit", 0)
@@ -855,8 +904,8 @@ class TensorMapLauncher:
             maps = ctypes.create_string_buffer(self.maps * TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN)
             first = ctypes.addressof(maps) + (-ctypes.addressof(maps)) % TENSOR_MAP_ALIGN
             targets = [first + i * TENSOR_MAP_BYTES for i in range(self.maps)]
-            self.encode(targets[0], a, m, k, self.box_rows)  # A: M rows of K, boxes 64 × bm (bm / 2 in a quad)
-            self.encode(targets[1], b, k, n, BK)  # B: K rows of N, boxes 64 × 64
+            self.encode(targets[0], a, m, k, self.box_rows, self.in_dtype)  # A: M rows of K, boxes 64 × bm (/ 2: quad)
+            self.encode(targets[1], b, k, n, BK, self.in_dtype)  # B: K rows of N, boxes 64 × 64
             if self.maps == 3:  # C: M rows of N, boxes of one staging chunk (64 rows × 128 bytes)
                 self.encode(targets[2], c, m, n, CHUNK_ROWS, self.out_dtype)
             scalars = (ctypes.c_uint64(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k))
@@ -896,12 +945,12 @@ class PaddedLauncher:
     current stream: a CUDA graph captures the copies with the launch, and a timing counts them. Where K is on the
     pitch the caller's A is read as it is, and where N is the variant writes the caller's C."""
 
-    def __init__(self, inner, shape: Shape, out_dtype: str, zeros):
+    def __init__(self, inner, shape: Shape, out_dtype: str, zeros, in_dtype: str = "bfloat16"):
         m, self.n, self.k = shape["m"], shape["n"], shape["k"]
         padded = pitch_padded(shape)
         self.inner = inner
-        self.b = zeros(padded["k"], padded["n"], "bfloat16")
-        self.a = zeros(m, padded["k"], "bfloat16") if padded["k"] != self.k else None
+        self.b = zeros(padded["k"], padded["n"], in_dtype)
+        self.a = zeros(m, padded["k"], in_dtype) if padded["k"] != self.k else None
         self.c = zeros(m, padded["n"], out_dtype) if padded["n"] != self.n else None
 
     def __call__(self, bufs: dict) -> None:
@@ -922,5 +971,13 @@ class MatmulBF16F32Out(MatmulBF16):
     tuned_as = "matmul-bf16"
 
 
+class MatmulF16(MatmulBF16):
+    """The same kernels on FP16 inputs and output (wgmma .f16, FLOAT16 tensor maps, cvt.rn.f16x2.f32): the same
+    tiles run at the same speed, so a run-time choice takes matmul-bf16's tuning data where it has none."""
+
+    tuned_as = "matmul-bf16"
+
+
 FAMILY = MatmulBF16("bfloat16")
 FP32_OUT = MatmulBF16F32Out("float32")
+F16 = MatmulF16("float16", "float16")

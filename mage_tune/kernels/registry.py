@@ -37,6 +37,7 @@ BUILTINS = {
     "matmul-3xtf32-sm90": "mage_tune.kernels.matmul_3xtf32_sm90:FAMILY",
     "matmul-bf16": "mage_tune.kernels.matmul_bf16:FAMILY",
     "matmul-bf16-f32out": "mage_tune.kernels.matmul_bf16:FP32_OUT",
+    "matmul-f16": "mage_tune.kernels.matmul_bf16:F16",
 }
 
 

@@ -27,6 +27,7 @@ BENCH = ROOT / "tests/fixtures/data/bench_matmul_bf16_4096.json"  # an older rec
         ("mage_tune/kernels/matmul_bf16.py", "matmul-bf16"),
         ("/elsewhere/checkout/mage_tune/kernels/matmul_bf16.py:FP32_OUT", "matmul-bf16-f32out"),
         ("C:\\work\\mage_tune\\kernels\\matmul_3xtf32_sm90.py", "matmul-3xtf32-sm90"),
+        ("mage_tune/kernels/matmul_bf16.py:F16", "matmul-f16"),
         ("mage_tune/kernels/matmul_bf16.py:SOMETHING", None),  # no such built-in in that module
         ("mage_tune/kernels/base.py", None),
         ("kernels/matmul_bf16.py", None),

@@ -1,11 +1,11 @@
 """The Hopper BF16 matmul family on a GPU (sm_90a): every knob value checked against the float64 reference at ragged
 shapes, through the harness (its own tensor maps and launch, in the worker process), beside cuBLAS; both output
-dtypes; both epilogues (the TMA-store one on its own too, where it is new); multicast pairs, an odd last row of
-tiles among them; 2 × 2 clusters sharing A and B, with odd last rows and columns of tiles; persistent blocks that
-walk many tiles and lap the stage ring; shapes under one box; K or N off a tensor map's 16-byte pitch (run on padded
-copies); repeated launches bit-identical; Triton's persistent TMA matmul (a baseline) at every config at ragged
-shapes; and a timed run beside both Triton matmuls and cuBLAS, which also shows that a CUDA graph captures the
-family's own launches. Skipped where no CUDA device is present; what holds without one is
+dtypes, and FP16 inputs (matmul-f16); both epilogues (the TMA-store one on its own too, where it is new); multicast
+pairs, an odd last row of tiles among them; 2 × 2 clusters sharing A and B, with odd last rows and columns of tiles;
+persistent blocks that walk many tiles and lap the stage ring; shapes under one box; K or N off a tensor map's
+16-byte pitch (run on padded copies); repeated launches bit-identical; Triton's persistent TMA matmul (a baseline)
+at every config at ragged shapes; and a timed run beside both Triton matmuls and cuBLAS, which also shows that a CUDA
+graph captures the family's own launches. Skipped where no CUDA device is present; what holds without one is
 tests/kernels/test_matmul_bf16_family.py's and tests/kernels/test_matmul_bf16_triton_tma.py's."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FILE = ROOT / "mage_tune" / "kernels" / "matmul_bf16.py"
 SPEC = str(FILE)  # by path, so the worker process loads the same family again
 SPEC_FP32 = f"{FILE}:FP32_OUT"
+SPEC_F16 = f"{FILE}:F16"  # FP16 inputs and output
 ARCH = get_arch("sm_90a")
 RAGGED = [{"m": 200, "n": 136, "k": 72}, {"m": 1000, "n": 520, "k": 264}]
 
@@ -129,9 +130,10 @@ def test_the_cover_holds_every_knob_value():
         assert {c[knob.name] for c in configs} == set(knob.domain), knob.name
 
 
+@pytest.mark.parametrize("spec", [SPEC, SPEC_F16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("shape", RAGGED, ids=lambda s: "x".join(map(str, s.values())))
-def test_every_knob_value_is_correct_at_ragged_shapes(shape):
-    _check(SPEC, shape, COVER)
+def test_every_knob_value_is_correct_at_ragged_shapes(spec, shape):
+    _check(spec, shape, COVER)
 
 
 @pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
@@ -259,7 +261,7 @@ PADDED = [
 ]
 
 
-@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32, SPEC_F16], ids=["bf16", "fp32", "fp16"])
 @pytest.mark.parametrize("shape", OFF_PITCH, ids=lambda s: "x".join(map(str, s.values())))
 def test_a_k_or_n_off_a_16_byte_pitch_runs_on_padded_copies(spec, shape):
     """K and N not multiples of 8 (both, K alone, N alone): the variant runs on zero-padded copies, each config
@@ -281,9 +283,10 @@ for settings in json.loads(sys.argv[3]):
     variant = family.build(config, shape, get_arch("sm_90a"))
     launch = family.launcher(variant_job(variant), shape)
     g = torch.Generator(device="cpu").manual_seed(7)
-    a = (torch.rand(shape["m"], shape["k"], generator=g) * 2 - 1).to(torch.bfloat16).cuda()
-    b = (torch.rand(shape["k"], shape["n"], generator=g) * 2 - 1).to(torch.bfloat16).cuda()
-    dtype = torch.bfloat16 if family.device_dtype("__out__") == "bfloat16" else torch.float32
+    inputs = getattr(torch, family.device_dtype("A"))
+    a = (torch.rand(shape["m"], shape["k"], generator=g) * 2 - 1).to(inputs).cuda()
+    b = (torch.rand(shape["k"], shape["n"], generator=g) * 2 - 1).to(inputs).cuda()
+    dtype = getattr(torch, family.device_dtype("__out__"))
     runs = []
     for _ in range(3):
         c = torch.full((shape["m"], shape["n"]), float("nan"), dtype=dtype, device="cuda")
@@ -299,7 +302,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.parametrize("shape", [RAGGED[1], OFF_PITCH[0]], ids=["1000x520x264", "1000x517x261"])
-@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32, SPEC_F16], ids=["bf16", "fp32", "fp16"])
 def test_repeated_launches_are_bit_identical(spec, shape):
     """Three launches on the same buffers give the same bits (a fixed order of the sums, stream-K's too), each within
     the tolerance, on the caller's buffers and on padded copies; run in a process of its own so that a hang is a
@@ -339,7 +342,7 @@ def _persistent_tma(spec: str, results: list) -> list:
 
 
 @pytest.mark.parametrize("shape", [RAGGED[1], {"m": 2056, "n": 2056, "k": 520}], ids=["1000x520x264", "2056x2056x520"])
-@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32, SPEC_F16], ids=["bf16", "fp32", "fp16"])
 def test_the_persistent_tma_triton_baselines_pass_at_ragged_shapes(spec, shape):
     """Triton's persistent TMA matmul at every config, ragged in M, N and K (zero-filled loads, clipped stores), with
     fewer tiles than SMs (one each) and with more (programs walk several tiles): each within the family's tolerance
@@ -348,13 +351,14 @@ def test_the_persistent_tma_triton_baselines_pass_at_ragged_shapes(spec, shape):
     assert all(r.time("cold") > 0 for r in _persistent_tma(spec, results))
 
 
-def test_timed_beside_triton_and_cublas():
+@pytest.mark.parametrize("spec", [SPEC, SPEC_F16], ids=["bf16", "fp16"])
+def test_timed_beside_triton_and_cublas(spec):
     """The default config at 4096³ with each epilogue, timed (CUDA graphs of the family's own launches) beside the
-    Triton tutorial matmul and Triton's persistent TMA matmul at their configs and cuBLAS; every one correct, every
-    one timed."""
+    Triton tutorial matmul and Triton's persistent TMA matmul at their configs and cuBLAS, in the family's input
+    type; every one correct, every one timed."""
     shape = {"m": 4096, "n": 4096, "k": 4096}
-    results = _check(SPEC, shape, [{}, {"epilogue": "tma"}], baselines=None, timed=True)
+    results = _check(spec, shape, [{}, {"epilogue": "direct"}], baselines=None, timed=True)
     kinds = {r.kind for r in results}
     assert kinds == {"variant", "triton", "torch"}
     assert all(r.time("cold") > 0 for r in results)
-    assert _persistent_tma(SPEC, results) and [r.kind for r in results].count("torch") == 1
+    assert _persistent_tma(spec, results) and [r.kind for r in results].count("torch") == 1

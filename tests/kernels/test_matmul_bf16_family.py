@@ -23,8 +23,8 @@ from mage_tune.arch import get_arch
 from mage_tune.census import census_variant
 from mage_tune.cli import cli
 from mage_tune.errors import ConfigError
-from mage_tune.kernels import matmul_bf16
-from mage_tune.kernels.matmul_bf16 import FAMILY, FP32_OUT, Driver, TensorMapLauncher
+from mage_tune.kernels import load_family, matmul_bf16
+from mage_tune.kernels.matmul_bf16 import F16, FAMILY, FP32_OUT, Driver, TensorMapLauncher
 from mage_tune.kernels.select import build_all
 
 ARCH = get_arch("sm_90a")
@@ -672,8 +672,9 @@ def test_an_fp32_map_holds_32_columns_per_swizzled_row():
     fields = matmul_bf16.tensor_map_fields(rows=1000, columns=520, box_rows=64, dtype="float32")
     assert fields["dims"] == (520, 1000) and fields["strides"] == (2080,) and fields["box"] == (32, 64)
     assert fields["dtype"] == 7 and fields["swizzle"] == 3
-    with pytest.raises(ConfigError, match="not 'float16'"):
-        matmul_bf16.tensor_map_fields(rows=8, columns=8, box_rows=8, dtype="float16")
+    assert matmul_bf16.tensor_map_fields(rows=8, columns=8, box_rows=8, dtype="float16")["dtype"] == 6
+    with pytest.raises(ConfigError, match="not 'float64'"):
+        matmul_bf16.tensor_map_fields(rows=8, columns=8, box_rows=8, dtype="float64")
 
 
 @pytest.mark.parametrize("family", [FAMILY, FP32_OUT], ids=["bf16", "fp32"])
@@ -768,3 +769,58 @@ def test_a_cluster_of_two_without_multicast_is_a_run_of_its_own():
     sass = [v.artifact.sass for v in (single, pair)]
     keys = [run_key("same", v, c) for v, c in zip((single, pair), census, strict=True)]
     assert keys[0] != keys[1], (sass[0] == sass[1], keys)
+
+
+# --- FP16 inputs (matmul-f16): the same kernels on another 2-byte type ----------------------------------------------
+
+
+def test_the_fp16_family_is_the_same_space_on_fp16_types():
+    assert F16.name == "matmul-f16" and load_family("matmul-f16") is F16 and F16.tuned_as == "matmul-bf16"
+    assert F16.device_dtype("A") == F16.device_dtype("B") == F16.device_dtype("__out__") == "float16"
+    assert F16.count_configs(SHAPE, ARCH) == FAMILY.count_configs(SHAPE, ARCH)
+    for k in (8, 264, 4096):  # one FP16 rounding of the output instead of a BF16 one
+        shape = {"m": 1, "n": 8, "k": k}
+        assert F16.tolerance_for(shape) == pytest.approx(FP32_OUT.tolerance_for(shape) + 2.0**-11)
+    assert F16.baseline_kernels(RAGGED)[-1].label == "torch.matmul (cuBLAS FP16)"
+    with pytest.raises(ConfigError, match="output dtype 'bfloat16' is not float16 or float32"):
+        matmul_bf16.MatmulBF16("bfloat16", "float16")
+
+
+@pytest.mark.parametrize(
+    "settings", [{}, {"epilogue": "direct"}, {"cluster": 4, "multicast": 1}], ids=["tma", "direct", "quad"]
+)
+def test_fp16_variants_run_wgmma_on_f16_and_store_fp16(settings):
+    """The source multiplies .f16 by .f16 into .f32 and converts pairs by cvt.rn.f16x2.f32; the SASS holds HGMMA on
+    FP16 (ptxas names no input type for it, where it names BF16) as many times as the bf16 variant's, with the same
+    tensor copies."""
+    config = F16.complete(settings, SHAPE, ARCH)
+    variant = F16.build(config, SHAPE, ARCH)
+    assert "cvt.rn.f16x2.f32" in variant.source and ".bf16" not in variant.source  # the kernel keeps its name
+    census = census_variant(variant)
+    bf16 = census_variant(FAMILY.build(FAMILY.complete(settings, SHAPE, ARCH), SHAPE, ARCH))
+    steps = 4 * FAMILY.m_sub(config)
+    assert census.ptx.matrix_shapes == {f"wgmma.m64n{config['bn']}k16.f32.f16.f16": steps}
+    assert census.sass.matrix_shapes == {f"HGMMA.64x{config['bn']}x16.F32": steps}
+    assert bf16.sass.matrix_shapes == {f"HGMMA.64x{config['bn']}x16.F32.BF16": steps}
+    assert census.sass.bulk == bf16.sass.bulk and census.ptx.bulk == bf16.ptx.bulk
+
+
+def test_the_fp16_launcher_encodes_fp16_maps(monkeypatch):
+    monkeypatch.setattr(matmul_bf16, "Driver", Recorder)
+    monkeypatch.setattr(matmul_bf16, "_torch_stream", lambda: 0x5EED)
+    monkeypatch.setattr(matmul_bf16, "_torch_context", lambda: None)
+    config = F16.complete({"epilogue": "tma"}, RAGGED, ARCH)
+    launch = F16.launch(config, RAGGED, ARCH)
+    job = SimpleNamespace(
+        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
+        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
+    )  # fmt: skip
+    launcher = F16.launcher(job, RAGGED)
+    launcher({"A": Buffer(0x7F0000000000), "B": Buffer(0x7F0000100000), "__out__": Buffer(0x7F0000200000)})
+    encodes = [call for call in launcher.driver.calls if call[0] == "cuTensorMapEncodeTiled"]
+    assert [call[2] for call in encodes] == [6, 6, 6]  # FLOAT16 for A, B and C
+
+
+def test_fp16_enum_value_matches_the_driver_bindings():
+    driver = pytest.importorskip("cuda.bindings.driver")
+    assert matmul_bf16.TENSOR_MAP_FLOAT16 == driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16

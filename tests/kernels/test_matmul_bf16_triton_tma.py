@@ -15,7 +15,7 @@ import pytest
 from mage_tune import gpu
 from mage_tune.arch import get_arch
 from mage_tune.kernels import matmul_bf16
-from mage_tune.kernels.matmul_bf16 import FAMILY, FP32_OUT, TMA_KERNEL
+from mage_tune.kernels.matmul_bf16 import F16, FAMILY, FP32_OUT, TMA_KERNEL
 from mage_tune.triton_kernels import MATMUL_KEYS, MATMUL_TMA_CONFIGS
 
 ARCH = get_arch("sm_90a")
@@ -50,18 +50,19 @@ def test_the_tutorial_matmul_keeps_its_baselines():
     assert all(b.label.startswith("triton[") for b in tutorial)
 
 
-@pytest.mark.parametrize("family", [FAMILY, FP32_OUT], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("family", [FAMILY, FP32_OUT, F16], ids=["bf16", "fp32", "fp16"])
 def test_every_config_compiles_for_hopper_to_tensor_copies_and_wgmma(family):
     configs = family.tma_reference_configs()
     kernels = family.tma_reference_kernels(RAGGED, ARCH)
     assert len(kernels) == len(configs)
-    out = "bf16" if family is FAMILY else "f32"
+    out = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}[family.out_dtype]
+    inputs = family.in_type.ptx
     for config, kernel in zip(configs, kernels, strict=True):
         ptx, sass = kernel.artifact.ptx, kernel.artifact.sass
         assert re.search(r"^\s*\.target\s+sm_90a\b", ptx, re.M)  # Triton's own arch-specific target: wgmma
         assert "cp.async.bulk.tensor.2d.shared::cta.global.mbarrier::complete_tx::bytes" in ptx  # TMA loads
         assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx  # the tensor store of C
-        assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16", ptx)
+        assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.{inputs}\.{inputs}", ptx)
         assert not re.search(r"\b(ld|st)\.global", ptx), "A, B and C move by tensor copies only"
         assert "UTMALDG" in sass and "UTMASTG" in sass and "HGMMA" in sass
         assert not re.search(r"\b(LDG|STG|LDL|STL)\b", sass)  # nor global loads, nor spills
