@@ -196,15 +196,19 @@ def plan(
     notes = []
     if gpu:
         found = shipped.entries(family.origin or family.name, problem.arch.name)
+        source = shipped.LABEL
+        if not found and family.tuned_as:  # the same kernels on other types (matmul-f16 as matmul-bf16): its data
+            found = shipped.entries(family.tuned_as, problem.arch.name)
+            source = f"{family.tuned_as}'s trials in {shipped.LABEL}"
         ours = usable_entries(found, shape, gpu, other_shapes_only)
         held = {e.run.name for e in usable}  # runs the user imported from the shipped file are theirs already
         ours_here = [e for e in ours if e.run.gpu == gpu and e.run.name not in held]
         if any(e.run.gpu == gpu for e in usable) and ours_here:
             usable = usable + ours_here
-            notes.append(f"warm start: the tuning database's trials with {shipped.LABEL} ({len(ours_here)} trials)")
+            notes.append(f"warm start: the tuning database's trials with {source} ({len(ours_here)} trials)")
         elif ours and (not usable or ours_here):
             usable = ours
-            notes.append(f"warm start: from {shipped.LABEL} ({len(ours)} trials)")
+            notes.append(f"warm start: from {source} ({len(ours)} trials)")
     if not usable:
         return cold_start(problem)
     near = nearest_seeds(problem, usable)

@@ -165,3 +165,19 @@ def test_the_learned_model_answers_an_empty_batch():
     assert model is not None and model.predict([]) == []
     one = learned.features(Problem(family, {"m": 4096, "d": 768}, get_arch(ARCH)), family.with_defaults({}), None)
     assert len(model.predict([one])) == 1
+
+
+def test_a_family_tuned_as_another_starts_from_that_one_s_shipped_trials(no_model):
+    """matmul-f16 runs matmul-bf16's kernels on FP16: with no shipped trials of its own, its search starts from the
+    bf16 family's, and says so; the seeds are the nearest configs of those trials."""
+    f16, bf16 = get_family("matmul-f16"), get_family("matmul-bf16")
+    assert shipped.entries("matmul-f16", "sm_90a") == [] and f16.tuned_as == "matmul-bf16"
+    arch = get_arch("sm_90a")
+    shape = {"m": 3000, "n": 2600, "k": 3500}
+    theirs = warm.usable_entries(shipped.entries("matmul-bf16", "sm_90a"), shape, H200, False)
+    assert theirs
+    plan = warm.plan(Problem(f16, shape, arch), [], H200, False, 1, 0)
+    assert plan.notes[0] == f"warm start: from matmul-bf16's trials in {shipped.LABEL} ({len(theirs)} trials)"
+    nearest = warm.nearest_seeds(Problem(bf16, shape, arch), theirs)
+    assert [s.config for s in plan.seeds[: len(nearest)]] == [s.config for s in nearest]
+    assert all(f16.violations(s.config, shape, arch) == [] for s in plan.seeds)
