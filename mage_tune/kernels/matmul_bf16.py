@@ -173,7 +173,11 @@ along the tile row and B along the column halves each block's copies): 3000 × 5
 against the pair's 1.12 × (records/h200-2026-12-03-quad.tar.xz). Its GPU tests
 (test_quads_share_a_along_rows_and_b_along_columns_at_ragged_edges, the cover and repeat tests) passed on an H200.
 Any K and N run: where one is not a multiple of 8 (a tensor map's row pitch is a multiple of 16 bytes), the launcher
-runs the variant on zero-padded copies of A, B and C (PaddedLauncher), and the copies are part of what is timed.
+runs the variant on zero-padded copies of A, B and C (PaddedLauncher), and the copies are part of what is timed. At
+2900 × 4700 × 3100 a search's best ran 215.97 µs against cuBLAS BF16's 465.62, which falls off the pitch too; the
+copies took about 90 µs of it (the same config runs 131.42 at 2900 × 4704 × 3104; records/h200-2026-12-04-pitch).
+matmul-f16's GPU tests passed there too, and its search at 3000 × 4096 × 3584, started from matmul-bf16's shipped
+trials, ended at 1.002 × cuBLAS FP16.
 """
 
 from __future__ import annotations
