@@ -943,11 +943,12 @@ def pitch_padded(shape: Shape) -> Shape:
 
 class PaddedLauncher:
     """A variant for a shape whose K or N is off a 16-byte pitch, run at pitch_padded(shape) by `inner` (its
-    launcher for that shape) on zero-padded copies made once by `zeros` (rows, columns, dtype): B always (K × N into
-    KP × NP), A where K is off the pitch (M × KP), C where N is (M × NP). Each call copies A and B into their left
-    corners (the padding, never written, stays zero), launches, and copies C's first N columns out, all on the
-    current stream: a CUDA graph captures the copies with the launch, and a timing counts them. Where K is on the
-    pitch the caller's A is read as it is, and where N is the variant writes the caller's C."""
+        launcher for that shape) on zero-padded copies made once by `zeros` (rows, columns, dtype): B always (K × N into
+        KP × NP), A where K is off the pitch (M × KP), C where N is (M × NP). Each call copies A and B into their left
+        corners (the padding, never written, stays zero), launches, and copies C's first N columns out, all on the
+        current stream: a CUDA graph captures the copies with the launch, and a timing counts them. Where K is on the
+        pitch the caller's A is read as it is, and where N is the variant writes the caller's C. Like stream-K's workspace,
+    the copies are one set per launcher: launches of one launcher on two streams at once would race on them."""
 
     def __init__(self, inner, shape: Shape, out_dtype: str, zeros, in_dtype: str = "bfloat16"):
         m, self.n, self.k = shape["m"], shape["n"], shape["k"]
