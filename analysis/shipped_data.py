@@ -6,7 +6,10 @@
 
 What it keeps, from every bench record and search run directory of the archives (read as `mage-tune db import`
 reads them, so a variant over today's tolerance is a failed trial): the measured trials of the built-in families
-(layernorm, matmul, matmul-3xtf32 on sm_90; matmul-bf16 and matmul-3xtf32-sm90 on sm_90a) on the H200, and of those only
+(layernorm, matmul, matmul-3xtf32 on sm_90; matmul-bf16 and matmul-3xtf32-sm90 on sm_90a) on the H200, but not of
+a family tuned as another (matmul-f16 and matmul-bf16-f32out as matmul-bf16, the fused layer norms as layernorm):
+the warm start and the run-time choice read the other family's trials where it has none, and a few trials of its
+own would hide them. Of those only
 
   * per shape, the trials of its TOP_PER_SHAPE fastest distinct configs (each config's fastest measurement): what
     the choice of a config (mage_tune/tuning/choice.py) and the warm start's nearest seeds read;
@@ -37,6 +40,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from mage_tune.errors import MageError
+from mage_tune.kernels import get_family
 from mage_tune.kernels.registry import BUILTINS, builtin_named
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.search import sources
@@ -93,6 +97,8 @@ def load(archives: list[Path]) -> dict[str, tuple[RunInfo, dict[int, dict]]]:
             for run, rows in loaded:
                 run = _as_builtin(run)
                 if run.family not in BUILTINS or run.origin != run.family or run.gpu != GPU or run.arch not in ARCHES:
+                    continue
+                if get_family(run.family).tuned_as:  # served by the other family's trials (module docstring)
                     continue
                 if run.objective != MEASURED_OBJECTIVE:
                     continue

@@ -198,7 +198,7 @@ from mage_tune.kernels.matmul import triton_matmul_kernels
 from mage_tune.ptx_parts import entry_params
 from mage_tune.triton_ref import compile_jit
 
-BF16 = 2  # bytes
+BF16 = 2  # bytes, as of FP16: the kernels' sizes hold for either input type
 BK = 64  # k-tile depth: one 128-byte swizzle row of bf16
 PITCH = 8  # bf16 per 16 bytes: a tensor map's rows must start a multiple of 16 bytes apart
 SWIZZLE_ATOM = 1024  # bytes: 8 rows of 128; tile bases are aligned to it
@@ -670,14 +670,14 @@ class MatmulBF16(CudaFamily):
         grid = (_cdiv(m, consts["BLOCK_M"]) * _cdiv(n, consts["BLOCK_N"]),)
         options = {"num_warps": job.config["num_warps"], "num_stages": job.config["num_stages"]}
 
-        def launch(bufs):  # Triton's JIT specializes on the tensors' dtypes: bf16 loads, the store casts to C's
+        def launch(bufs):  # Triton's JIT specializes on the tensors' dtypes: 2-byte loads, the store casts to C's
             matmul_kernel[grid](bufs["A"], bufs["B"], bufs["__out__"], m, n, k, k, 1, n, 1, n, 1, **consts, **options)
 
         return launch
 
     def reference_kernels(self, shape: Shape, arch: Arch, specialize: bool = True, **options) -> list:
-        """The Triton tutorial matmul on bf16 pointers (C in the output dtype), at options["config"] or at every
-        config of reference_configs; Triton compiles for the plain target (sm_90 for sm_90a)."""
+        """The Triton tutorial matmul on pointers of the input type (C in the output dtype), at options["config"] or
+        at every config of reference_configs; Triton compiles for the plain target (sm_90 for sm_90a)."""
         configs = [dict(options["config"])] if options.get("config") else self.reference_configs()
         pointer = "*" + self.in_type.triton
         signature = {**gpu.triton_kernels().MATMUL_SIGNATURE, "A": pointer, "B": pointer}
@@ -755,7 +755,7 @@ def _torch_context() -> None:
 
 
 def _torch_zeros(rows: int, columns: int, dtype: str):
-    """A rows × columns matrix of zeros of `dtype` ("bfloat16", "float32") on torch's current device."""
+    """A rows × columns matrix of zeros of `dtype` ("bfloat16", "float16", "float32") on torch's current device."""
     torch = gpu.torch()
     return torch.zeros(rows, columns, dtype=getattr(torch, dtype), device="cuda")
 
@@ -943,12 +943,12 @@ def pitch_padded(shape: Shape) -> Shape:
 
 class PaddedLauncher:
     """A variant for a shape whose K or N is off a 16-byte pitch, run at pitch_padded(shape) by `inner` (its
-        launcher for that shape) on zero-padded copies made once by `zeros` (rows, columns, dtype): B always (K × N into
-        KP × NP), A where K is off the pitch (M × KP), C where N is (M × NP). Each call copies A and B into their left
-        corners (the padding, never written, stays zero), launches, and copies C's first N columns out, all on the
-        current stream: a CUDA graph captures the copies with the launch, and a timing counts them. Where K is on the
-        pitch the caller's A is read as it is, and where N is the variant writes the caller's C. Like stream-K's workspace,
-    the copies are one set per launcher: launches of one launcher on two streams at once would race on them."""
+    launcher for that shape) on zero-padded copies made once by `zeros` (rows, columns, dtype): B always (K × N into
+    KP × NP), A where K is off the pitch (M × KP), C where N is (M × NP). Each call copies A and B into their left
+    corners (the padding, never written, stays zero), launches, and copies C's first N columns out, all on the
+    current stream: a CUDA graph captures the copies with the launch, and a timing counts them. Where K is on the
+    pitch the caller's A is read as it is, and where N is the variant writes the caller's C. Like stream-K's
+    workspace, the copies are one set per launcher: launches of one launcher on two streams at once would race."""
 
     def __init__(self, inner, shape: Shape, out_dtype: str, zeros, in_dtype: str = "bfloat16"):
         m, self.n, self.k = shape["m"], shape["n"], shape["k"]
@@ -982,7 +982,10 @@ class MatmulF16(MatmulBF16):
 
     tuned_as = "matmul-bf16"
 
+    def __init__(self, out_dtype: str = "float16"):
+        super().__init__(out_dtype, in_dtype="float16")
+
 
 FAMILY = MatmulBF16("bfloat16")
 FP32_OUT = MatmulBF16F32Out("float32")
-F16 = MatmulF16("float16", "float16")
+F16 = MatmulF16()

@@ -366,7 +366,7 @@ def _host_zeros(rows, columns, dtype):
 
 
 class PaddedProduct:
-    """Stands in for the variant's launcher at the padded shape: checks that the padding is zero, then multiplies."""
+    """Stands in for the variant's launcher at the padded shape: checks the buffers' shapes, then multiplies."""
 
     def __init__(self, padded):
         self.padded, self.calls = padded, []
