@@ -327,8 +327,13 @@ class MatmulBF16(CudaFamily):
         self.name = INPUT_TYPES[in_dtype].family + ("-f32out" if out_dtype == "float32" else "")
 
     @property
+    def fp32_out(self) -> bool:
+        """C holds the FP32 sums; otherwise one rounding of them to the input type."""
+        return self.out_dtype == "float32"
+
+    @property
     def out_bytes(self) -> int:
-        return 4 if self.out_dtype == "float32" else BF16
+        return 4 if self.fp32_out else BF16
 
     @property
     def in_type(self) -> InputType:
@@ -494,7 +499,7 @@ class MatmulBF16(CudaFamily):
         operands = [f'"+f"(d[{i}])' for i in range(regs)]
         acc_operands = [", ".join(operands[i : i + 6]) for i in range(0, regs, 6)]
         acc_operands = [line + ("," if i < len(acc_operands) - 1 else "") for i, line in enumerate(acc_operands)]
-        out_half = self.out_dtype != "float32"
+        out_half = not self.fp32_out
         return {
             **c,
             "label": ",".join(f"{k}={v}" for k, v in c.items()),
@@ -585,7 +590,7 @@ class MatmulBF16(CudaFamily):
         2^-11 of it, which bounds the relative L2 error of the whole output too."""
         k = shape["k"]
         fp32 = FP32_UNIT * max(math.sqrt(k), 16.0) + k * CHAIN_DRIFT
-        return fp32 + (0.0 if self.out_dtype == "float32" else self.in_type.unit)
+        return fp32 + (0.0 if self.fp32_out else self.in_type.unit)
 
     def bytes_moved(self, shape: Shape) -> int:
         m, n, k = shape["m"], shape["n"], shape["k"]
@@ -638,9 +643,7 @@ class MatmulBF16(CudaFamily):
             if pitch_padded(shape) == shape
         ]
         label = self.in_type.label
-        torch_label = (
-            f"torch.matmul (cuBLAS {label})" if self.out_dtype != "float32" else f"torch.mm (cuBLAS {label}→FP32)"
-        )
+        torch_label = f"torch.mm (cuBLAS {label}→FP32)" if self.fp32_out else f"torch.matmul (cuBLAS {label})"
         return [*triton, *tma, Baseline(torch_label, "torch")]
 
     def launcher(self, job, shape: Shape):
@@ -658,7 +661,7 @@ class MatmulBF16(CudaFamily):
             # 2-byte inputs, FP32 sums, one rounding out: no split-K partials reduced in the input type (torch
             # allows them by default)
             setattr(torch.backends.cuda.matmul, self.in_type.reduction_switch, False)
-            if self.out_dtype != "float32":
+            if not self.fp32_out:
                 return lambda bufs: torch.matmul(bufs["A"], bufs["B"], out=bufs["__out__"])
             return lambda bufs: torch.mm(bufs["A"], bufs["B"], out_dtype=torch.float32, out=bufs["__out__"])
         if job.kind != "triton":
@@ -681,7 +684,7 @@ class MatmulBF16(CudaFamily):
         configs = [dict(options["config"])] if options.get("config") else self.reference_configs()
         pointer = "*" + self.in_type.triton
         signature = {**gpu.triton_kernels().MATMUL_SIGNATURE, "A": pointer, "B": pointer}
-        signature["C"] = pointer if self.out_dtype != "float32" else "*fp32"
+        signature["C"] = "*fp32" if self.fp32_out else pointer
         return triton_matmul_kernels(shape, arch.plain, configs, signature, options.get("num_warps"), specialize)
 
     def tma_reference_kernels(self, shape: Shape, arch: Arch, configs: list[dict] | None = None) -> list:
@@ -689,7 +692,7 @@ class MatmulBF16(CudaFamily):
         where none are given), for arch's SM count and grid min(SMs, tiles), as the launcher runs it."""
         tk = gpu.triton_kernels()
         in_type = self.in_type.triton
-        out_type = in_type if self.out_dtype != "float32" else "fp32"
+        out_type = "fp32" if self.fp32_out else in_type
         kernels = []
         for cfg in configs if configs is not None else self.tma_reference_configs():
             bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]

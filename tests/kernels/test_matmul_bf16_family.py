@@ -410,11 +410,7 @@ def test_the_family_s_launcher_pads_only_where_a_pitch_is_off(monkeypatch):
     monkeypatch.setattr(matmul_bf16, "_torch_zeros", _host_zeros)
     shape = {"m": 200, "n": 131, "k": 70}
     config = FAMILY.complete({"bm": 64, "bn": 128, "consumers": 1, "epilogue": "direct"}, shape, ARCH)
-    launch = FAMILY.launch(config, shape, ARCH)
-    job = SimpleNamespace(
-        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
-        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
-    )  # fmt: skip
+    launch, job = _stand_in_job(FAMILY, config, shape)
     assert isinstance(FAMILY.launcher(job, RAGGED), TensorMapLauncher)
     launcher = FAMILY.launcher(job, shape)
     assert isinstance(launcher, matmul_bf16.PaddedLauncher)
@@ -543,6 +539,16 @@ def test_enum_values_match_the_driver_bindings():
     )
 
 
+def _stand_in_job(family, config, shape):
+    """(the config's launch, a job as the harness hands a launcher: the config's geometry, a stand-in cubin)."""
+    launch = family.launch(config, shape, ARCH)
+    job = SimpleNamespace(
+        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
+        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
+    )  # fmt: skip
+    return launch, job
+
+
 class Recorder(Driver):
     """Records each driver call with what its arguments point at, and succeeds."""
 
@@ -592,11 +598,7 @@ class Buffer:
 def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the_parameters():
     shape = RAGGED
     config = FAMILY.complete({"bm": 64, "bn": 128, "consumers": 1, "epilogue": "direct"}, shape, ARCH)
-    launch = FAMILY.launch(config, shape, ARCH)
-    job = SimpleNamespace(
-        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
-        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
-    )  # fmt: skip
+    launch, job = _stand_in_job(FAMILY, config, shape)
     driver = Recorder()
     launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED, lambda: None)
     assert [c[0] for c in driver.calls] == ["cuInit", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute"]
@@ -630,11 +632,7 @@ def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the
 
 def _launched(config, shape):
     """(driver calls at the launcher's making, A's box, the grid launched) for `config` through a recording driver."""
-    launch = FAMILY.launch(config, shape, ARCH)
-    job = SimpleNamespace(
-        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
-        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
-    )  # fmt: skip
+    _, job = _stand_in_job(FAMILY, config, shape)
     driver = Recorder()
     launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED, lambda: None)
     made = list(driver.calls)
@@ -685,11 +683,7 @@ def test_the_tma_launcher_encodes_c_s_map_and_passes_seven_parameters(family, mo
     monkeypatch.setattr(matmul_bf16, "_torch_context", lambda: None)
     shape = RAGGED
     config = family.complete({"bm": 128, "bn": 128, "consumers": 2, "epilogue": "tma"}, shape, ARCH)
-    launch = family.launch(config, shape, ARCH)
-    job = SimpleNamespace(
-        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
-        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
-    )  # fmt: skip
+    launch, job = _stand_in_job(family, config, shape)
     launcher = family.launcher(job, shape)
     assert isinstance(launcher, TensorMapLauncher) and launcher.out_dtype == family.out_dtype
     driver = launcher.driver
@@ -810,11 +804,7 @@ def test_the_fp16_launcher_encodes_fp16_maps(monkeypatch):
     monkeypatch.setattr(matmul_bf16, "_torch_stream", lambda: 0x5EED)
     monkeypatch.setattr(matmul_bf16, "_torch_context", lambda: None)
     config = F16.complete({"epilogue": "tma"}, RAGGED, ARCH)
-    launch = F16.launch(config, RAGGED, ARCH)
-    job = SimpleNamespace(
-        kind="variant", config=config, cubin=b"\x7fELF-stand-in", kernel_name="matmul_bf16",
-        grid=launch.grid, block=launch.block, dynamic_shared=launch.dynamic_shared,
-    )  # fmt: skip
+    _, job = _stand_in_job(F16, config, RAGGED)
     launcher = F16.launcher(job, RAGGED)
     launcher({"A": Buffer(0x7F0000000000), "B": Buffer(0x7F0000100000), "__out__": Buffer(0x7F0000200000)})
     encodes = [call for call in launcher.driver.calls if call[0] == "cuTensorMapEncodeTiled"]
