@@ -8,10 +8,10 @@
 #   pitch.log            the GPU tests: padded copies at three shapes (K and N off, K alone, N alone) for both
 #                        output dtypes, bit-identical repeats on them
 #   bench-MxNxK.json     the default tile alone, as a pair and as a quad beside cuBLAS BF16 and the Triton tutorial
-#                        matmul (Triton's TMA matmul cannot take such a pitch either), at an off-pitch shape and at
-#                        its padded neighbour, to show what the copies cost
+#                        matmul (Triton's TMA matmul cannot take such a pitch either), at an off-pitch shape (K and
+#                        N off, K alone, N alone) and at its padded neighbour, to show what the copies cost
 #   unseen/              bf16_unseen_shapes.sh at the off-pitch shape: a 100-trial search from the shipped data,
-#                        its best re-timed in the harness and outside it
+#                        its best re-timed in the harness and outside it (SEARCH=0: not run)
 # Each step has its own time limit and leaves its log whatever the others do.
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
@@ -28,10 +28,11 @@ if ! grep -q "failed\|error" "$out/pitch.log"; then
  {"bm": 128, "bn": 256, "cluster": 4, "multicast": 1}
 ]
 JSON
-  for shape in 2900x4700x3100 2900x4704x3104; do
+  for shape in 2900x4700x3100 2900x4704x3100 2900x4700x3104 2900x4704x3104; do
     IFS=x read -r m n k <<< "$shape"
     step "bench-$shape.log" 60 python -m mage_tune bench matmul-bf16 --m "$m" --n "$n" --k "$k" \
       --configs "$out/configs.json" --rounds 7 --out "$out/bench-$shape.json"
   done
+  [ "${SEARCH:-1}" = 0 ] && exit 0
   OUT="$out/unseen" SEARCH_S=130 RETIME_S=60 bash "$(dirname "$0")/bf16_unseen_shapes.sh" 2900x4700x3100
 fi

@@ -193,6 +193,7 @@ from mage_tune import gpu
 from mage_tune.arch import Arch, get_arch
 from mage_tune.cuda_driver import Driver, LaunchConfig
 from mage_tune.errors import ConfigError
+from mage_tune.kernels import pitch_copy
 from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape, Variant
 from mage_tune.kernels.matmul import triton_matmul_kernels
 from mage_tune.ptx_parts import entry_params
@@ -651,11 +652,13 @@ class MatmulBF16(CudaFamily):
         if job.kind == "variant":
             padded = pitch_padded(shape)
             inner = TensorMapLauncher(
-                job, padded, Driver(), _torch_stream, _torch_context, self.out_dtype, _torch_workspace, self.in_dtype
-            )
+                job, padded, Driver(), _torch_stream, _torch_context, self.out_dtype, _torch_workspace, self.in_dtype,
+                b_rows=k,
+            )  # fmt: skip
             if padded == shape:
                 return inner
-            return PaddedLauncher(inner, shape, self.out_dtype, _torch_zeros, self.in_dtype)
+            copy = _pitch_copier(get_arch(TARGET)).copy
+            return PaddedLauncher(inner, shape, self.out_dtype, _torch_zeros, copy, self.in_dtype)
         if job.kind == "torch":
             torch = gpu.torch()
             # 2-byte inputs, FP32 sums, one rounding out: no split-K partials reduced in the input type (torch
@@ -757,6 +760,12 @@ def _torch_context() -> None:
     gpu.torch().cuda.synchronize()
 
 
+def _pitch_copier(arch: Arch):
+    """The row-pitch copies' kernels, loaded in torch's context, launched on its current stream."""
+    _torch_context()
+    return pitch_copy.PitchCopier(arch, _torch_stream)
+
+
 def _torch_zeros(rows: int, columns: int, dtype: str):
     """A rows × columns matrix of zeros of `dtype` ("bfloat16", "float16", "float32") on torch's current device."""
     torch = gpu.torch()
@@ -824,7 +833,8 @@ class TensorMapLauncher:
     B map, C, M, N, K), or (A map, B map, C map, C, M, N, K) for epilogue=tma; with stream_k=1 the pointers of its
     workspace follow (one slot of bm × bn partial sums and one flag per block, made by `allocate` once: launches on
     one stream share it, as the harness's and an operator's do; launches of one launcher on two streams at once would
-    race on it)."""
+    race on it). `b_rows`: B's rows where the variant runs at a K padded past them (PaddedLauncher).
+    """
 
     def __init__(
         self,
@@ -836,8 +846,10 @@ class TensorMapLauncher:
         out_dtype: str = "bfloat16",
         allocate=None,
         in_dtype: str = "bfloat16",
+        b_rows: int | None = None,
     ):
         self.job, self.shape, self.driver, self.stream_of = job, dict(shape), driver, stream_of
+        self.b_rows = b_rows or self.shape["k"]  # fewer than K: a padded K, whose rows past B's the map fills with 0
         self.box_rows = MatmulBF16.a_box_rows(job.config)
         self.in_dtype, self.out_dtype = in_dtype, out_dtype
         self.maps = MatmulBF16.tensor_maps(job.config)
@@ -912,7 +924,7 @@ class TensorMapLauncher:
             first = ctypes.addressof(maps) + (-ctypes.addressof(maps)) % TENSOR_MAP_ALIGN
             targets = [first + i * TENSOR_MAP_BYTES for i in range(self.maps)]
             self.encode(targets[0], a, m, k, self.box_rows, self.in_dtype)  # A: M rows of K, boxes 64 × bm (/ 2: quad)
-            self.encode(targets[1], b, k, n, BK, self.in_dtype)  # B: K rows of N, boxes 64 × 64
+            self.encode(targets[1], b, self.b_rows, n, BK, self.in_dtype)  # B: K rows of N, boxes 64 × 64
             if self.maps == 3:  # C: M rows of N, boxes of one staging chunk (64 rows × 128 bytes)
                 self.encode(targets[2], c, m, n, CHUNK_ROWS, self.out_dtype)
             scalars = (ctypes.c_uint64(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k))
@@ -946,31 +958,35 @@ def pitch_padded(shape: Shape) -> Shape:
 
 class PaddedLauncher:
     """A variant for a shape whose K or N is off a 16-byte pitch, run at pitch_padded(shape) by `inner` (its
-    launcher for that shape) on zero-padded copies made once by `zeros` (rows, columns, dtype): B always (K × N into
-    KP × NP), A where K is off the pitch (M × KP), C where N is (M × NP). Each call copies A and B into their left
-    corners (the padding, never written, stays zero), launches, and copies C's first N columns out, all on the
-    current stream: a CUDA graph captures the copies with the launch, and a timing counts them. Where K is on the
-    pitch the caller's A is read as it is, and where N is the variant writes the caller's C. Like stream-K's
+    launcher for that shape, B's map K rows deep) on copies at the padded pitch made once by `zeros` (rows, columns,
+    dtype): A where K is off the pitch (M × KP), B and C where N is (K × NP, M × NP). Each call copies A and B in
+    with `copy` (src, dst, rows, width, columns: pitch_copy.PitchCopier's, which writes the padding's zeros too),
+    launches, and copies C's first N columns out, all on the current stream: a CUDA graph captures the copies with
+    the launch, and a timing counts them. Where K is on the pitch the caller's A is read as it is, and where N is, the
+    caller's B, and the variant writes the caller's C (B's rows past K are the map's zero fill). Like stream-K's
     workspace, the copies are one set per launcher: launches of one launcher on two streams at once would race."""
 
-    def __init__(self, inner, shape: Shape, out_dtype: str, zeros, in_dtype: str = "bfloat16"):
-        m, self.n, self.k = shape["m"], shape["n"], shape["k"]
+    def __init__(self, inner, shape: Shape, out_dtype: str, zeros, copy, in_dtype: str = "bfloat16"):
+        self.m, self.n, self.k = shape["m"], shape["n"], shape["k"]
         padded = pitch_padded(shape)
-        self.inner = inner
-        self.b = zeros(padded["k"], padded["n"], in_dtype)
-        self.a = zeros(m, padded["k"], in_dtype) if padded["k"] != self.k else None
-        self.c = zeros(m, padded["n"], out_dtype) if padded["n"] != self.n else None
+        self.kp, self.np = padded["k"], padded["n"]
+        self.inner, self.copy = inner, copy
+        self.a = zeros(self.m, self.kp, in_dtype) if self.kp != self.k else None
+        self.b = zeros(self.k, self.np, in_dtype) if self.np != self.n else None
+        self.c = zeros(self.m, self.np, out_dtype) if self.np != self.n else None
 
     def __call__(self, bufs: dict) -> None:
-        n, k = self.n, self.k
-        a = bufs["A"]
+        m, n, k = self.m, self.n, self.k
+        a, b = bufs["A"], bufs["B"]
         if self.a is not None:
-            self.a[:, :k] = a
+            self.copy(a, self.a, m, k, self.kp)
             a = self.a
-        self.b[:k, :n] = bufs["B"]
-        self.inner({"A": a, "B": self.b, "__out__": bufs["__out__"] if self.c is None else self.c})
+        if self.b is not None:
+            self.copy(b, self.b, k, n, self.np)
+            b = self.b
+        self.inner({"A": a, "B": b, "__out__": bufs["__out__"] if self.c is None else self.c})
         if self.c is not None:
-            bufs["__out__"][...] = self.c[:, :n]
+            self.copy(self.c, bufs["__out__"], m, n, n)
 
 
 class MatmulBF16F32Out(MatmulBF16):

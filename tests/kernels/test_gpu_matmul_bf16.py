@@ -270,6 +270,36 @@ def test_a_k_or_n_off_a_16_byte_pitch_runs_on_padded_copies(spec, shape):
     assert [r.kind for r in results].count("torch") == 1
 
 
+@pytest.mark.parametrize(
+    "rows,width,columns,pitch,dtype",
+    [
+        (3, 5, 8, 5, "bfloat16"),  # a row narrower than a block, padded out
+        (70_000, 13, 16, 13, "float16"),  # more rows than a grid has (gridDim.y 65535): the blocks walk the rest
+        (7, 1500, 1500, 1504, "bfloat16"),  # cropped: a padded C's first N columns out, over blocks of 1024
+        (5, 3, 4, 3, "float32"),  # 4-byte elements (an FP32 C)
+    ],
+)  # fmt: skip
+def test_the_pitch_copies_match_the_host_copy_bit_for_bit(rows, width, columns, pitch, dtype):
+    """PitchCopier against pitch_copy.host_copy: the width copied, the columns past it zero, nothing past `columns`
+    written, on torch's current stream."""
+    import numpy as np
+    import torch
+
+    from mage_tune.kernels import pitch_copy
+    from mage_tune.kernels.matmul_bf16 import _pitch_copier
+
+    kind = getattr(torch, dtype)
+    src = torch.randn(rows, pitch, device="cuda").to(kind)[:, :width]  # rows `pitch` apart
+    dst = torch.full((rows, columns + 3), float("nan"), device="cuda").to(kind)
+    _pitch_copier(ARCH).copy(src, dst, rows, width, columns)
+    torch.cuda.synchronize()
+    bits = torch.int32 if dtype == "float32" else torch.int16
+    expected = dst.view(bits).cpu().numpy().copy()
+    pitch_copy.host_copy(src.view(bits).cpu().numpy(), expected, rows, width, columns)
+    np.testing.assert_array_equal(dst.view(bits).cpu().numpy(), expected)
+    assert torch.isnan(dst[:, columns:].float()).all()
+
+
 REPEAT = """
 import json, sys, torch
 from mage_tune.arch import get_arch

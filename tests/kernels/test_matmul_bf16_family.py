@@ -22,8 +22,10 @@ from click.testing import CliRunner
 from mage_tune.arch import get_arch
 from mage_tune.census import census_variant
 from mage_tune.cli import cli
+from mage_tune.compile import build_from_cu
 from mage_tune.errors import ConfigError
-from mage_tune.kernels import load_family, matmul_bf16
+from mage_tune.kernels import load_family, matmul_bf16, pitch_copy
+from mage_tune.kernels.base import builtin_template_dir
 from mage_tune.kernels.matmul_bf16 import F16, FAMILY, FP32_OUT, Driver, TensorMapLauncher
 from mage_tune.kernels.select import build_all
 
@@ -366,17 +368,20 @@ def _host_zeros(rows, columns, dtype):
 
 
 class PaddedProduct:
-    """Stands in for the variant's launcher at the padded shape: checks the buffers' shapes, then multiplies."""
+    """Stands in for the variant's launcher at the padded shape: checks the buffers' shapes, then multiplies, B's
+    rows past the true K read as zeros (its tensor map's fill)."""
 
-    def __init__(self, padded):
-        self.padded, self.calls = padded, []
+    def __init__(self, padded, k):
+        self.padded, self.k, self.calls = padded, k, []
 
     def __call__(self, bufs):
         a, b, c = bufs["A"], bufs["B"], bufs["__out__"]
         m, n, k = self.padded["m"], self.padded["n"], self.padded["k"]
-        assert a.shape[0] == m and a.shape[1] == k and b.shape == (k, n) and c.shape == (m, n)
+        assert a.shape == (m, k) and b.shape == (self.k, n) and c.shape == (m, n)
         self.calls.append((a, b, c))
-        c[...] = a @ b
+        filled = np.zeros((k, n))
+        filled[: self.k] = b
+        c[...] = a @ filled
 
 
 @pytest.mark.parametrize(
@@ -386,8 +391,8 @@ class PaddedProduct:
 def test_the_padded_launcher_copies_in_runs_at_the_padded_shape_and_copies_c_out(shape):
     m, n, k = shape["m"], shape["n"], shape["k"]
     padded = matmul_bf16.pitch_padded(shape)
-    inner = PaddedProduct(padded)
-    launcher = matmul_bf16.PaddedLauncher(inner, shape, "bfloat16", _host_zeros)
+    inner = PaddedProduct(padded, k)
+    launcher = matmul_bf16.PaddedLauncher(inner, shape, "bfloat16", _host_zeros, pitch_copy.host_copy)
     rng = np.random.default_rng(3)
     for _ in range(2):  # new inputs each call: the padding, never written, stays zero
         a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
@@ -396,9 +401,32 @@ def test_the_padded_launcher_copies_in_runs_at_the_padded_shape_and_copies_c_out
         np.testing.assert_allclose(c, a @ b, rtol=1e-12)
     a_used, b_used, c_used = inner.calls[-1]
     assert (a_used is a) == (padded["k"] == k)  # A copied only where K is off the pitch
-    assert (c_used is c) == (padded["n"] == n)  # C written in place where N is on it
-    assert b_used.shape == (padded["k"], padded["n"])
-    assert not b_used[k:].any() and not b_used[:, n:].any() and not a_used[:, k:].any()
+    assert (b_used is b) == (c_used is c) == (padded["n"] == n)  # B read and C written in place where N is on it
+    assert not b_used[:, n:].any() and not a_used[:, k:].any()  # the padding's zeros
+
+
+def test_host_copy_copies_the_width_and_zeroes_the_rest_of_the_columns():
+    src, dst = np.arange(12.0).reshape(3, 4), np.full((3, 8), np.nan)
+    pitch_copy.host_copy(src, dst, 3, 3, 6)
+    np.testing.assert_array_equal(dst[:, :3], src[:, :3])
+    assert not dst[:, 3:6].any() and np.isnan(dst[:, 6:]).all()  # past `columns`: not written
+
+
+def test_the_pitch_copy_grid_covers_every_column_and_row_within_the_launch_limits():
+    span = pitch_copy.THREADS * pitch_copy.PER_THREAD
+    assert pitch_copy.grid(2900, 3104) == (-(-3104 // span), 2900, 1)
+    assert pitch_copy.grid(100_000, 8) == (1, pitch_copy.MAX_GRID_ROWS, 1)  # the blocks walk the rows past it
+    assert pitch_copy.grid(0, 0) == (1, 1, 1)  # an empty copy still launches a legal grid
+    source = (builtin_template_dir() / pitch_copy.SOURCE).read_text()
+    assert f"#define THREADS {pitch_copy.THREADS}" in source and f"#define PER_THREAD {pitch_copy.PER_THREAD}" in source
+    assert all(f"void __launch_bounds__(THREADS) {name}(" in source for name in pitch_copy.KERNELS.values())
+
+
+def test_the_pitch_copy_kernels_compile_for_hopper_with_one_load_and_store_width_each():
+    source = (builtin_template_dir() / pitch_copy.SOURCE).read_text()
+    sass = build_from_cu(source, ARCH, pitch_copy.SOURCE).sass
+    assert "LDG.E.U16" in sass and "STG.E.U16" in sass  # 2-byte elements: bf16, fp16
+    assert re.search(r"LDG\.E(\.CONSTANT)? ", sass) and re.search(r"STG\.E ", sass)  # 4-byte: FP32 C
 
 
 def test_the_family_s_launcher_pads_only_where_a_pitch_is_off(monkeypatch):
@@ -408,6 +436,7 @@ def test_the_family_s_launcher_pads_only_where_a_pitch_is_off(monkeypatch):
     monkeypatch.setattr(matmul_bf16, "_torch_stream", lambda: 0x5EED)
     monkeypatch.setattr(matmul_bf16, "_torch_context", lambda: None)
     monkeypatch.setattr(matmul_bf16, "_torch_zeros", _host_zeros)
+    monkeypatch.setattr(matmul_bf16, "_pitch_copier", lambda arch: SimpleNamespace(copy=pitch_copy.host_copy))
     shape = {"m": 200, "n": 131, "k": 70}
     config = FAMILY.complete({"bm": 64, "bn": 128, "consumers": 1, "epilogue": "direct"}, shape, ARCH)
     launch, job = _stand_in_job(FAMILY, config, shape)
@@ -419,9 +448,17 @@ def test_the_family_s_launcher_pads_only_where_a_pitch_is_off(monkeypatch):
     calls = launcher.inner.driver.calls
     (_, _, *rest_a), (_, _, *rest_b) = [call for call in calls if call[0] == "cuTensorMapEncodeTiled"]
     assert rest_a[2] == launcher.a.data_ptr() and rest_a[3:5] == [[72, 200], [144]]  # A: 200 rows of 72
-    assert rest_b[2] == launcher.b.data_ptr() and rest_b[3:5] == [[136, 72], [272]]  # B: 72 rows of 136
+    assert rest_b[2] == launcher.b.data_ptr() and rest_b[3:5] == [[136, 70], [272]]  # B: 70 rows of 136
     (_, geometry, _, values, _) = next(call for call in calls if call[0] == "cuLaunchKernel")
     assert values[2:] == [launcher.c.data_ptr(), 200, 136, 72] and geometry[:3] == launch.grid
+    # K alone off the pitch: only A is copied; B's map is the caller's K rows (the padded k-tile's rest is its fill)
+    shape = {"m": 200, "n": 136, "k": 70}
+    launcher = FAMILY.launcher(job, shape)
+    assert launcher.a is not None and launcher.b is None and launcher.c is None
+    b, c = np.ones((70, 136)).view(Matrix), np.zeros((200, 136)).view(Matrix)
+    launcher({"A": np.ones((200, 70)).view(Matrix), "B": b, "__out__": c})
+    (_, _, *rest_a), (_, _, *rest_b) = [c for c in launcher.inner.driver.calls if c[0] == "cuTensorMapEncodeTiled"]
+    assert rest_a[2] == launcher.a.data_ptr() and rest_b[2] == b.data_ptr() and rest_b[3:5] == [[136, 70], [272]]
 
 
 def test_ragged_m_and_the_brief_s_shapes_are_valid():
