@@ -24,9 +24,8 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
   warpgroup 0    setmaxnreg.dec to 40; one thread issues per k-tile one copy of A (box 64 × BM) and BN/64 copies of B
                  (boxes 64 × 64), after waiting for the stage's `empty` barrier and arming its `full` barrier with
                  the bytes to come (mbarrier.arrive.expect_tx)
-  warpgroups 1.. setmaxnreg.inc to 232 (two consumers), 240 (one) or 152 (three); wait on `full`, then 4 k16 steps
-                 × M_SUB wgmma per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's
-                 stage
+  warpgroups 1.. setmaxnreg.inc to 232 (two consumers) or 240 (one); wait on `full`, then 4 k16 steps × M_SUB wgmma
+                 per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's stage
                  (one arrival per warp on `empty`); at a tile's end wait_group 0 and store (see "the epilogues")
   schedule       cooperative: the consumers split each tile's rows (BM / consumers each); pingpong: each consumer
                  takes whole tiles, the block's alternately, skipping the other's k-tiles in the ring, and their main
@@ -212,10 +211,6 @@ BARRIER_BYTES = 8
 WARPGROUP = 128
 TARGET = "sm_90a"  # wgmma and setmaxnreg exist on this arch-specific target only
 MAX_ACCUMULATORS = 128  # FP32 accumulators per consumer thread: what 232 registers hold beside addresses
-# By consumer warpgroups: what setmaxnreg.inc asks for each consumer thread (the block's share once the producer
-# gave up its own: 128 × (40 + 3 × 152) <= 512 × 128 for three) and the FP32 accumulators those registers hold
-CONSUMER_REGISTERS = {1: 240, 2: 232, 3: 152}
-ACCUMULATOR_LIMITS = {1: MAX_ACCUMULATORS, 2: MAX_ACCUMULATORS, 3: 96}
 PRODUCER_REGISTERS = 40
 REGISTER_FILE = 65536  # 32-bit registers per SM (and per block)
 MAX_REGISTERS = 255  # per thread, ptxas's limit
@@ -276,20 +271,11 @@ class MatmulBF16(CudaFamily):
     # Defaults first: a 128×256 tile over two consumer warpgroups (128 accumulators each), four stages (192 KB) and
     # the TMA-store epilogue's staging (32 KB), persistent, grouped by 8 tile rows. The rest ascend.
     knobs = (
-        Knob(
-            "bm",
-            (128, 64, 256, 192),
-            "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups (192: three, or one consumer's)",
-        ),
+        Knob("bm", (128, 64, 256), "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups"),
         Knob("bn", (256, 64, 128, 192), "block tile columns: the N of each wgmma (B copied in 64-column boxes)"),
         Knob("bk", (BK,), "k-tile depth: 64 bf16, one 128-byte swizzled row (the only depth of this layout)"),
         Knob("stages", (4, 2, 3, 5, 6), "shared-memory stages in the ring: tensor copies in flight ahead of wgmma"),
-        Knob(
-            "consumers",
-            (2, 1, 3),
-            "consumer warpgroups (block = 128 × (1 + consumers) threads; three hold 152 registers each, so at most 96 "
-            "accumulators: a 192 × 192 tile at most)",
-        ),
+        Knob("consumers", (2, 1), "consumer warpgroups (block = 128 × (1 + consumers) threads)"),
         Knob(
             "cluster",
             (1, 2, 4),
@@ -374,11 +360,6 @@ class MatmulBF16(CudaFamily):
         return self.m_sub(config) * config["bn"] // 2
 
     @staticmethod
-    def max_accumulators(config: Config) -> int:
-        """The FP32 accumulators a consumer thread's registers hold beside its addresses and counters."""
-        return ACCUMULATOR_LIMITS[config["consumers"]]
-
-    @staticmethod
     def staging_bytes(config: Config) -> int:
         """The TMA-store epilogue's shared memory: two 8 KB chunks of C per consumer warpgroup (none for direct)."""
         return config["consumers"] * STAGING_CHUNKS * CHUNK_BYTES if config["epilogue"] == "tma" else 0
@@ -396,14 +377,13 @@ class MatmulBF16(CudaFamily):
     @staticmethod
     def consumer_registers(config: Config) -> int:
         """What setmaxnreg.inc asks for each consumer thread: the block's share once the producer gave up its own."""
-        return CONSUMER_REGISTERS[config["consumers"]]
+        return 232 if config["consumers"] == 2 else 240
 
     @staticmethod
     def launch_registers(config: Config) -> int:
         """Registers per thread at launch, as ptxas 13 sets them for a kernel with setmaxnreg (read off the
         compiles; the tests hold it): the consumers' count, capped by __launch_bounds__(threads, 1) at 65536 / threads
-        rounded down to 8 (a warp's registers come in 256s) and at 255: 168 for 384 threads, 240 for 256, 128 for
-        512."""
+        rounded down to 8 (a warp's registers come in 256s) and at 255: 168 for 384 threads, 240 for 256."""
         cap = min(MAX_REGISTERS, REGISTER_FILE // MatmulBF16.threads(config) // 8 * 8)
         return min(cap, MatmulBF16.consumer_registers(config))
 
@@ -432,11 +412,11 @@ class MatmulBF16(CudaFamily):
                 f"bm={c['bm']} does not split into 64-row wgmma tiles over {sharers} consumer warpgroups "
                 f"(a multiple of {64 * sharers})"
             )
-        elif self.accumulators(c) > self.max_accumulators(c):
+        elif self.accumulators(c) > MAX_ACCUMULATORS:
             split = "(bm / consumers / 64)" if sharers > 1 else "(bm / 64, a whole tile per consumer)"
             out.append(
                 f"each consumer thread would hold {self.accumulators(c)} FP32 accumulators ({split} "
-                f"× bn / 2), over the {self.max_accumulators(c)} that fit its {self.consumer_registers(c)} registers"
+                f"× bn / 2), over the {MAX_ACCUMULATORS} that fit its {self.consumer_registers(c)} registers"
             )
         if c.get("schedule") == "pingpong" and c["consumers"] != 2:
             out.append(f"schedule=pingpong alternates tiles between two consumer warpgroups, not {c['consumers']}")
@@ -485,10 +465,9 @@ class MatmulBF16(CudaFamily):
             "stream_k=1 needs persistent=1, schedule=cooperative and cluster=1 (one block per SM, every one resident "
             "while the blocks wait for each other's partial sums)",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
-            f"consumer thread ({ACCUMULATOR_LIMITS[3]} with three consumers, whose registers are fewer)",
-            f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 240, 232 or 152 for one, two or three) registers "
-            "<= threads × the registers the block launches with (240 for 256 threads, 168 for 384, 128 for 512): "
-            "always true in this space",
+            "consumer thread",
+            f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
+            "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
             "shared memory 1024 + stages × ((bm + bn) × 64 × 2 + 16) bytes (+ consumers × 2 × 8192 staging bytes "
             "with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit (227 KB)",
             "any M, N, K: ragged edges are zero-filled by the copy engine and guarded in the stores or clipped by the "

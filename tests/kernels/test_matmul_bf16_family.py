@@ -79,14 +79,6 @@ COVER = [
         "epilogue": "direct",
     },
     {"bm": 128, "bn": 128, "stages": 3, "cluster": 4, "multicast": 1, "schedule": "pingpong"},
-    # 192-row tiles: three consumer warpgroups of one m64 each (152 registers, at most 96 accumulators), or one
-    # consumer (or a ping-pong consumer) of three
-    {"bm": 192, "bn": 192, "consumers": 3, "stages": 3},
-    {"bm": 192, "bn": 128, "consumers": 3, "stages": 4, "cluster": 4, "multicast": 1},
-    {"bm": 192, "bn": 64, "consumers": 3, "stages": 5, "cluster": 2, "multicast": 1, "epilogue": "direct"},
-    {"bm": 192, "bn": 64, "consumers": 1, "stages": 4},
-    {"bm": 192, "bn": 64, "stages": 4, "schedule": "pingpong"},
-    {"bm": 192, "bn": 192, "consumers": 3, "stages": 3, "stream_k": 1},
 ]
 
 
