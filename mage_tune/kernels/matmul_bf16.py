@@ -173,9 +173,10 @@ along the tile row and B along the column halves each block's copies): 3000 × 5
 against the pair's 1.12 × (records/h200-2026-12-03-quad.tar.xz). Its GPU tests
 (test_quads_share_a_along_rows_and_b_along_columns_at_ragged_edges, the cover and repeat tests) passed on an H200.
 Any K and N run: where one is not a multiple of 8 (a tensor map's row pitch is a multiple of 16 bytes), the launcher
-runs the variant on zero-padded copies of A, B and C (PaddedLauncher), and the copies are part of what is timed. At
-2900 × 4700 × 3100 a search's best ran 215.97 µs against cuBLAS BF16's 465.62, which falls off the pitch too; the
-copies took about 90 µs of it (the same config runs 131.42 at 2900 × 4704 × 3104; records/h200-2026-12-04-pitch).
+runs the variant on zero-padded copies (PaddedLauncher: A where K is off the pitch, B and C where N is), made by a
+row-pitch copy kernel (pitch_copy.py), and the copies are part of what is timed. At 2900 × 4700 × 3100 a 128 × 256
+quad runs 188.00 µs against cuBLAS BF16's 466.18, which falls off the pitch too: 133.15 at 2900 × 4704 × 3104, so
+the copies take about 55 µs (torch's strided copies took 90; records/h200-2026-12-04-copies).
 matmul-f16's GPU tests passed there too, and its search at 3000 × 4096 × 3584, started from matmul-bf16's shipped
 trials, ended at 1.002 × cuBLAS FP16.
 """
@@ -472,7 +473,8 @@ class MatmulBF16(CudaFamily):
             "with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit (227 KB)",
             "any M, N, K: ragged edges are zero-filled by the copy engine and guarded in the stores or clipped by the "
             "tensor store; where K or N is not a multiple of 8 (a tensor map's row pitch is a multiple of 16 bytes) "
-            "the variant runs on zero-padded copies of A, B and C (PaddedLauncher), the copies timed with it",
+            "the variant runs on zero-padded copies of A (K off) or B and C (N off) (PaddedLauncher), the copies "
+            "timed with it",
         ]
 
     def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:

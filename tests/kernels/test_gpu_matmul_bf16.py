@@ -249,7 +249,8 @@ def test_shapes_under_one_box(shape):
     _check(SPEC_FP32, shape, tma)
 
 
-# K or N off a tensor map's 16-byte pitch (not multiples of 8): run on zero-padded copies (PaddedLauncher)
+# K or N off a tensor map's 16-byte pitch (not multiples of 8): run on zero-padded copies (PaddedLauncher), made by the
+# row-pitch copy kernel (pitch_copy.py)
 OFF_PITCH = [{"m": 1000, "n": 517, "k": 261}, {"m": 333, "n": 200, "k": 101}, {"m": 130, "n": 67, "k": 64}]
 PADDED = [
     {},
