@@ -273,7 +273,12 @@ class MatmulBF16(CudaFamily):
     # the TMA-store epilogue's staging (32 KB), persistent, grouped by 8 tile rows. The rest ascend.
     knobs = (
         Knob("bm", (128, 64, 256), "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups"),
-        Knob("bn", (256, 64, 128, 192), "block tile columns: the N of each wgmma (B copied in 64-column boxes)"),
+        Knob(
+            "bn",
+            (256, 64, 128, 192, 160, 224),
+            "block tile columns: the N of each wgmma (B copied in 64-column boxes, the last one whole where bn is not "
+            "a multiple of 64: tiles that fit a ragged N)",
+        ),
         Knob("bk", (BK,), "k-tile depth: 64 bf16, one 128-byte swizzled row (the only depth of this layout)"),
         Knob("stages", (4, 2, 3, 5, 6), "shared-memory stages in the ring: tensor copies in flight ahead of wgmma"),
         Knob("consumers", (2, 1), "consumer warpgroups (block = 128 × (1 + consumers) threads)"),
@@ -361,6 +366,11 @@ class MatmulBF16(CudaFamily):
         return self.m_sub(config) * config["bn"] // 2
 
     @staticmethod
+    def b_columns(config: Config) -> int:
+        """B's columns in a stage: bn rounded up to whole 64-column boxes (a last box is copied whole)."""
+        return _cdiv(config["bn"], 64) * 64
+
+    @staticmethod
     def staging_bytes(config: Config) -> int:
         """The TMA-store epilogue's shared memory: two 8 KB chunks of C per consumer warpgroup (none for direct)."""
         return config["consumers"] * STAGING_CHUNKS * CHUNK_BYTES if config["epilogue"] == "tma" else 0
@@ -370,7 +380,7 @@ class MatmulBF16(CudaFamily):
         """Dynamic shared memory: the stages of A (bm × 64) and B (64 × bn), their two mbarriers each, the
         epilogue's staging chunks, 1024 bytes to align the first stage, and with pingpong the two mbarriers by which
         the consumers' main loops take turns."""
-        stage = (config["bm"] + config["bn"]) * BK * BF16
+        stage = (config["bm"] + MatmulBF16.b_columns(config)) * BK * BF16
         staging = MatmulBF16.staging_bytes(config)
         turns = 2 * BARRIER_BYTES if config.get("schedule") == "pingpong" else 0
         return SWIZZLE_ATOM + config["stages"] * (stage + 2 * BARRIER_BYTES) + staging + turns
@@ -433,7 +443,8 @@ class MatmulBF16(CudaFamily):
             staging = self.staging_bytes(c)
             plus = f" plus epilogue=tma's staging, consumers × 2 × 8192 = {staging} bytes," if staging else ""
             out.append(
-                f"shared memory stages × (bm + bn) × 64 × 2 bytes,{plus} with barriers and alignment, = {smem} B "
+                f"shared memory stages × (bm + bn in whole 64-column boxes) × 64 × 2 bytes,{plus} with barriers and "
+                f"alignment, = {smem} B "
                 f"exceeds the {limit} B a block may opt into on {target.name}"
             )
         if c["multicast"] and c["cluster"] == 1:
@@ -469,8 +480,8 @@ class MatmulBF16(CudaFamily):
             "consumer thread",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
             "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
-            "shared memory 1024 + stages × ((bm + bn) × 64 × 2 + 16) bytes (+ consumers × 2 × 8192 staging bytes "
-            "with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit (227 KB)",
+            "shared memory 1024 + stages × ((bm + bn rounded up to 64) × 64 × 2 + 16) bytes (+ consumers × 2 × 8192 "
+            "staging bytes with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit (227 KB)",
             "any M, N, K: ragged edges are zero-filled by the copy engine and guarded in the stores or clipped by the "
             "tensor store; where K or N is not a multiple of 8 (a tensor map's row pitch is a multiple of 16 bytes) "
             "the variant runs on zero-padded copies of A (K off) or B and C (N off) (PaddedLauncher), the copies "

@@ -67,6 +67,15 @@ COVER = [
         "persistent": 0,
         "epilogue": "direct",
     },
+    # bn not a multiple of 64: the last B box copied whole, wgmma reads part of it; C's columns past the last whole
+    # store chunk stored from registers
+    {"bn": 224},
+    {"bn": 160, "stages": 5, "cluster": 4, "multicast": 1},
+    {"bm": 64, "bn": 224, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "direct"},
+    {"bm": 64, "bn": 160, "consumers": 1, "stages": 6, "cluster": 2, "persistent": 0},
+    {"bm": 64, "bn": 224, "stages": 3, "schedule": "pingpong"},
+    {"bm": 64, "bn": 160, "schedule": "pingpong", "epilogue": "direct"},
+    {"bn": 160, "stream_k": 1},
 ]
 # Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
 STREAM_K = [
@@ -348,6 +357,7 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"cluster": 4, "multicast": 1},
         {"stream_k": 1},  # split K, but summed in a fixed order: still the same bits
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "direct", "stream_k": 1},
+        {"bn": 224, "cluster": 4, "multicast": 1},  # a last B box copied whole, a tail of C from registers
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

@@ -79,6 +79,15 @@ COVER = [
         "epilogue": "direct",
     },
     {"bm": 128, "bn": 128, "stages": 3, "cluster": 4, "multicast": 1, "schedule": "pingpong"},
+    # bn not a multiple of 64: the last B box copied whole, wgmma reads part of it; C's columns past the last whole
+    # store chunk stored from registers
+    {"bn": 224},
+    {"bn": 160, "stages": 5, "cluster": 4, "multicast": 1},
+    {"bm": 64, "bn": 224, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "direct"},
+    {"bm": 64, "bn": 160, "consumers": 1, "stages": 6, "cluster": 2, "persistent": 0},
+    {"bm": 64, "bn": 224, "stages": 3, "schedule": "pingpong"},
+    {"bm": 64, "bn": 160, "schedule": "pingpong", "epilogue": "direct"},
+    {"bn": 160, "stream_k": 1},
 ]
 
 
@@ -114,12 +123,12 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
         assert ".tnspB" in variant.artifact.sass and "p, 1, 1, 0, 1;" in variant.source, label
         # one tensor copy of A and one per 64-column box of B (multicast into both blocks of a pair; in a 2 × 2
         # cluster A's half too, into both blocks of the tile row)
-        boxes, quad = config["bn"] // 64, config["cluster"] == 4
+        boxes, quad = -(-config["bn"] // 64), config["cluster"] == 4
         copies = {"load": 1, "multicast": boxes} if config["multicast"] else {"load": 1 + boxes}
         if quad:
             copies = {"multicast": 1 + boxes}
-        if config["epilogue"] == "tma":  # and one tensor store per 64 × 64 chunk of the consumer's rows
-            copies["store"] = m_sub * boxes
+        if config["epilogue"] == "tma":  # and one tensor store per whole 64 × 64 chunk of the consumer's rows (a
+            copies["store"] = m_sub * (config["bn"] // 64)  # last, narrower one is stored from registers)
         assert census.sass.bulk == census.ptx.bulk == copies, label
         # full and empty barriers per stage, the producer's arrival with its bytes, the consumers' releases (in the
         # loop and at the tile's end; into both blocks of a pair with multicast, through mapa)
@@ -261,8 +270,9 @@ def test_the_tma_epilogue_refuses_configs_whose_staging_passes_the_shared_memory
     assert FAMILY.violations(direct, SHAPE, ARCH) == [] and FAMILY.shared_bytes(direct) == 205904
     tma = {**direct, "epilogue": "tma"}
     sentence = (
-        "shared memory stages × (bm + bn) × 64 × 2 bytes, plus epilogue=tma's staging, consumers × 2 × 8192 = 32768 "
-        "bytes, with barriers and alignment, = 238672 B exceeds the 232448 B a block may opt into on sm_90a"
+        "shared memory stages × (bm + bn in whole 64-column boxes) × 64 × 2 bytes, plus epilogue=tma's staging, "
+        "consumers × 2 × 8192 = 32768 bytes, with barriers and alignment, = 238672 B exceeds the 232448 B a block "
+        "may opt into on sm_90a"
     )
     assert FAMILY.violations(tma, SHAPE, ARCH) == [sentence]
     with pytest.raises(ConfigError, match="epilogue=tma's staging"):
