@@ -176,7 +176,12 @@ Any K and N run: where one is not a multiple of 8 (a tensor map's row pitch is a
 runs the variant on zero-padded copies (PaddedLauncher: A where K is off the pitch, B and C where N is), made by a
 row-pitch copy kernel (pitch_copy.py), and the copies are part of what is timed. At 2900 × 4700 × 3100 a 128 × 256
 quad runs 188.00 µs against cuBLAS BF16's 466.18, which falls off the pitch too: 133.15 at 2900 × 4704 × 3104, so
-the copies take about 55 µs (torch's strided copies took 90; records/h200-2026-12-04-copies).
+the copies take about 55 µs (torch's strided copies took 90; records/h200-2026-12-04-ragged). Tiles of 160 and 224
+columns fit a ragged N better (B's last box copied whole, wgmma reading part of it; C's columns past the last whole
+store chunk stored from registers): at the unseen 5000 × 2600 × 4000 a search found the 224-column quad, 0.994 ×
+cuBLAS BF16 (1.052 × without it), and at 2900 × 4704 × 3104 a 224-column pair runs 1.077 × (1.097 ×); 192-row tiles
+over three consumer warpgroups were correct but slower at every ragged shape tried, and were taken out (same
+records).
 matmul-f16's GPU tests passed there too, and its search at 3000 × 4096 × 3584, started from matmul-bf16's shipped
 trials, ended at 1.002 × cuBLAS FP16.
 """
