@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call's checks of matmul-bf16 at K or N off a tensor map's 16-byte pitch (not multiples of 8), where the
-# variant runs on zero-padded copies of A, B and C (PaddedLauncher), under $OUT (default /tmp/w). From the repository
+# variant runs on zero-padded copies (PaddedLauncher: A where K is off, B and C where N is), under $OUT (default /tmp/w). From the repository
 # root, after `source .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH MAGE_TUNE_CACHE=/tmp/mtc`:
 #
 #   OUT=$OUT/pitch bash benchmarks/gpu/off_pitch_checks.sh      (at most 560 s of steps: a call of its own)

@@ -1,7 +1,7 @@
 // Row-pitch copies for matmul-bf16's shapes whose K or N is off a tensor map's 16-byte pitch: a matrix copied into
 // one whose rows are further apart (the padding written with zeros), and back. A grid row takes one matrix row at a
-// time and consecutive threads take consecutive elements, so both sides are read and written in whole lines
-// whatever their alignment; each thread keeps PER_THREAD loads in flight before it stores.
+// time and consecutive threads take consecutive elements, so a warp reads and writes 64 (or 128) contiguous bytes on
+// either side, whatever a row's alignment; each thread keeps PER_THREAD loads in flight before it stores.
 //
 // dst[r][c] = c < width ? src[r][c] : 0, for every r < rows and c < columns (width <= columns); pitches in elements.
 

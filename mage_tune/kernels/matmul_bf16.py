@@ -21,9 +21,10 @@ default for A). B is K×N row-major, so N-major: wgmma reads it with imm-trans-b
 Both are copied with the 128-byte swizzle; BK = 64 bf16 = one 128-byte swizzle row.
 
 The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barrier protocol and layouts):
-  warpgroup 0    setmaxnreg.dec to 40; one thread issues per k-tile one copy of A (box 64 × BM) and BN/64 copies of B
-                 (boxes 64 × 64), after waiting for the stage's `empty` barrier and arming its `full` barrier with
-                 the bytes to come (mbarrier.arrive.expect_tx)
+  warpgroup 0    setmaxnreg.dec to 40; one thread issues per k-tile one copy of A (box 64 × BM) and ceil(BN/64)
+                 copies of B (boxes 64 × 64, a last one whole where BN is 160 or 224), after waiting for the
+                 stage's `empty` barrier and arming its `full` barrier with the bytes to come
+                 (mbarrier.arrive.expect_tx)
   warpgroups 1.. setmaxnreg.inc to 232 (two consumers) or 240 (one); wait on `full`, then 4 k16 steps × M_SUB wgmma
                  per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's stage
                  (one arrival per warp on `empty`); at a tile's end wait_group 0 and store (see "the epilogues")
@@ -140,6 +141,8 @@ The epilogues (knob `epilogue`):
                  so the store of the previous chunk has read the other staging chunk, which the next chunk overwrites:
                  one store is in flight while the next chunk is written. The tensor store clips rows and columns
                  outside C (no per-element guards); chunks that start outside C are skipped by the whole warpgroup.
+                 Where BN is not a multiple of a chunk's width (BF16 out at bn=160 or 224), the columns past the last
+                 whole chunk are stored from registers as the direct epilogue does, guarded by row < M and col < N.
                  Before exiting, the issuing thread waits cp.async.bulk.wait_group 0. Costs 2 × 8 KB of shared memory
                  per consumer warpgroup, refused where the stages leave no room for it.
 
@@ -154,8 +157,10 @@ staging chunk), third, before C's pointer: seven parameters instead of six.
 
 What only the hardware can confirm (the descriptors, the swizzle agreement of the operands and of the epilogue's
 staging chunks with C's map, the barrier protocols of both schedules, with and without multicast, the fragment
-layout, the ctypes launch) is checked by tests/kernels/test_gpu_matmul_bf16.py: every knob value at ragged shapes
-against a float64 reference, repeats and graph replays bit-identical (passed on an H200). The CPU checks what it can:
+layout, the ctypes launch, and that wgmma reads the first BN % 64 columns of B's last 128-byte-swizzled N-major box
+where BN is 160 or 224: no source we cite says so, and CUTLASS's layouts use such atoms only whole) is checked by
+tests/kernels/test_gpu_matmul_bf16.py: every knob value at ragged shapes against a float64 reference, repeats and
+graph replays bit-identical (passed on an H200). The CPU checks what it can:
 every config compiles for sm_90a with HGMMA, UTMALDG (and UTMASTG for epilogue=tma), the mbarrier operations and
 USETMAXREG in its SASS and no spills (tests/kernels/test_matmul_bf16_family.py).
 
@@ -179,9 +184,9 @@ quad runs 188.00 µs against cuBLAS BF16's 466.18, which falls off the pitch too
 the copies take about 55 µs (torch's strided copies took 90; records/h200-2026-12-04-ragged). Tiles of 160 and 224
 columns fit a ragged N better (B's last box copied whole, wgmma reading part of it; C's columns past the last whole
 store chunk stored from registers): at the unseen 5000 × 2600 × 4000 a search found the 224-column quad, 0.994 ×
-cuBLAS BF16 (1.052 × without it), and at 2900 × 4704 × 3104 a 224-column pair runs 1.077 × (1.097 ×); 192-row tiles
-over three consumer warpgroups were correct but slower at every ragged shape tried, and were taken out (same
-records).
+cuBLAS BF16 (a search there without them ended at 1.052 ×), and at 2900 × 4704 × 3104 a 224-column pair runs
+1.077 × (1.097 ×); 192-row tiles over three consumer warpgroups were correct but slower at every ragged shape tried,
+and were taken out (same records).
 matmul-f16's GPU tests passed there too, and its search at 3000 × 4096 × 3584, started from matmul-bf16's shipped
 trials, ended at 1.002 × cuBLAS FP16.
 """
@@ -280,7 +285,7 @@ class MatmulBF16(CudaFamily):
         Knob("bm", (128, 64, 256), "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups"),
         Knob(
             "bn",
-            (256, 64, 128, 192, 160, 224),
+            (256, 64, 128, 160, 192, 224),
             "block tile columns: the N of each wgmma (B copied in 64-column boxes, the last one whole where bn is not "
             "a multiple of 64: tiles that fit a ragged N)",
         ),
@@ -489,8 +494,8 @@ class MatmulBF16(CudaFamily):
             "staging bytes with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit (227 KB)",
             "any M, N, K: ragged edges are zero-filled by the copy engine and guarded in the stores or clipped by the "
             "tensor store; where K or N is not a multiple of 8 (a tensor map's row pitch is a multiple of 16 bytes) "
-            "the variant runs on zero-padded copies of A (K off) or B and C (N off) (PaddedLauncher), the copies "
-            "timed with it",
+            "the variant runs on zero-padded copies (PaddedLauncher: A where K is off, B and C where N is), the "
+            "copies timed with it",
         ]
 
     def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
@@ -532,6 +537,8 @@ class MatmulBF16(CudaFamily):
             "out_name": self.in_type.label if out_half else "FP32",
             "out_bytes": self.out_bytes,
             "chunk_cols": SWIZZLE_ROW // self.out_bytes,  # columns of C in one staging chunk's 128-byte row
+            # columns past the last whole chunk, stored from registers (none: the kernel has no such code)
+            "tail_cols": c["bn"] % (SWIZZLE_ROW // self.out_bytes) if c["epilogue"] == "tma" else 0,
             "producer_registers": PRODUCER_REGISTERS,
             "consumer_registers": self.consumer_registers(c),
             "pingpong": c.get("schedule") == "pingpong",
@@ -942,7 +949,7 @@ class TensorMapLauncher:
             first = ctypes.addressof(maps) + (-ctypes.addressof(maps)) % TENSOR_MAP_ALIGN
             targets = [first + i * TENSOR_MAP_BYTES for i in range(self.maps)]
             self.encode(targets[0], a, m, k, self.box_rows, self.in_dtype)  # A: M rows of K, boxes 64 × bm (/ 2: quad)
-            self.encode(targets[1], b, self.b_rows, n, BK, self.in_dtype)  # B: K rows of N, boxes 64 × 64
+            self.encode(targets[1], b, self.b_rows, n, BK, self.in_dtype)  # B: b_rows of N, boxes 64 × 64
             if self.maps == 3:  # C: M rows of N, boxes of one staging chunk (64 rows × 128 bytes)
                 self.encode(targets[2], c, m, n, CHUNK_ROWS, self.out_dtype)
             scalars = (ctypes.c_uint64(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k))

@@ -70,7 +70,7 @@ COVER = [
     # bn not a multiple of 64: the last B box copied whole, wgmma reads part of it; C's columns past the last whole
     # store chunk stored from registers
     {"bn": 224},
-    {"bn": 160, "stages": 5, "cluster": 4, "multicast": 1},
+    {"bn": 160, "stages": 5, "cluster": 4, "multicast": 1, "epilogue": "direct"},  # 5 stages leave no staging room
     {"bm": 64, "bn": 224, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "direct"},
     {"bm": 64, "bn": 160, "consumers": 1, "stages": 6, "cluster": 2, "persistent": 0},
     {"bm": 64, "bn": 224, "stages": 3, "schedule": "pingpong"},
