@@ -99,6 +99,7 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
 
 PIPE_BOUND = 0.6  # a pipe or memory at this fraction of its peak or more bounds the kernel
 TAIL_BOUND = 0.2  # otherwise a last wave that leaves this share of the SMs' time idle or more bounds it
+EDGE_SHOWN = 0.005  # the share of the tiles' area past a ragged output's edges that the bound line names
 
 
 def compute_dtype(census: dict) -> str | None:
@@ -189,6 +190,7 @@ def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | N
         # a matmul's output tiles, read from the knobs where no family code says (a record never loads it)
         units, what = math.ceil(shape["m"] / config["bm"]) * math.ceil(shape["n"] / config["bn"]), "tiles"
     waves = math.ceil(units / workers)
+    knobs = family.with_defaults(config) if family is not None and "source" not in config else config
     return {
         "units": units,
         "what": what,
@@ -196,7 +198,17 @@ def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | N
         "waves": units / workers,
         "last_full": units / workers - waves + 1,
         "idle": 1 - units / (waves * workers),
+        "edge": _edge_share(knobs, shape),
     }
+
+
+def _edge_share(config: dict, shape: dict) -> float | None:
+    """The share of a matmul's output tiles (bm × bn knobs) that lies past C's M rows and N columns: work its blocks
+    do on zeros at a ragged shape, beside the last wave's idle SMs; None where the knobs or dims do not say."""
+    if not all(isinstance(config.get(k), int) and config[k] > 0 for k in ("bm", "bn")) or not {"m", "n"} <= set(shape):
+        return None
+    m, n, bm, bn = shape["m"], shape["n"], config["bm"], config["bn"]
+    return 1 - m * n / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn)
 
 
 def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> str:
@@ -227,6 +239,8 @@ def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> 
             f"last wave {tail['last_full']:.0%} full ({tail['units']} {tail['what']} over {tail['workers']} resident "
             f"blocks, {tail['waves']:.2f} waves)"
         )
+        if tail.get("edge") and tail["edge"] >= EDGE_SHOWN:
+            cells.append(f"tiles {tail['edge']:.0%} past the output's edges")
     else:
         cells.append("waves unknown (no grid or occupancy)")
     return f"bound: {b['bound']}; " + "; ".join(cells)

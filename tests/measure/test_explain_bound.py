@@ -53,7 +53,18 @@ def test_matmul_bf16_is_tensor_pipe_bound():
     )
     # the family's own tile count, where its code is named, agrees
     named = bound_fractions(record, best, t, "mage_tune/kernels/matmul_bf16.py")
-    assert named["tail"] == tail
+    assert named["tail"] == tail and tail["edge"] == 0  # 128 × 256 tiles fit 4096² exactly
+
+
+def test_tiles_past_a_ragged_output_s_edges_are_named():
+    record = read_json(MATMUL)
+    best, t = _best(record)
+    record["shape"] = {"m": 2900, "n": 4704, "k": 3104}  # 23 × 19 tiles of 128 × 256: 2944 × 4864 for 2900 × 4704
+    tail = bound_fractions(record, best, t)["tail"]
+    assert tail["units"] == 23 * 19 and tail["edge"] == pytest.approx(1 - 2900 * 4704 / (2944 * 4864))
+    assert bound_line(record, best, t).endswith("3.31 waves); tiles 5% past the output's edges")
+    record["shape"] = {"m": 4096, "n": 4096, "k": 3104}
+    assert "past the output's edges" not in bound_line(record, best, t)
 
 
 def test_layernorm_is_memory_bound_without_a_pipe_fraction():
