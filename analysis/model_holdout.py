@@ -23,9 +23,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from mage_tune.arch import get_arch
 from mage_tune.census.features import spearman
 from mage_tune.errors import MageError
 from mage_tune.kernels.registry import load_family
+from mage_tune.problem import Problem
 from mage_tune.search import sources
 from mage_tune.tuning import learned
 from mage_tune.tuning.db import Entry
@@ -36,6 +38,7 @@ from archives import RecordsError, campaigns, local_all
 from mage_tune.outputs import refuse_existing
 
 TOP = 5
+H200_TARGETS = ("sm_90", "sm_90a")  # the records' targets: sm_90a for the arch-specific Hopper families
 
 
 def entries_from(folders: list[Path], family: str) -> list[Entry]:
@@ -52,7 +55,7 @@ def entries_from(folders: list[Path], family: str) -> list[Entry]:
         except MageError as error:  # an unfinished run directory: said, then left out
             print(f"model_holdout.py: skipped {trials.parent}: {error}", file=sys.stderr)
     for run, rows in loaded:
-        if run.family != family or run.arch != "sm_90":
+        if run.family != family or run.arch not in H200_TARGETS:
             continue
         for r in rows:
             e = Entry(run, r["number"], r["config"], r["outcome"], r["value"], r.get("census") or {}, "")
@@ -78,13 +81,14 @@ def holdout(family_name: str, entries: list[Entry], min_trials: int, seed: int =
         if len(best_per_config) < min_trials:
             continue
         train = [e for e in entries if json.dumps(e.run.shape, sort_keys=True) != key]
-        model = learned.fit(learned.training_rows(family, "sm_90", train), with_census=False, seed=seed)
+        arch = get_arch(held[0].run.arch)
+        model = learned.fit(learned.training_rows(family, arch, train), with_census=False, seed=seed)
         if model is None:
             continue
         shape = json.loads(key)
         configs = [json.loads(c) for c in best_per_config]
         times = list(best_per_config.values())
-        predicted = model.predict([learned.features(family, c, shape, "sm_90", None) for c in configs])
+        predicted = model.predict([learned.features(Problem(family, shape, arch), c, None) for c in configs])
         best = min(times)
         top = sorted(range(len(configs)), key=lambda i: predicted[i])[:TOP]
         random_regret = statistics.mean(

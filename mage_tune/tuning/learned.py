@@ -12,7 +12,12 @@ record imported without census simply has those columns missing.
 
 Two models are fitted from the same rows: one without census features, which ranks thousands of configs before
 any compile, and one with them, which re-ranks the few compiled. The launch features (blocks, waves, the share of
-the last wave) come from the family's `launch` and the Arch, so they cost nothing per candidate.
+the last wave) come from the family's `launch` and the Arch, so they cost nothing per candidate; so do the work
+features (the family's work units, a persistent grid's tiles, in waves over its blocks, and the share of bm × bn
+tiles inside a ragged output), which a persistent grid's one wave of blocks hides. With them the held-out ranking
+(`python analysis/model_holdout.py --family matmul --family matmul-bf16 --family layernorm`, the records of
+2026-12-04) went from median rho 0.71 to 0.75 for matmul and 0.86 to 0.87 for matmul-bf16 (mean top-5 regret 1.011
+to 1.008), layer norm unchanged (0.76).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ def launch_features(problem: Problem, config: Config) -> dict[str, float]:
     per_sm = occupancy(problem.arch, threads, 0, launch.dynamic_shared).blocks_per_sm
     slots = max(1, per_sm) * problem.arch.sms
     waves = blocks / slots
-    return {
+    out = {
         "log2_blocks": math.log2(max(1, blocks)),
         "threads": float(threads),
         "dynamic_shared": float(launch.dynamic_shared),
@@ -56,6 +61,25 @@ def launch_features(problem: Problem, config: Config) -> dict[str, float]:
         "waves": waves,
         "last_wave_share": blocks / (math.ceil(waves) * slots) if blocks else 0.0,
     }
+    return out | work_features(problem, config, min(blocks, slots))
+
+
+def work_features(problem: Problem, config: Config, workers: int) -> dict[str, float]:
+    """Where the family counts the work its blocks walk (work_units: a persistent grid's tiles, stream-K's k-tiles),
+    its waves over the resident blocks and the share of the last one, which a persistent grid's own waves (one)
+    hide; and where its tiles are bm × bn of an m × n output, the share of their area inside it."""
+    out: dict[str, float] = {}
+    family, shape = problem.family, problem.shape
+    if hasattr(family, "work_units") and workers:
+        units, _ = family.work_units(config, shape)
+        unit_waves = units / workers
+        out["work_waves"] = unit_waves
+        out["work_last_wave_share"] = units / (math.ceil(unit_waves) * workers) if units else 0.0
+    bm, bn = config.get("bm"), config.get("bn")
+    if isinstance(bm, int) and isinstance(bn, int) and bm > 0 and bn > 0 and {"m", "n"} <= set(shape):
+        m, n = shape["m"], shape["n"]
+        out["tile_area_inside"] = m * n / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn)
+    return out
 
 
 def features(problem: Problem, config: Config, census: dict | None) -> dict[str, float]:

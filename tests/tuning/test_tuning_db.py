@@ -26,6 +26,7 @@ import pytest
 
 from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
+from mage_tune.problem import Problem
 from mage_tune.search import sources
 from mage_tune.tuning import learned
 from mage_tune.tuning.db import Entry, TuningDB, shape_distance
@@ -353,6 +354,22 @@ def test_the_model_learns_times_over_the_fastest_baseline_of_each_run():
     assert [r.target for r in learned.training_rows(family, get_arch("sm_90"), bare)] == pytest.approx(
         [lt - mean for lt in logs]
     )
+
+
+def test_the_model_sees_a_persistent_grid_s_tile_waves_and_the_tiles_past_a_ragged_edge():
+    """A persistent grid is one wave of blocks whatever the shape: the features that tell a ragged shape's configs
+    apart are the family's work units over the resident blocks and the tiles' area inside the output."""
+    problem = Problem(get_family("matmul-bf16"), {"m": 5000, "n": 2600, "k": 4000}, get_arch("sm_90a"))
+    family = problem.family
+    wide = learned.features(problem, family.with_defaults({"bn": 224, "cluster": 4, "multicast": 1}), None)
+    narrow = learned.features(problem, family.with_defaults({"bn": 192, "cluster": 4, "multicast": 1}), None)
+    assert wide["waves"] == narrow["waves"] == 1  # one block per SM of the arch's 132
+    assert wide["work_waves"] == pytest.approx(40 * 12 / 132) and narrow["work_waves"] == pytest.approx(40 * 14 / 132)
+    assert wide["work_last_wave_share"] == pytest.approx(480 / (4 * 132))
+    assert wide["tile_area_inside"] == pytest.approx(5000 * 2600 / (5120 * 2688))
+    assert narrow["tile_area_inside"] == pytest.approx(5000 * 2600 / (5120 * 2688))  # 14 × 192 = 12 × 224 = 2688
+    layernorm = Problem(get_family("layernorm"), {"m": 4096, "d": 768}, get_arch("sm_90"))
+    assert "tile_area_inside" not in learned.features(layernorm, layernorm.family.with_defaults({}), None)
 
 
 def test_the_default_database_sits_beside_the_compile_cache_not_in_it(tmp_path, monkeypatch):
