@@ -38,18 +38,22 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  the same consumer of each block (4 warps × 2 blocks)
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
                  min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
-  stream_k       1 (persistent, cooperative, no cluster): the grid is every SM (or one block per k-tile where there
-                 are fewer); the tiles of the full waves go whole as above, and the k-tiles of the tiles left over
-                 are numbered tile by tile and dealt out evenly, block b taking [T·b/G, T·(b+1)/G) of the T. A block
-                 walks its share's segments (one per tile it touches) from the last to the first: only the last can
-                 stop short of its tile's end, so it has at most one partial sum to give, and gives it first (its
-                 workspace slot of bm × bn floats, then its flag up by st.release.gpu). The segment holding a tile's
-                 last k-tile finishes it: for each lower block holding an earlier part, nearest first and skipping
-                 empty shares, one thread spins on its flag (ld.acquire.gpu), the consumers meet at a named barrier,
-                 add its slot, meet again, and the flag is lowered for the next launch; then the tile is stored. Waits
-                 point only to lower blocks, which give before they wait, and every block of a grid of at most one
-                 per SM is resident: every wait ends. The sums are added in a fixed order: launches are bit-identical.
-                 The launcher allocates the workspace (G slots and G zeroed flags) once, on torch's device
+  stream_k       1 (persistent, cooperative): the grid is every SM (or one block per k-tile where there are fewer).
+                 The walkers are the blocks, or with multicast the clusters (a pair's or a quad's blocks walk the same
+                 work items, each its own tile of them). The items of the full waves go whole as above, and the
+                 k-tiles of the items left over are numbered item by item and dealt out evenly, walker b taking
+                 [T·b/G, T·(b+1)/G) of the T. A walker walks its share's segments (one per item it touches) from the
+                 last to the first: only the last can stop short of its item's end, so a block has at most one
+                 partial sum to give, and gives it first (its workspace slot of bm × bn floats, then its flag up by
+                 st.release.gpu). The segment holding an item's last k-tile finishes it: for each lower walker
+                 holding an earlier part, nearest first and skipping empty shares, one thread spins on the flag of
+                 that walker's block of its own rank (ld.acquire.gpu), the consumers meet at a named barrier, add its
+                 slot, meet again, and the flag is lowered for the next launch; then the tile is stored. Waits point
+                 only to lower walkers, which give before they wait, and every block of a grid of at most one per SM
+                 (clusters cut to those the device holds at once) is resident: every wait ends. The sums are added
+                 in a fixed order: launches are bit-identical. With clusters the wave is the resident clusters' (the
+                 tile-count quantization a 2 × 2 group of tiles makes worst). The launcher allocates the workspace
+                 (a slot and a zeroed flag per block) once, on torch's device
   cluster        2: blocks launch in pairs (__cluster_dims__); 4 (with multicast): in 2 × 2 groups of tiles. A
                  persistent grid of clusters is cut, at launch, to the clusters the device holds at once
                  (cuOccupancyMaxActiveClusters): a cluster's blocks share a GPC, and where its SM count is not a
@@ -330,8 +334,8 @@ class MatmulBF16(CudaFamily):
             "stream_k",
             (0, 1),
             "1: the tiles of the last, partial wave are split along K, their k-tiles dealt out evenly to every block "
-            "of a grid of one block per SM, the partial sums added through a workspace in global memory (stream-K); "
-            "needs persistent=1, the cooperative schedule and no cluster",
+            "(with multicast, every cluster) of a grid of one block per SM, the partial sums added through a "
+            "workspace in global memory (stream-K); needs persistent=1 and the cooperative schedule",
         ),
     )
 
@@ -464,14 +468,14 @@ class MatmulBF16(CudaFamily):
         if c.get("stream_k"):
             needs = [
                 f"{knob}={c[knob]}"
-                for knob, allowed in (("persistent", 1), ("schedule", "cooperative"), ("cluster", 1))
+                for knob, allowed in (("persistent", 1), ("schedule", "cooperative"))
                 if c[knob] != allowed
             ]
             if needs:
                 out.append(
-                    "stream_k=1 shares the last wave's k-tiles among the blocks of a persistent grid, one block "
-                    "per SM, and splits tiles between the consumers: it needs persistent=1, schedule=cooperative "
-                    f"and cluster=1, not {', '.join(needs)}"
+                    "stream_k=1 shares the last wave's k-tiles among the blocks (or clusters) of a persistent grid, "
+                    "one block per SM, and splits tiles between the consumers: it needs persistent=1 and "
+                    f"schedule=cooperative, not {', '.join(needs)}"
                 )
         return out
 
@@ -484,8 +488,8 @@ class MatmulBF16(CudaFamily):
             "schedule=pingpong needs consumers=2 (with persistent=0 a block has one tile: the second consumer idles)",
             "multicast=1 needs cluster=2 (the pair shares B) or 4 (a 2 × 2 group shares A along its rows and B along "
             "its columns); cluster=4 needs multicast=1",
-            "stream_k=1 needs persistent=1, schedule=cooperative and cluster=1 (one block per SM, every one resident "
-            "while the blocks wait for each other's partial sums)",
+            "stream_k=1 needs persistent=1 and schedule=cooperative (one block per SM, every one resident while the "
+            "blocks wait for each other's partial sums)",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
             "consumer thread",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
@@ -506,9 +510,11 @@ class MatmulBF16(CudaFamily):
             blocks = 2 * _cdiv(shape["m"], 2 * config["bm"]) * _cdiv(shape["n"], config["bn"])
         else:
             blocks = _cdiv(self.tiles(config, shape), cluster) * cluster
-        if config.get("stream_k"):  # every SM, however few tiles: the k-tiles are what is shared out
-            tiles = self.tiles(config, shape)
-            blocks = min(arch.sms, tiles * _cdiv(shape["k"], BK))
+        if config.get("stream_k"):  # every SM, however few tiles: the k-tiles of the work items are shared out
+            # at most a walker per k-tile of each work item: a tile, or a cluster's pair or quad of tiles
+            walking = blocks if config["multicast"] else self.tiles(config, shape)
+            shares = walking * _cdiv(shape["k"], BK)
+            blocks = min(arch.sms // cluster * cluster, _cdiv(shares, cluster) * cluster)
         elif config["persistent"]:
             blocks = min(blocks, max(cluster, arch.sms // cluster * cluster))
         return Launch(blocks, self.threads(config), self.shared_bytes(config))

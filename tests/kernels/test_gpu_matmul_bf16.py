@@ -84,6 +84,22 @@ STREAM_K = [
     {"bn": 192, "stages": 3, "epilogue": "direct", "stream_k": 1},
     {"bm": 256, "bn": 128, "stages": 3, "raster": 0, "stream_k": 1},
     {"bm": 128, "bn": 64, "consumers": 1, "stages": 5, "epilogue": "direct", "raster": 16, "stream_k": 1},
+    # clusters: blocks in pairs each walking its own tiles; a pair or a quad walking its tiles together, the slot
+    # and flag of each block of a walker, the lower block of an odd pair and the quad's blocks past M or N idle
+    {"bm": 64, "bn": 128, "consumers": 1, "stages": 3, "cluster": 2, "stream_k": 1},
+    {"cluster": 2, "multicast": 1, "stream_k": 1},
+    {"bn": 224, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "direct", "stream_k": 1},
+    {"bn": 224, "cluster": 4, "multicast": 1, "stream_k": 1},
+    {
+        "bm": 64,
+        "bn": 64,
+        "consumers": 1,
+        "stages": 2,
+        "cluster": 4,
+        "multicast": 1,
+        "epilogue": "direct",
+        "stream_k": 1,
+    },
 ]
 # Ping-pong consumers over its wgmma loop shapes, both epilogues, a cluster with and without multicast, one tile per
 # block (persistent=0)
@@ -358,6 +374,8 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"stream_k": 1},  # split K, but summed in a fixed order: still the same bits
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "direct", "stream_k": 1},
         {"bn": 224, "cluster": 4, "multicast": 1},  # a last B box copied whole, a tail of C from registers
+        {"bn": 224, "cluster": 2, "multicast": 1, "stream_k": 1},  # stream-K walked by pairs, then quads
+        {"cluster": 4, "multicast": 1, "stream_k": 1},
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

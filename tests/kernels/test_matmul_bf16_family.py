@@ -311,7 +311,7 @@ def test_other_archs_are_refused_in_a_sentence(arch):
         ({"bm": 64, "consumers": 2}, "bm=64 does not split into 64-row wgmma tiles over 2 consumer warpgroups"),
         ({"multicast": 1, "cluster": 1}, "multicast=1 shares copies between the blocks of a cluster: it needs "),
         ({"multicast": 0, "cluster": 4}, "cluster=4 is the 2 × 2 group of tiles whose blocks share A and B"),
-        ({"multicast": 1, "cluster": 4, "stream_k": 1}, "stream_k=1 shares the last wave's k-tiles"),
+        ({"persistent": 0, "stream_k": 1}, "stream_k=1 shares the last wave's k-tiles"),
         ({"bm": 128, "bn": 256, "stages": 4}, None),
         ({"bm": 64, "bn": 64, "consumers": 1, "stages": 6}, None),
     ],

@@ -53,11 +53,12 @@ int main(int argc, char** argv) {
         for (int block = 0; block < c[1]; ++block) {
             blockIdx.x = block;
             const long long first = share_start(tail, block, gridDim.x), end = share_start(tail, block + 1, gridDim.x);
+            const int first_work = block, work_step = gridDim.x;  // the kernel's names for the walker and the count
             int walk = block, tile, k0, k1;
             long long cursor = end;
             printf("%%s[", block ? "," : "");
             bool first_segment = true;
-            while (next_segment(walk, whole, cursor, first, k_tiles, tile, k0, k1)) {
+            while (next_segment(walk, work_step, whole, cursor, first, k_tiles, tile, k0, k1)) {
                 printf("%%s[%%d, %%d, %%d, [", first_segment ? "" : ",", tile, k0, k1);
                 first_segment = false;
                 if (k1 == k_tiles && k0 > 0) {  // the finishing block's additions, as the kernel loops over them
@@ -86,15 +87,15 @@ def walks(tmp_path_factory):
     if host_compiler() is None:
         pytest.skip("no g++ with C++20 <barrier> here")
     source = FAMILY.render(FAMILY.with_defaults(STREAM_K), {"m": 8192, "n": 8192, "k": 2048})
-    start = source.index("// Tail k-tile where block b's share starts")
+    start = source.index("// Tail k-tile where walker b's share starts")
     end = source.index("// The consumer warpgroups' own barrier")
     walk = source[start:end]
     assert "share_start" in walk and "next_segment" in walk
     # the finishing segment's loop over the blocks it adds, as the kernel has it, each addition recorded instead
-    start = source.index("for (int b = blockIdx.x - 1;; --b) {")
+    start = source.index("for (int b = first_work - 1;; --b) {")
     loop = source[start : source.index("if (b_first <= tile_first) break;", start)]
-    assert "wait_flag(flags + b)" in loop and "continue;" in loop
-    adds = loop.split("if (me == 0) wait_flag(flags + b);")[0]
+    assert "wait_flag(flags + giver)" in loop and "continue;" in loop
+    adds = loop.split("const int giver =")[0]
     additions = (
         adds + 'printf("%s%d", first_add ? "" : ",", b);\nfirst_add = false;\nif (b_first <= tile_first) break;\n}'
     )
@@ -150,10 +151,15 @@ def test_a_block_gives_away_at_most_one_partial_sum_before_it_waits_and_waits_on
                     assert given[0] == tile and given[2] < case["k_tiles"]
 
 
-def test_stream_k_needs_a_persistent_cooperative_grid_without_clusters():
+PAIR = {"cluster": 2, "multicast": 1}
+QUAD = {"cluster": 4, "multicast": 1}
+
+
+def test_stream_k_needs_a_persistent_cooperative_grid():
     shape = {"m": 8192, "n": 8192, "k": 2048}
-    assert FAMILY.violations(FAMILY.with_defaults(STREAM_K), shape, ARCH) == []
-    for change in ({"persistent": 0}, {"schedule": "pingpong", "bn": 128}, {"cluster": 2}):
+    for clusters in ({}, {"cluster": 2}, PAIR, QUAD):  # the walkers: blocks, or clusters that share copies
+        assert FAMILY.violations(FAMILY.with_defaults({**STREAM_K, **clusters}), shape, ARCH) == []
+    for change in ({"persistent": 0}, {"schedule": "pingpong", "bn": 128}):
         problems = FAMILY.violations(FAMILY.with_defaults({**STREAM_K, **change}), shape, ARCH)
         (knob,) = change.keys() - {"bn"}
         assert any("stream_k=1" in p and f"{knob}={change[knob]}" in p for p in problems), problems
@@ -170,10 +176,24 @@ def test_the_grid_is_every_sm_however_few_the_tiles(shape, blocks):
 
 
 @pytest.mark.parametrize(
+    ("clusters", "shape", "blocks"),
+    [(PAIR, {"m": 2900, "n": 4704, "k": 3104}, 132), (QUAD, {"m": 2900, "n": 4704, "k": 3104}, 132),
+     (PAIR, {"m": 256, "n": 256, "k": 128}, 2 * 2), (QUAD, {"m": 128, "n": 256, "k": 128}, 4 * 2),
+     ({"cluster": 2}, {"m": 128, "n": 256, "k": 192}, 4)],
+)  # fmt: skip
+def test_clusters_of_stream_k_fill_the_sms_in_whole_clusters(clusters, shape, blocks):
+    """Whole clusters over every SM, or a walker per k-tile of the work items (a pair's two tiles, a quad's four,
+    the lower or past-the-edge ones idle) where there are fewer; the launch cuts the grid to the resident clusters."""
+    config = FAMILY.with_defaults({**STREAM_K, **clusters})
+    assert FAMILY.launch(config, shape, ARCH).grid == (blocks, 1, 1)
+
+
+@pytest.mark.parametrize(
     "config",
-    [STREAM_K, {**STREAM_K, "epilogue": "direct", "bn": 192}, {**STREAM_K, "bm": 64, "bn": 128, "consumers": 1}],
-    ids=["tma", "direct", "one-consumer"],
-)
+    [STREAM_K, {**STREAM_K, "epilogue": "direct", "bn": 192}, {**STREAM_K, "bm": 64, "bn": 128, "consumers": 1},
+     {**STREAM_K, **PAIR, "bn": 224}, {**STREAM_K, **QUAD}],
+    ids=["tma", "direct", "one-consumer", "pair", "quad"],
+)  # fmt: skip
 def test_stream_k_compiles_its_exchange_without_spills(config):
     """The partial sums go out and come back as plain global stores and loads (one per accumulator), the flag up by
     a GPU-scope release (a MEMBAR.GPU before a strong store) and polled by a GPU-scope acquire; nothing spills."""

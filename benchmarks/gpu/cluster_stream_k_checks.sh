@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call's checks of matmul-bf16's stream-K walked by clusters (a multicast pair or quad shares the last
+# wave's k-tiles as one walker), under $OUT (default /tmp/w). From the repository root, after
+# `source .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH MAGE_TUNE_CACHE=/tmp/mtc`:
+#
+#   OUT=$OUT/sk bash benchmarks/gpu/cluster_stream_k_checks.sh [MxNxK ...]
+#
+#   gpu.log            the GPU tests of stream-K (every walker kind at ragged shapes), repeats and the cover
+#   bench-MxNxK.json   configs/mm_bf16_cluster_stream_k.json (pairs and quads with and without stream-K, 160- to
+#                      256-column tiles) beside cuBLAS BF16
+# Each step has its own time limit and leaves its log whatever the others do.
+out=${OUT:-/tmp/w}
+mkdir -p "$out"
+here=$(dirname "$0")
+source "$here/step.sh"  # step LOG SECONDS COMMAND...
+
+step gpu.log 200 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 4 --dist load \
+  -k "stream_k or bit_identical or cover" -p no:cacheprovider
+if ! grep -q "failed\|error" "$out/gpu.log"; then
+  shapes=("$@")
+  [ ${#shapes[@]} -eq 0 ] && shapes=(2900x4704x3104 5000x2600x4000 8192x8192x2048)
+  for shape in "${shapes[@]}"; do
+    IFS=x read -r m n k <<< "$shape"
+    step "bench-$shape.log" 70 python -m mage_tune bench matmul-bf16 --m "$m" --n "$n" --k "$k" \
+      --configs "$here/configs/mm_bf16_cluster_stream_k.json" --baselines torch --rounds 5 --out "$out/bench-$shape.json"
+  done
+fi
