@@ -22,7 +22,7 @@ Both are copied with the 128-byte swizzle; BK = 64 bf16 = one 128-byte swizzle r
 
 The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barrier protocol and layouts):
   warpgroup 0    setmaxnreg.dec to 40; one thread issues per k-tile one copy of A (box 64 × BM) and ceil(BN/64)
-                 copies of B (boxes 64 × 64, a last one whole where BN is 160 or 224), after waiting for the
+                 copies of B (boxes 64 × 64, a last one whole where BN is not a multiple of 64), after waiting for the
                  stage's `empty` barrier and arming its `full` barrier with the bytes to come
                  (mbarrier.arrive.expect_tx)
   warpgroups 1.. setmaxnreg.inc to 232 (two consumers) or 240 (one); wait on `full`, then 4 k16 steps × M_SUB wgmma
@@ -145,7 +145,7 @@ The epilogues (knob `epilogue`):
                  so the store of the previous chunk has read the other staging chunk, which the next chunk overwrites:
                  one store is in flight while the next chunk is written. The tensor store clips rows and columns
                  outside C (no per-element guards); chunks that start outside C are skipped by the whole warpgroup.
-                 Where BN is not a multiple of a chunk's width (BF16 out at bn=160 or 224), the columns past the last
+                 Where BN is not a multiple of a chunk's width (64 BF16 or 32 FP32 columns), the columns past the last
                  whole chunk are stored from registers as the direct epilogue does, guarded by row < M and col < N.
                  Before exiting, the issuing thread waits cp.async.bulk.wait_group 0. Costs 2 × 8 KB of shared memory
                  per consumer warpgroup, refused where the stages leave no room for it.
@@ -162,7 +162,7 @@ staging chunk), third, before C's pointer: seven parameters instead of six.
 What only the hardware can confirm (the descriptors, the swizzle agreement of the operands and of the epilogue's
 staging chunks with C's map, the barrier protocols of both schedules, with and without multicast, the fragment
 layout, the ctypes launch, and that wgmma reads the first BN % 64 columns of B's last 128-byte-swizzled N-major box
-where BN is 160 or 224: no source we cite says so, and CUTLASS's layouts use such atoms only whole) is checked by
+where BN is not a multiple of 64: no source we cite says so, and CUTLASS's layouts use such atoms only whole) is checked by
 tests/kernels/test_gpu_matmul_bf16.py: every knob value at ragged shapes against a float64 reference, repeats and
 graph replays bit-identical (passed on an H200). The CPU checks what it can:
 every config compiles for sm_90a with HGMMA, UTMALDG (and UTMASTG for epilogue=tma), the mbarrier operations and
@@ -289,9 +289,10 @@ class MatmulBF16(CudaFamily):
         Knob("bm", (128, 64, 256), "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups"),
         Knob(
             "bn",
-            (256, 64, 128, 160, 192, 224),
-            "block tile columns: the N of each wgmma (B copied in 64-column boxes, the last one whole where bn is not "
-            "a multiple of 64: tiles that fit a ragged N)",
+            (256, *range(64, 256, 8)),
+            "block tile columns: the N of each wgmma, any multiple of 8 from 64 to 256 (B copied in 64-column boxes, "
+            "the last one whole where bn is not a multiple of 64), so that a tile count can fill whole waves of SMs "
+            "and fit a ragged N",
         ),
         Knob("bk", (BK,), "k-tile depth: 64 bf16, one 128-byte swizzled row (the only depth of this layout)"),
         Knob("stages", (4, 2, 3, 5, 6), "shared-memory stages in the ring: tensor copies in flight ahead of wgmma"),

@@ -101,10 +101,14 @@ def nearest_seeds(problem: Problem, entries: list[Entry]) -> list[Seed]:
     return out
 
 
-def new_value_seeds(problem: Problem, entries: list[Entry], near: list[Seed]) -> tuple[list[Seed], str]:
+def new_value_seeds(
+    problem: Problem, entries: list[Entry], near: list[Seed], model: learned.TimeModel | None = None
+) -> tuple[list[Seed], str]:
     """The best nearest config with each knob value no entry has taken (records from before a knob existed count
     at its default), so what the template gained since the records is measured in the first trials; and a note
-    naming those values ("" when there are none)."""
+    naming those values ("" when there are none). Where there are more than NEW_VALUE_PICKS, the model (trained
+    without census features) picks the ones it expects fastest here: of the 19 tile widths a knob gained at once,
+    the few that fill this shape's waves, not the first few in the knob's order."""
     if not near:
         return [], ""
     family = problem.family
@@ -117,7 +121,13 @@ def new_value_seeds(problem: Problem, entries: list[Entry], near: list[Seed]) ->
     fresh = {k.name: [v for v in k.domain if v not in taken[k.name]] for k in family.knobs}
     near_keys = {config_key(s.config) for s in near}
     found = neighbours(family, [(base.source, base.config)], problem.shape, problem.arch, near_keys, "new value", fresh)
-    picks = list(itertools.islice(found, NEW_VALUE_PICKS))
+    if model is None:
+        picks = list(itertools.islice(found, NEW_VALUE_PICKS))
+    else:
+        every = list(found)
+        times = model.predict([learned.features(problem, n.config, None) for n in every]) if every else []
+        ranked = sorted(range(len(every)), key=lambda i: times[i])  # stable: ties keep the knob's order
+        picks = [every[i] for i in ranked[:NEW_VALUE_PICKS]]
     values = ", ".join(f"{n.knob}={n.value}" for n in picks)
     note = f"{len(picks)} with knob values the database has not measured: {values}" if picks else ""
     return [Seed(n.config, n.source) for n in picks], note
@@ -141,10 +151,15 @@ def random_valid(problem: Problem, count: int, seed: int) -> list[Config]:
 
 
 def model_seeds(
-    problem: Problem, entries: list[Entry], taken: list[Config], workers: int, seed: int
+    problem: Problem,
+    rows: list[learned.Row],
+    plain: learned.TimeModel | None,
+    taken: list[Config],
+    workers: int,
+    seed: int,
 ) -> tuple[list[Seed], str, learned.TimeModel | None]:
-    rows = learned.training_rows(problem.family, problem.arch, entries)
-    plain = learned.fit(rows, with_census=False, seed=seed)
+    """The model's picks among a random sample of valid configs: ranked by `plain` (fitted on `rows` without census
+    features), the best compiled and censused, and ranked again by a model with census features."""
     if plain is None:
         runs = len({r.run for r in rows})
         need = f"needs {learned.MIN_ROWS} over {learned.MIN_RUNS}"
@@ -212,12 +227,14 @@ def plan(
     if not usable:
         return cold_start(problem)
     near = nearest_seeds(problem, usable)
-    fresh, fresh_note = new_value_seeds(problem, usable, near)
+    rows = learned.training_rows(family, problem.arch, usable)
+    plain = learned.fit(rows, with_census=False, seed=seed or 0)
+    fresh, fresh_note = new_value_seeds(problem, usable, near, plain)
     shapes = len(measured_by_shape(usable))
     notes.append(f"warm start: {len(near)} config(s) from the nearest of {shapes} measured shape(s)")
     if fresh_note:
         notes.append(fresh_note)
     taken = [s.config for s in near + fresh]
-    modelled, note, model = model_seeds(problem, usable, taken, workers, seed or 0)
+    modelled, note, model = model_seeds(problem, rows, plain, taken, workers, seed or 0)
     notes.append(note)
     return WarmStart(tuple(near + fresh + modelled), tuple(notes), model)

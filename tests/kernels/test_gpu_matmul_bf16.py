@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_matmul_bf16_family import FINE_COLUMNS
 
 from mage_tune.arch import get_arch
 from mage_tune.problem import Problem
@@ -30,6 +31,24 @@ ARCH = get_arch("sm_90a")
 RAGGED = [{"m": 200, "n": 136, "k": 72}, {"m": 1000, "n": 520, "k": 264}]
 
 pytestmark = pytest.mark.gpu
+
+
+def _two_per_width(settings: list[dict]) -> list[dict]:
+    """Two of the CPU cover's configs for each fine bn value, their wgmma loops and other knobs taken in turn: one
+    with each epilogue (the TMA store's tail of C from registers, the direct stores' last partial column groups)."""
+    by_width: dict[int, list[dict]] = {}
+    for s in settings:
+        by_width.setdefault(s["bn"], []).append(s)
+    out = []
+    for bn, group in by_width.items():
+        first = (bn // 8) % len(group)
+        out.append({**group[first], "epilogue": "tma"})
+        out.append({**group[(first + 1) % len(group)], "epilogue": "direct"})
+    return out
+
+
+# bn values not a multiple of 32 (and 96): the last B box read in part, C's tail from registers
+FINE = _two_per_width(FINE_COLUMNS)
 
 # Every value of every knob at least once, and every (bm, consumers, bn) (as in the CPU tests).
 COVER = [
@@ -76,6 +95,7 @@ COVER = [
     {"bm": 64, "bn": 224, "stages": 3, "schedule": "pingpong"},
     {"bm": 64, "bn": 160, "schedule": "pingpong", "epilogue": "direct"},
     {"bn": 160, "stream_k": 1},
+    *FINE,
 ]
 # Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
 STREAM_K = [
@@ -376,6 +396,7 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"bn": 224, "cluster": 4, "multicast": 1},  # a last B box copied whole, a tail of C from registers
         {"bn": 224, "cluster": 2, "multicast": 1, "stream_k": 1},  # stream-K walked by pairs, then quads
         {"cluster": 4, "multicast": 1, "stream_k": 1},
+        {"bn": 216, "cluster": 2, "multicast": 1},  # 24 columns of the last box read, 24 of C's from registers
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

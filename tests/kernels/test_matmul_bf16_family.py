@@ -34,6 +34,40 @@ SHAPE = {"m": 4096, "n": 4096, "k": 4096}
 RAGGED = {"m": 1000, "n": 520, "k": 264}
 FILE = str(Path(matmul_bf16.__file__))
 
+# The wgmma loops of each (bm, consumers, schedule), with the widest bn its accumulators allow.
+LOOPS = [
+    ({"bm": 128, "consumers": 2}, 256),
+    ({"bm": 64, "consumers": 1}, 256),
+    ({"bm": 64, "consumers": 2, "schedule": "pingpong"}, 256),
+    ({"bm": 128, "consumers": 1}, 128),
+    ({"bm": 256, "consumers": 2}, 128),
+]
+# The other knobs' settings the fine widths' configs take in turn: both epilogues, every cluster mode, stream-K (not
+# with ping-pong), one tile per block.
+TURNS = [
+    {},
+    {"epilogue": "direct", "cluster": 2, "multicast": 1},
+    {"cluster": 4, "multicast": 1, "stages": 3},
+    {"stream_k": 1, "epilogue": "direct"},
+    {"cluster": 2, "multicast": 1, "raster": 0},
+    {"persistent": 0, "stages": 2, "epilogue": "direct"},
+]
+
+
+def _fine_columns() -> list[dict]:
+    """bn values other than the multiples of 32 the cover below names, each with every wgmma loop it fits (the last
+    B box read in part, 8 to 56 of its columns; C's columns past the last whole store chunk from registers)."""
+    out = []
+    for bn in (bn for bn in range(72, 256, 8) if bn not in (128, 160, 192, 224)):
+        for loop, widest in LOOPS:
+            if bn <= widest:
+                turn = TURNS[len(out) % len(TURNS)]
+                out.append({**loop, "bn": bn, **({} if "schedule" in loop and "stream_k" in turn else turn)})
+    return out
+
+
+FINE_COLUMNS = _fine_columns()
+
 # Every value of every knob at least once, and every (bm, consumers, bn): the shapes of the wgmma loop.
 COVER = [
     {},  # the defaults: 128 × 256, two consumers, four stages, the TMA-store epilogue (230464 B, just inside 227 KB)
@@ -88,6 +122,7 @@ COVER = [
     {"bm": 64, "bn": 224, "stages": 3, "schedule": "pingpong"},
     {"bm": 64, "bn": 160, "schedule": "pingpong", "epilogue": "direct"},
     {"bn": 160, "stream_k": 1},
+    *FINE_COLUMNS,
 ]
 
 

@@ -184,7 +184,8 @@ def test_static_search_starts_from_the_nearest_shape_then_the_model(filled, tmp_
     assert kinds[: len(seeds)] == seeds and len(seeds) >= 15
     assert kinds[len(seeds) :] == ["polish"] * (20 - len(seeds))
     # Knob values no record took (the records hold no split-K, no A through registers, ...) are each tried on the
-    # nearest best config, the first six in knob order, changing only what their constraints need.
+    # nearest best config, six of them (the model's picks where one is fitted), changing only what their
+    # constraints need.
     taken: dict[str, set] = {}
     for _, _, config in _measured():
         for k, v in get_family("matmul").with_defaults(config).items():

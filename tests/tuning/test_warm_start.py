@@ -1,6 +1,8 @@
 """A search with nothing measured of its family and arch starts from the family's defaults, its author's pick, where
 they are valid at the shape (the database's seeds are tests/tuning/test_tuning_db.py's and test_shipped_data.py's)."""
 
+from types import SimpleNamespace
+
 from mage_tune.arch import get_arch
 from mage_tune.kernels.matmul_bf16 import FAMILY as BF16
 from mage_tune.problem import Problem
@@ -16,3 +18,27 @@ def test_with_nothing_measured_the_family_defaults_go_first_where_valid(monkeypa
     # The family refuses sm_80 (wgmma is sm_90a's): no seed, and the note says only that nothing was measured.
     refused = warm.plan(Problem(BF16, problem.shape, get_arch("sm_80")), [], "NVIDIA A100", False, 1, 0)
     assert refused.seeds == () and "defaults" not in refused.notes[0]
+
+
+class ByWidth:
+    """A stand-in time model: the nearer a config's bn to 216 (the tile width whose count fills 2900 × 4704's
+    waves), the faster."""
+
+    def predict(self, rows):
+        return [abs(row["knob:bn"] - 216) for row in rows]
+
+
+def test_many_new_knob_values_are_seeded_by_the_model_s_pick_else_in_knob_order():
+    """Records that hold only the 64-multiples and 160/224 leave 19 bn values new: with a model, the six it expects
+    fastest here are seeded; without one, the first six in knob and value order."""
+    problem = Problem(BF16, {"m": 2900, "n": 4704, "k": 3104}, get_arch("sm_90a"))
+    measured = [SimpleNamespace(config={**BF16.defaults(), "bn": bn}) for bn in (256, 64, 128, 160, 192, 224)]
+    near = [warm.Seed(BF16.defaults(), "nearest")]
+
+    def widths(model):
+        seeds, note = warm.new_value_seeds(problem, measured, near, model)
+        assert len(seeds) == warm.NEW_VALUE_PICKS and "knob values the database has not measured" in note
+        return [s.config["bn"] for s in seeds]
+
+    assert widths(ByWidth()) == [216, 208, 200, 232, 240, 184]  # ties in the knob's order
+    assert widths(None) == [256, 64, 72, 80, 88, 96]  # bm's two new values (bn kept, or the nearest valid), then bn's
