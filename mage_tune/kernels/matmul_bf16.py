@@ -162,9 +162,9 @@ staging chunk), third, before C's pointer: seven parameters instead of six.
 What only the hardware can confirm (the descriptors, the swizzle agreement of the operands and of the epilogue's
 staging chunks with C's map, the barrier protocols of both schedules, with and without multicast, the fragment
 layout, the ctypes launch, and that wgmma reads the first BN % 64 columns of B's last 128-byte-swizzled N-major box
-where BN is not a multiple of 64: no source we cite says so, and CUTLASS's layouts use such atoms only whole) is checked by
-tests/kernels/test_gpu_matmul_bf16.py: every knob value at ragged shapes against a float64 reference, repeats and
-graph replays bit-identical (passed on an H200). The CPU checks what it can:
+where BN is not a multiple of 64: no source we cite says so, and CUTLASS's layouts use such atoms only whole) is
+checked by tests/kernels/test_gpu_matmul_bf16.py: every knob value at ragged shapes against a float64 reference,
+repeats and graph replays bit-identical (passed on an H200). The CPU checks what it can:
 every config compiles for sm_90a with HGMMA, UTMALDG (and UTMASTG for epilogue=tma), the mbarrier operations and
 USETMAXREG in its SASS and no spills (tests/kernels/test_matmul_bf16_family.py).
 
@@ -190,7 +190,14 @@ columns fit a ragged N better (B's last box copied whole, wgmma reading part of 
 store chunk stored from registers): at the unseen 5000 × 2600 × 4000 a search found the 224-column quad, 0.994 ×
 cuBLAS BF16 (a search there without them ended at 1.052 ×), and at 2900 × 4704 × 3104 a 224-column pair runs
 1.077 × (1.097 ×); 192-row tiles over three consumer warpgroups were correct but slower at every ragged shape tried,
-and were taken out (same records).
+and were taken out (same records). Widths of any multiple of 8 (the last box read in part from 8 to 56 columns) and
+stream-K walked by clusters (a pair or quad shares the last wave's k-tiles as one walker) are correct on the GPU
+(records/h200-2026-12-04-wave-fill) but did not beat the 224-column pair at 2900 × 4704 × 3104: a 216-column pair,
+whose 264 pairs of tiles fill four waves of 66 clusters exactly, ran 122.62 µs against the 224-column pair's 119.55
+(cuBLAS 109.97), and stream-K took that pair from 120.83 to 127.60; the search there, with both, ended at the
+224-column pair, 1.080 × cuBLAS. cuBLAS's kernel there is NNT, 128 × 208: it computes C's transpose, so its 8-granular
+side lies along M (2900 = 14 × 208 - 12), and by that count its per-SM rate is within 1 % of ours: a transposed kernel
+is what is left to try.
 matmul-f16's GPU tests passed there too, and its search at 3000 × 4096 × 3584, started from matmul-bf16's shipped
 trials, ended at 1.002 × cuBLAS FP16.
 """
