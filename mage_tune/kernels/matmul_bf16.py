@@ -192,7 +192,8 @@ cuBLAS BF16 (a search there without them ended at 1.052 ×), and at 2900 × 4704
 1.077 × (1.097 ×); 192-row tiles over three consumer warpgroups were correct but slower at every ragged shape tried,
 and were taken out (same records). Widths of any multiple of 8 (the last box read in part from 8 to 56 columns) and
 stream-K walked by clusters (a pair or quad shares the last wave's k-tiles as one walker) are correct on the GPU
-(records/h200-2026-12-04-wave-fill) but did not beat the 224-column pair at 2900 × 4704 × 3104: a 216-column pair,
+(records/h200-2026-12-04-wave-fill), but odd multiples of 8 ran 2-4 % slower per tile than the next multiple of 16
+(the knob keeps multiples of 16), and neither beat the 224-column pair at 2900 × 4704 × 3104: a 216-column pair,
 whose 264 pairs of tiles fill four waves of 66 clusters exactly, ran 122.62 µs against the 224-column pair's 119.55
 (cuBLAS 109.97), and stream-K took that pair from 120.83 to 127.60; the search there, with both, ended at the
 224-column pair, 1.080 × cuBLAS. cuBLAS's kernel there is NNT, 128 × 208: it computes C's transpose, so its 8-granular
@@ -296,10 +297,11 @@ class MatmulBF16(CudaFamily):
         Knob("bm", (128, 64, 256), "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups"),
         Knob(
             "bn",
-            (256, *range(64, 256, 8)),
-            "block tile columns: the N of each wgmma, any multiple of 8 from 64 to 256 (B copied in 64-column boxes, "
+            (256, *range(64, 256, 16)),
+            "block tile columns: the N of each wgmma, any multiple of 16 from 64 to 256 (B copied in 64-column boxes, "
             "the last one whole where bn is not a multiple of 64), so that a tile count can fill whole waves of SMs "
-            "and fit a ragged N",
+            "and fit a ragged N (wgmma takes multiples of 8, but on an H200 one wave of 128 × bn tiles ran 2-4 % "
+            "slower at 200, 216, 232 and 248 than at the next multiple of 16)",
         ),
         Knob("bk", (BK,), "k-tile depth: 64 bf16, one 128-byte swizzled row (the only depth of this layout)"),
         Knob("stages", (4, 2, 3, 5, 6), "shared-memory stages in the ring: tensor copies in flight ahead of wgmma"),

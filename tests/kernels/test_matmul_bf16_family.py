@@ -56,14 +56,16 @@ TURNS = [
 
 def _fine_columns() -> list[dict]:
     """bn values other than the multiples of 32 the cover below names, each with every wgmma loop it fits (the last
-    B box read in part, 8 to 56 of its columns; C's columns past the last whole store chunk from registers)."""
+    B box read in part, 16 to 48 of its columns; C's columns past the last whole store chunk from registers). The
+    turns are dealt over every multiple of 8, which wgmma takes and the GPU ran, and the knob's widths kept."""
     out = []
     for bn in (bn for bn in range(72, 256, 8) if bn not in (128, 160, 192, 224)):
         for loop, widest in LOOPS:
             if bn <= widest:
                 turn = TURNS[len(out) % len(TURNS)]
                 out.append({**loop, "bn": bn, **({} if "schedule" in loop and "stream_k" in turn else turn)})
-    return out
+    widths = set(FAMILY.knob("bn").domain)
+    return [c for c in out if c["bn"] in widths]
 
 
 FINE_COLUMNS = _fine_columns()
