@@ -6,7 +6,7 @@ import json
 
 import click
 
-from mage_tune.arch import ARCH_NAMES, DEFAULT_ARCH, get_arch
+from mage_tune.arch import ARCH_NAMES
 from mage_tune.cli.options import COMPILER_OPTION_HELP, DEFINE_HELP, INCLUDE_HELP, BlockDims
 
 ARCHS = list(ARCH_NAMES)
@@ -95,7 +95,7 @@ def census(
     inputs = {"source_options": source, "ptxas_options": split_ptxas_options(ptxas_options)}
 
     if _is_family(target):
-        from mage_tune.cli.options import parse_shape, with_source_options
+        from mage_tune.cli.options import family_arch, parse_shape, with_source_options
         from mage_tune.errors import InputError
         from mage_tune.kernels import load_family
 
@@ -111,7 +111,7 @@ def census(
         fam = with_source_options(load_family(target), source if given else None)
         dims = {**parse_shape(shape_text), **{k: v for k, v in (("d", d), ("m", m), ("n", n), ("k", k_)) if v}}
         shape = fam.shape_from(dims)
-        target_arch = get_arch(arch or DEFAULT_ARCH)  # --arch's name becomes an Arch here, once
+        target_arch = family_arch(fam, arch)  # --arch's name becomes an Arch here, once
         config = fam.parse_settings(settings, shape, target_arch)
         variant = fam.build(config, shape, target_arch)
         found = census_artifact(variant.artifact, block=variant.block, param_names=list(variant.param_names))

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from mage_tune.cli.options import compile_options, family_and_shape, family_options
+from mage_tune.cli.options import compile_options, family_and_shape, family_arch, family_options
 
 
 @click.command()
@@ -89,7 +89,7 @@ def compare(
     result = run_compare(
         fam,
         shape,
-        arch=arch,
+        arch=family_arch(fam, arch),
         settings=list(settings),
         best=best,
         against=against,

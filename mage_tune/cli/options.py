@@ -8,8 +8,9 @@ import functools
 import re
 
 import click
+from click.core import ParameterSource
 
-from mage_tune.arch import DEFAULT_ARCH
+from mage_tune.arch import DEFAULT_ARCH, Arch, get_arch
 
 SHORT_DIMS = ("m", "n", "k", "d")
 
@@ -108,7 +109,11 @@ def family_options(func=None, *, arch_default: str = DEFAULT_ARCH):
                 default=arch_default,
                 show_default=True,
                 help="Target arch, e.g. sm_80, sm_89, sm_90"
-                + (", or auto (the GPU's)" if arch_default == "auto" else ""),
+                + (
+                    ", or auto (the GPU's)"
+                    if arch_default == "auto"
+                    else "; left at the default, the family's own target there (sm_90a for a Hopper-only family)"
+                ),
             ),
         ]
         for option in reversed(options):
@@ -116,6 +121,16 @@ def family_options(func=None, *, arch_default: str = DEFAULT_ARCH):
         return wrapper
 
     return decorate(func) if func is not None else decorate
+
+
+def family_arch(family, name: str | None) -> Arch:
+    """--arch as an Arch for `family`: where the option was left at its default (sm_90), the family's own target on
+    that arch, as a search on such a GPU builds it (an sm_90a-only family, matmul-bf16, means sm_90a); a name given
+    on the command line is taken as it is."""
+    arch = get_arch(name or DEFAULT_ARCH)
+    ctx = click.get_current_context(silent=True)
+    given = ctx is not None and name is not None and ctx.get_parameter_source("arch") != ParameterSource.DEFAULT
+    return arch if given else family.target_arch(arch)
 
 
 INCLUDE_HELP = "An include folder searched for the kernel's #include files (repeatable)."

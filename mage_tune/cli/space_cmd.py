@@ -10,8 +10,8 @@ import time
 
 import click
 
-from mage_tune.arch import Arch, get_arch
-from mage_tune.cli.options import compile_options, family_and_shape, family_options
+from mage_tune.arch import Arch
+from mage_tune.cli.options import compile_options, family_and_shape, family_arch, family_options
 
 JSON_HELP = (
     "JSON Lines, streamed as the space is walked (never held whole): first the family, origin, dims, shape, arch, "
@@ -54,8 +54,8 @@ def space(family, dims, arch, as_list, as_json, limit, exact):
     from mage_tune.textwidth import table as fit_table
     from mage_tune.textwidth import wrap
 
-    arch = get_arch(arch)  # --arch's name becomes an Arch here, once
     fam, shape = family_and_shape(family, dims)
+    arch = family_arch(fam, arch)  # --arch's name becomes an Arch here, once
     if as_json:
         _stream_json(fam, shape, arch, limit, exact)
         return
@@ -151,7 +151,7 @@ def render(family, dims, arch, source_options, settings):
     the launch options of the config); a CUDA family's compile options for the config, when it has any, follow
     the first line."""
     fam, shape = family_and_shape(family, dims, source_options)
-    arch = get_arch(arch)  # --arch's name becomes an Arch here, once
+    arch = family_arch(fam, arch)  # --arch's name becomes an Arch here, once
     config = fam.parse_settings(settings, shape, arch)
     click.echo(f"// {fam.name} {config} {shape} {arch}")
     flags = _compile_flags(fam, config, shape)

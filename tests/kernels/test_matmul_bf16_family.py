@@ -818,6 +818,21 @@ def test_space_lists_the_knobs_and_constraints():
     assert refused.exit_code == 0 and "0 valid configs" in refused.output
 
 
+@pytest.mark.parametrize("command", ["space", "render", "census"])
+def test_without_arch_the_commands_take_the_family_s_target(command):
+    """--arch left at its default (sm_90) means the family's own target there, sm_90a, as a search on an H100 or H200
+    builds it; --arch sm_90 given is taken as it is (space: 0 valid, census: refused, above)."""
+    out = CliRunner().invoke(cli, [command, FILE, "--shape", "m=1000,n=520,k=264"])
+    assert out.exit_code == 0, out.output
+    first = out.output.splitlines()[0]
+    if command == "space":
+        assert "sm_90a)" in first and f"{FAMILY.count_configs(RAGGED, ARCH)} valid configs" in out.output
+    elif command == "render":
+        assert first.endswith(" sm_90a") and "wgmma.mma_async" in out.output
+    else:
+        assert re.search(r"arch\s+sm_90a", out.output) and "HGMMA.64x256x16.F32.BF16" in out.output
+
+
 def test_census_of_a_variant_on_the_command_line():
     args = ["census", FILE, "--arch", ARCH, "--shape", "m=1000,n=520,k=264", "--set", "bm=64", "--set", "consumers=1"]
     out = CliRunner().invoke(cli, [*args, "--set", "bn=128", "--wide"])
