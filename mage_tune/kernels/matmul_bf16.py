@@ -427,11 +427,19 @@ class MatmulBF16(CudaFamily):
         return _cdiv(shape["m"], config["bm"]) * _cdiv(shape["n"], config["bn"])
 
     def work_units(self, config: Config, shape: Shape) -> tuple[int, str]:
-        """What the blocks share out, for explain's tail: tiles, or with stream_k=1 their k-tiles (the last wave's
-        are dealt out one by one, so only a k-tile's worth of the wave idles)."""
+        """What the blocks share out, for explain's tail and the time model's waves: tiles, or with stream_k=1 their
+        k-tiles (the last wave's are dealt out one by one, so only a k-tile's worth of the wave idles). A multicast
+        cluster walks its pair or 2 × 2 group of tiles together, so its tiles past M or N (the lower one of an odd
+        last pair, a quad's past the edge) hold a block each all the same: counted as the clusters' block slots."""
+        if config["multicast"]:
+            rows = _cdiv(shape["m"], 2 * config["bm"])
+            cols = _cdiv(shape["n"], 2 * config["bn"]) if config["cluster"] == 4 else _cdiv(shape["n"], config["bn"])
+            tiles, where = rows * cols * config["cluster"], f" in clusters of {config['cluster']}"
+        else:
+            tiles, where = self.tiles(config, shape), ""
         if config.get("stream_k"):
-            return self.tiles(config, shape) * _cdiv(shape["k"], BK), "k-tiles (stream-K)"
-        return self.tiles(config, shape), "tiles"
+            return tiles * _cdiv(shape["k"], BK), f"k-tiles{where} (stream-K)"
+        return tiles, f"tiles{where}"
 
     def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         c, out = config, []

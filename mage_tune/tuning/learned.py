@@ -17,7 +17,10 @@ features (the family's work units, a persistent grid's tiles, in waves over its 
 tiles inside a ragged output), which a persistent grid's one wave of blocks hides. With them the held-out ranking
 (`python analysis/model_holdout.py --family matmul --family matmul-bf16 --family layernorm`, the records of
 2026-12-04) went from median rho 0.71 to 0.75 for matmul and 0.86 to 0.87 for matmul-bf16 (mean top-5 regret 1.011
-to 1.008), layer norm unchanged (0.76).
+to 1.008), layer norm unchanged (0.76). matmul-bf16 counts a multicast cluster's tiles as block slots (its pair or
+2 × 2 group of tiles walked together, those past M or N holding a block all the same): with the records of
+h200-2026-12-04-wave-fill, held-out median rho 0.86 to 0.88 and mean top-5 regret 1.015 to 1.009 (`--family
+matmul-bf16`).
 """
 
 from __future__ import annotations

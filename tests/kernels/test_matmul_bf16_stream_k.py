@@ -284,6 +284,18 @@ def test_explain_counts_the_shared_k_tiles_as_the_tail():
     assert FAMILY.work_units(FAMILY.with_defaults({}), shape) == (2048, "tiles")
 
 
+def test_a_cluster_s_tiles_past_the_edges_still_take_block_slots():
+    """At 2900 × 4704 with 128 × 224 tiles (23 × 21), a multicast pair walks two tile rows at once (12 pairs of rows:
+    the last pair's lower tile past M) and a quad 2 × 2 groups (12 × 11: a last column past N too), so the waves are
+    of the clusters' block slots: 504 and 528 where the tiles are 483."""
+    shape = {"m": 2900, "n": 4704, "k": 3104}
+    units = lambda settings: FAMILY.work_units(FAMILY.with_defaults({"bn": 224, **settings}), shape)  # noqa: E731
+    assert units({}) == (483, "tiles") and units({"cluster": 2}) == (483, "tiles")
+    assert units(PAIR) == (12 * 21 * 2, "tiles in clusters of 2")
+    assert units(QUAD) == (12 * 11 * 4, "tiles in clusters of 4")
+    assert units({**QUAD, **STREAM_K}) == (12 * 11 * 4 * 49, "k-tiles in clusters of 4 (stream-K)")
+
+
 def test_a_device_with_fewer_sms_than_the_grid_is_refused_before_any_launch(monkeypatch):
     """The grid is one block per SM of the arch's part (132 on sm_90) and its blocks wait on lower ones: on a device
     with fewer SMs (an H100 PCIe's 114, a MIG slice) a wait could never end, so the workspace is never made."""
