@@ -12,16 +12,12 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step LOG SECONDS COMMAND...
+source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_shapes CONFIGS SECONDS MxNxK...
 
 step gpu.log 150 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 4 --dist load \
   -k "every_knob or pingpong or stream_k or quads or bit_identical or tma_epilogue" -p no:cacheprovider
 if ! grep -q "failed\|error" "$out/gpu.log"; then
   shapes=("$@")
   [ ${#shapes[@]} -eq 0 ] && shapes=(2900x4704x3104 5000x2600x4000)
-  for shape in "${shapes[@]}"; do
-    IFS=x read -r m n k <<< "$shape"
-    step "bench-$shape.log" 60 python -m mage_tune bench matmul-bf16 --m "$m" --n "$n" --k "$k" \
-      --configs "$here/configs/mm_bf16_odd_n_tiles.json" --baselines torch --rounds 5 --out "$out/bench-$shape.json"
-  done
+  bench_shapes "$here/configs/mm_bf16_odd_n_tiles.json" 60 "${shapes[@]}"
 fi

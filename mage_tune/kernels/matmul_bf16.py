@@ -426,15 +426,21 @@ class MatmulBF16(CudaFamily):
     def tiles(config: Config, shape: Shape) -> int:
         return _cdiv(shape["m"], config["bm"]) * _cdiv(shape["n"], config["bn"])
 
+    @staticmethod
+    def cluster_blocks(config: Config, shape: Shape) -> int:
+        """With multicast, the blocks of the clusters that walk the tiles: one per pair of tile rows (the lower tile
+        of an odd last pair idles), or per 2 × 2 group of tiles (its tiles past M or N idle), times the cluster."""
+        rows = _cdiv(shape["m"], 2 * config["bm"])
+        cols = _cdiv(shape["n"], 2 * config["bn"]) if config["cluster"] == 4 else _cdiv(shape["n"], config["bn"])
+        return rows * cols * config["cluster"]
+
     def work_units(self, config: Config, shape: Shape) -> tuple[int, str]:
         """What the blocks share out, for explain's tail and the time model's waves: tiles, or with stream_k=1 their
         k-tiles (the last wave's are dealt out one by one, so only a k-tile's worth of the wave idles). A multicast
         cluster walks its pair or 2 × 2 group of tiles together, so its tiles past M or N (the lower one of an odd
         last pair, a quad's past the edge) hold a block each all the same: counted as the clusters' block slots."""
         if config["multicast"]:
-            rows = _cdiv(shape["m"], 2 * config["bm"])
-            cols = _cdiv(shape["n"], 2 * config["bn"]) if config["cluster"] == 4 else _cdiv(shape["n"], config["bn"])
-            tiles, where = rows * cols * config["cluster"], f" in clusters of {config['cluster']}"
+            tiles, where = self.cluster_blocks(config, shape), f" in clusters of {config['cluster']}"
         else:
             tiles, where = self.tiles(config, shape), ""
         if config.get("stream_k"):
@@ -522,10 +528,8 @@ class MatmulBF16(CudaFamily):
 
     def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
         cluster = config["cluster"]
-        if config["multicast"] and cluster == 4:  # a cluster per 2 × 2 group of tiles (its tiles past M or N idle)
-            blocks = 4 * _cdiv(shape["m"], 2 * config["bm"]) * _cdiv(shape["n"], 2 * config["bn"])
-        elif config["multicast"]:  # a cluster per pair of tile rows (the lower tile of an odd last pair idles)
-            blocks = 2 * _cdiv(shape["m"], 2 * config["bm"]) * _cdiv(shape["n"], config["bn"])
+        if config["multicast"]:
+            blocks = self.cluster_blocks(config, shape)
         else:
             blocks = _cdiv(self.tiles(config, shape), cluster) * cluster
         if config.get("stream_k"):  # every SM, however few tiles: the k-tiles of the work items are shared out
