@@ -262,6 +262,17 @@ class Variant:
         return config_label(self.family, self.config)
 
 
+def tile_area_inside(config: dict, shape: dict) -> float | None:
+    """The share of a matmul's output tiles (bm × bn knobs over an m × n output) that lies inside it, the rest being
+    work on zeros at a ragged shape; with transposed=1 the tiles are Cᵀ's (bm along n, bn along m). None where the
+    knobs or dims do not say."""
+    bm, bn = config.get("bm"), config.get("bn")
+    if not (isinstance(bm, int) and isinstance(bn, int) and bm > 0 and bn > 0) or not {"m", "n"} <= set(shape):
+        return None
+    m, n = (shape["n"], shape["m"]) if config.get("transposed") else (shape["m"], shape["n"])
+    return m * n / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn)
+
+
 def config_label(family: str, config: Config) -> str:
     return family + "[" + ",".join(f"{k}={v}" for k, v in config.items()) + "]"
 

@@ -347,6 +347,14 @@ class MatmulBF16(CudaFamily):
             "(with multicast, every cluster) of a grid of one block per SM, the partial sums added through a "
             "workspace in global memory (stream-K); needs persistent=1 and the cooperative schedule",
         ),
+        Knob(
+            "transposed",
+            (0, 1),
+            "1: the kernel computes tiles of Cᵀ = Bᵀ·Aᵀ (as cuBLAS's NNT kernels do): the tile's bm rows (wgmma's "
+            "64-granular side) run along C's N and its bn columns (16-granular) along C's M, so a ragged M is what "
+            "bn fits; wgmma reads B's k-tile N-major as its A operand and A's K-major as its B, and C is stored "
+            "through stmatrix .trans or element by element (epilogue=tma needs a 2-byte C)",
+        ),
     )
 
     def __init__(self, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16"):
@@ -390,9 +398,10 @@ class MatmulBF16(CudaFamily):
         return self.m_sub(config) * config["bn"] // 2
 
     @staticmethod
-    def b_columns(config: Config) -> int:
-        """B's columns in a stage: bn rounded up to whole 64-column boxes (a last box is copied whole)."""
-        return _cdiv(config["bn"], 64) * 64
+    def stage_columns(config: Config) -> int:
+        """wgmma's B operand's rows of 64 k in a stage: B's columns, bn rounded up to whole 64-column boxes (a last
+        box is copied whole), or with transposed=1 A's bn rows (whole 128-byte rows: no rounding)."""
+        return config["bn"] if config.get("transposed") else _cdiv(config["bn"], 64) * 64
 
     @staticmethod
     def staging_bytes(config: Config) -> int:
@@ -401,10 +410,10 @@ class MatmulBF16(CudaFamily):
 
     @staticmethod
     def shared_bytes(config: Config) -> int:
-        """Dynamic shared memory: the stages of A (bm × 64) and B (64 × bn), their two mbarriers each, the
-        epilogue's staging chunks, 1024 bytes to align the first stage, and with pingpong the two mbarriers by which
-        the consumers' main loops take turns."""
-        stage = (config["bm"] + MatmulBF16.b_columns(config)) * BK * BF16
+        """Dynamic shared memory: the stages of wgmma's operands (bm × 64 and 64 × stage_columns), their two
+        mbarriers each, the epilogue's staging chunks, 1024 bytes to align the first stage, and with pingpong the two
+        mbarriers by which the consumers' main loops take turns."""
+        stage = (config["bm"] + MatmulBF16.stage_columns(config)) * BK * BF16
         staging = MatmulBF16.staging_bytes(config)
         turns = 2 * BARRIER_BYTES if config.get("schedule") == "pingpong" else 0
         return SWIZZLE_ATOM + config["stages"] * (stage + 2 * BARRIER_BYTES) + staging + turns
@@ -423,15 +432,23 @@ class MatmulBF16(CudaFamily):
         return min(cap, MatmulBF16.consumer_registers(config))
 
     @staticmethod
+    def extents(config: Config, shape: Shape) -> tuple[int, int]:
+        """The extents the tile's rows (bm) and columns (bn) run along: C's M and N, or with transposed=1 (the
+        kernel computes Cᵀ) C's N and M."""
+        return (shape["n"], shape["m"]) if config.get("transposed") else (shape["m"], shape["n"])
+
+    @staticmethod
     def tiles(config: Config, shape: Shape) -> int:
-        return _cdiv(shape["m"], config["bm"]) * _cdiv(shape["n"], config["bn"])
+        rows, cols = MatmulBF16.extents(config, shape)
+        return _cdiv(rows, config["bm"]) * _cdiv(cols, config["bn"])
 
     @staticmethod
     def cluster_blocks(config: Config, shape: Shape) -> int:
         """With multicast, the blocks of the clusters that walk the tiles: one per pair of tile rows (the lower tile
-        of an odd last pair idles), or per 2 × 2 group of tiles (its tiles past M or N idle), times the cluster."""
-        rows = _cdiv(shape["m"], 2 * config["bm"])
-        cols = _cdiv(shape["n"], 2 * config["bn"]) if config["cluster"] == 4 else _cdiv(shape["n"], config["bn"])
+        of an odd last pair idles), or per 2 × 2 group of tiles (its tiles past the edges idle), times the cluster."""
+        extent_rows, extent_cols = MatmulBF16.extents(config, shape)
+        rows = _cdiv(extent_rows, 2 * config["bm"])
+        cols = _cdiv(extent_cols, (2 if config["cluster"] == 4 else 1) * config["bn"])
         return rows * cols * config["cluster"]
 
     def work_units(self, config: Config, shape: Shape) -> tuple[int, str]:
@@ -485,6 +502,11 @@ class MatmulBF16(CudaFamily):
                 f"alignment, = {smem} B "
                 f"exceeds the {limit} B a block may opt into on {target.name}"
             )
+        if c.get("transposed") and c["epilogue"] == "tma" and self.fp32_out:
+            out.append(
+                "transposed=1 with epilogue=tma stages C's chunks by stmatrix .trans, which moves 2-byte elements: "
+                "an FP32 C takes epilogue=direct"
+            )
         if c["multicast"] and c["cluster"] == 1:
             out.append("multicast=1 shares copies between the blocks of a cluster: it needs cluster=2 or 4, not 1")
         if c["cluster"] == 4 and not c["multicast"]:
@@ -514,12 +536,14 @@ class MatmulBF16(CudaFamily):
             "its columns); cluster=4 needs multicast=1",
             "stream_k=1 needs persistent=1 and schedule=cooperative (one block per SM, every one resident while the "
             "blocks wait for each other's partial sums)",
+            "transposed=1 with epilogue=tma needs a 2-byte C (stmatrix .trans): an FP32 output takes epilogue=direct",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
             "consumer thread",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
             "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
-            "shared memory 1024 + stages × ((bm + bn rounded up to 64) × 64 × 2 + 16) bytes (+ consumers × 2 × 8192 "
-            "staging bytes with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit (227 KB)",
+            "shared memory 1024 + stages × ((bm + bn, rounded up to 64 unless transposed=1) × 64 × 2 + 16) bytes "
+            "(+ consumers × 2 × 8192 staging bytes with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit "
+            "(227 KB)",
             "any M, N, K: ragged edges are zero-filled by the copy engine and guarded in the stores or clipped by the "
             "tensor store; where K or N is not a multiple of 8 (a tensor map's row pitch is a multiple of 16 bytes) "
             "the variant runs on zero-padded copies (PaddedLauncher: A where K is off, B and C where N is), the "
@@ -575,13 +599,20 @@ class MatmulBF16(CudaFamily):
             "stream_k": bool(c.get("stream_k")),
             "k_first": "k0" if c.get("stream_k") else "0",  # a segment's k-tiles (stream-K), else the whole K
             "k_end": "k1" if c.get("stream_k") else "k_tiles",
+            "transposed": bool(c.get("transposed")),
+            # wgmma's imm-trans-a/b: B's k-tile is N-major (transposed from K-major); A's is K-major as wgmma wants
+            "trans_a": 1 if c.get("transposed") else 0,
+            "trans_b": 0 if c.get("transposed") else 1,
         }
 
     @staticmethod
     def a_box_rows(config: Config) -> int:
-        """Rows of A's tensor-map box: the tile's, or half of them where a 2 × 2 cluster's tile row shares A (each of
-        its two blocks copies one half into both)."""
-        return config["bm"] // 2 if config["cluster"] == 4 and config["multicast"] else config["bm"]
+        """Rows of A's tensor-map box: the tile's rows (bm; with transposed=1 its columns, bn), or half of them
+        where the two blocks sharing A each copy one half into both: a 2 × 2 cluster's tile row, or with
+        transposed=1 a multicast pair or a quad's tile column."""
+        rows = config["bn"] if config.get("transposed") else config["bm"]
+        halved = config["multicast"] and (config["cluster"] == 4 or config.get("transposed"))
+        return rows // 2 if halved else rows
 
     @staticmethod
     def tensor_maps(config: Config) -> int:

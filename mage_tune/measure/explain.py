@@ -8,6 +8,7 @@ import math
 from mage_tune.arch import ARCHS, SM_COUNT_UNKNOWN_PART, Arch, nominal_bandwidth_gbs, peak_tflops
 from mage_tune.census.features import diff, features_json, fmt, spearman
 from mage_tune.kernels import recorded
+from mage_tune.kernels.base import tile_area_inside
 from mage_tune.measure.counters import pick
 from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
 from mage_tune.textwidth import short_config, table
@@ -205,10 +206,8 @@ def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | N
 def _edge_share(config: dict, shape: dict) -> float | None:
     """The share of a matmul's output tiles (bm × bn knobs) that lies past C's M rows and N columns: work its blocks
     do on zeros at a ragged shape, beside the last wave's idle SMs; None where the knobs or dims do not say."""
-    if not all(isinstance(config.get(k), int) and config[k] > 0 for k in ("bm", "bn")) or not {"m", "n"} <= set(shape):
-        return None
-    m, n, bm, bn = shape["m"], shape["n"], config["bm"], config["bn"]
-    return 1 - m * n / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn)
+    inside = tile_area_inside(config, shape)
+    return None if inside is None else 1 - inside
 
 
 def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> str:

@@ -32,7 +32,7 @@ import numpy as np
 
 from mage_tune.arch import Arch
 from mage_tune.census.occupancy import occupancy
-from mage_tune.kernels.base import Config, Family
+from mage_tune.kernels.base import Config, Family, tile_area_inside
 from mage_tune.problem import Problem
 from mage_tune.tuning.db import Entry
 
@@ -78,10 +78,9 @@ def work_features(problem: Problem, config: Config, workers: int) -> dict[str, f
         unit_waves = units / workers
         out["work_waves"] = unit_waves
         out["work_last_wave_share"] = units / (math.ceil(unit_waves) * workers) if units else 0.0
-    bm, bn = config.get("bm"), config.get("bn")
-    if isinstance(bm, int) and isinstance(bn, int) and bm > 0 and bn > 0 and {"m", "n"} <= set(shape):
-        m, n = shape["m"], shape["n"]
-        out["tile_area_inside"] = m * n / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn)
+    inside = tile_area_inside(config, shape)
+    if inside is not None:
+        out["tile_area_inside"] = inside
     return out
 
 

@@ -96,6 +96,8 @@ COVER = [
     {"bm": 64, "bn": 160, "schedule": "pingpong", "epilogue": "direct"},
     {"bn": 160, "stream_k": 1},
     *FINE,
+    # the kernel of Cᵀ's tiles: wgmma's A operand from B's boxes (N-major), its B operand from A's rows (K-major)
+    {"transposed": 1, "bn": 208},
 ]
 # Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
 STREAM_K = [
@@ -254,6 +256,45 @@ def test_multicast_pairs_with_an_odd_last_row_of_tiles(m):
     _check(SPEC, shape, settings)
 
 
+# The kernel of Cᵀ's tiles (bm rows along C's N, bn columns along its M) over the wgmma loop shapes, both epilogues
+# (stmatrix .trans into C's chunks, a tail of C's rows from registers, element by element), both schedules, pairs
+# sharing A's rows (halves of bn rows each), quads, stream-K, one tile per block
+TRANSPOSED = [
+    {"transposed": 1},
+    {"transposed": 1, "bn": 208},
+    {"transposed": 1, "bn": 224, "epilogue": "direct"},
+    {"transposed": 1, "bm": 64, "bn": 128, "consumers": 1, "stages": 3, "persistent": 0},
+    {"transposed": 1, "bm": 256, "bn": 128, "stages": 3, "raster": 0},
+    {"transposed": 1, "bm": 64, "bn": 256, "schedule": "pingpong"},
+    {"transposed": 1, "bn": 208, "cluster": 2},
+    {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1},
+    {"transposed": 1, "bn": 160, "cluster": 2, "multicast": 1, "epilogue": "direct"},
+    {"transposed": 1, "bm": 64, "bn": 192, "cluster": 2, "multicast": 1, "schedule": "pingpong"},
+    {"transposed": 1, "bn": 208, "cluster": 4, "multicast": 1},
+    {"transposed": 1, "bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 4, "multicast": 1},
+    {"transposed": 1, "bn": 208, "stream_k": 1},
+    {"transposed": 1, "bn": 224, "cluster": 2, "multicast": 1, "stream_k": 1},
+]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        *RAGGED,
+        {"m": 1001, "n": 200, "k": 136},  # an odd M: C's last row alone in its 8-row group
+        {"m": 300, "n": 520, "k": 1000},  # 5 tile rows along N (an odd last pair, a quad's idle blocks)
+        {"m": 1, "n": 8, "k": 8},
+        {"m": 1000, "n": 517, "k": 261},  # off the pitch: padded copies
+    ],
+    ids=lambda s: "x".join(map(str, s.values())),
+)
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32, SPEC_F16], ids=["bf16", "fp32", "fp16"])
+def test_the_transposed_kernel_stores_c_from_its_transpose(spec, shape):
+    """Every transposed config against the float64 reference (an FP32 C takes the direct epilogue: completion
+    picks it): the roles of A's and B's maps exchanged, the stores of Dᵀ into C at ragged edges."""
+    _check(spec, shape, TRANSPOSED)
+
+
 # 2 × 2 clusters over the wgmma loop shapes (A's halves of 32, 64 and 128 rows), both epilogues, both schedules, one
 # group per cluster (persistent=0) and many
 QUAD = [
@@ -396,6 +437,8 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"bn": 224, "cluster": 4, "multicast": 1},  # a last B box copied whole, a tail of C from registers
         {"bn": 224, "cluster": 2, "multicast": 1, "stream_k": 1},  # stream-K walked by pairs, then quads
         {"cluster": 4, "multicast": 1, "stream_k": 1},
+        {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1},  # Cᵀ's tiles, pairs sharing A's rows
+        {"transposed": 1, "bn": 224, "stream_k": 1, "epilogue": "direct"},
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

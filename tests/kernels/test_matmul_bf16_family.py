@@ -25,7 +25,7 @@ from mage_tune.cli import cli
 from mage_tune.compile import build_from_cu
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family, matmul_bf16, pitch_copy
-from mage_tune.kernels.base import builtin_template_dir
+from mage_tune.kernels.base import builtin_template_dir, tile_area_inside
 from mage_tune.kernels.matmul_bf16 import F16, FAMILY, FP32_OUT, Driver, TensorMapLauncher
 from mage_tune.kernels.select import build_all
 
@@ -125,6 +125,8 @@ COVER = [
     {"bm": 64, "bn": 160, "schedule": "pingpong", "epilogue": "direct"},
     {"bn": 160, "stream_k": 1},
     *FINE_COLUMNS,
+    # the kernel of Cᵀ's tiles: wgmma's A operand from B's boxes (N-major), its B operand from A's rows (K-major)
+    {"transposed": 1, "bn": 208},
 ]
 
 
@@ -154,14 +156,20 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
     for config, variant, census in covered:
         m_sub = FAMILY.m_sub(config)
         label = variant.label
-        # the k-tile's 4 k16 steps, each M_SUB wgmma of the block's full width, with B transposed (N-major)
+        # the k-tile's 4 k16 steps, each M_SUB wgmma of the block's full width, with B transposed (N-major), or
+        # with transposed=1 wgmma's A (B's boxes) transposed
         assert census.sass.matrix_shapes == {f"HGMMA.64x{config['bn']}x16.F32.BF16": 4 * m_sub}, label
         assert census.ptx.matrix_shapes == {f"wgmma.m64n{config['bn']}k16.f32.bf16.bf16": 4 * m_sub}, label
-        assert ".tnspB" in variant.artifact.sass and "p, 1, 1, 0, 1;" in variant.source, label
+        transposed, quad = config["transposed"], config["cluster"] == 4
+        flags, mark, other = ("1, 0", ".tnspA", ".tnspB") if transposed else ("0, 1", ".tnspB", ".tnspA")
+        assert f"p, 1, 1, {flags};" in variant.source, label
+        assert mark in variant.artifact.sass and other not in variant.artifact.sass, label
         # one tensor copy of A and one per 64-column box of B (multicast into both blocks of a pair; in a 2 × 2
-        # cluster A's half too, into both blocks of the tile row)
-        boxes, quad = -(-config["bn"] // 64), config["cluster"] == 4
-        copies = {"load": 1, "multicast": boxes} if config["multicast"] else {"load": 1 + boxes}
+        # cluster A's half too, into both blocks of the tile row); transposed, one per 64-row box of the tile's
+        # rows (B's columns) and A's bn rows (halves multicast into both blocks of a pair or a quad's tile column)
+        boxes = config["bm"] // 64 if transposed else -(-config["bn"] // 64)
+        shared = 1 if transposed else boxes  # what a pair multicasts: A's halves, or B's boxes
+        copies = {"load": 1 + boxes - shared, "multicast": shared} if config["multicast"] else {"load": 1 + boxes}
         if quad:
             copies = {"multicast": 1 + boxes}
         if config["epilogue"] == "tma":  # and one tensor store per whole 64 × 64 chunk of the consumer's rows (a
@@ -554,6 +562,10 @@ def test_free_knobs_change_no_verdict():
         (SHAPE, {"cluster": 4, "multicast": 1}, 132),  # 33 groups at once (the launcher caps it by residency)
         (SHAPE, {"cluster": 4, "multicast": 1, "persistent": 0}, 512),
         ({"m": 8192, "n": 8192, "k": 64}, {"bm": 64, "bn": 64, "consumers": 1}, 132),
+        # transposed: bm rows along N, bn columns along M (2900 × 4704: 37 × 14 tiles of 128 × 208)
+        ({"m": 2900, "n": 4704, "k": 64}, {"transposed": 1, "bn": 208, "persistent": 0}, 37 * 14),
+        ({"m": 200, "n": 520, "k": 72}, {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1}, 2 * 3),
+        ({"m": 200, "n": 520, "k": 72}, {"transposed": 1, "bn": 128, "cluster": 4, "multicast": 1}, 4 * 3 * 1),
     ],
 )
 def test_launch_geometry(shape, settings, grid):
@@ -748,6 +760,45 @@ def test_a_quad_copies_half_of_a_s_rows_and_launches_no_more_clusters_than_are_r
         made, _, blocks = _launched(FAMILY.complete(settings, SHAPE, ARCH), SHAPE)
         assert not any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
         assert blocks == FAMILY.launch(FAMILY.complete(settings, SHAPE, ARCH), SHAPE, ARCH).grid[0]
+
+
+def test_the_transposed_kernel_counts_its_tiles_along_n_and_m():
+    """Transposed, the tile's bm rows run along C's N and its bn columns along C's M: tiles, a multicast cluster's
+    block slots, explain's and the time model's share of tile area inside C, and the stage (bn whole rows of A, not
+    rounded to 64-column boxes) all follow."""
+    shape = {"m": 2900, "n": 4704, "k": 3104}
+    config = FAMILY.complete({"transposed": 1, "bn": 208}, shape, ARCH)
+    assert FAMILY.extents(config, shape) == (4704, 2900)
+    assert FAMILY.tiles(config, shape) == 37 * 14 == 518
+    assert FAMILY.work_units(config, shape) == (518, "tiles")
+    pair = {**config, "cluster": 2, "multicast": 1}
+    assert FAMILY.cluster_blocks(pair, shape) == 19 * 14 * 2  # pairs of tile rows along N
+    quad = {**config, "cluster": 4, "multicast": 1}
+    assert FAMILY.cluster_blocks(quad, shape) == 19 * 7 * 4
+    inside = tile_area_inside(config, shape)
+    assert inside == pytest.approx(2900 * 4704 / (37 * 128 * 14 * 208))
+    assert tile_area_inside({**config, "transposed": 0}, shape) == pytest.approx(2900 * 4704 / (23 * 128 * 23 * 208))
+    plain = {**config, "transposed": 0}
+    assert FAMILY.shared_bytes(plain) - FAMILY.shared_bytes(config) == 4 * (256 - 208) * 64 * 2
+
+
+def test_the_transposed_kernel_boxes_a_by_its_columns_and_refuses_fp32_chunks():
+    """A's map carries the tile's columns (bn rows of A, half of them where a pair or a quad's tile column shares
+    A), and stmatrix .trans moves 2-byte elements only: an FP32 C with epilogue=tma is refused in a sentence."""
+    for settings, rows in (
+        ({"transposed": 1, "bn": 208}, 208),
+        ({"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1}, 104),
+        ({"transposed": 1, "bn": 160, "cluster": 4, "multicast": 1}, 80),
+        ({"transposed": 1, "bn": 208, "cluster": 2}, 208),
+    ):
+        config = FAMILY.complete(settings, SHAPE, ARCH)
+        assert FAMILY.a_box_rows(config) == rows
+        _, box_a, _ = _launched(config, SHAPE)
+        assert box_a == [64, rows]
+    config = FP32_OUT.with_defaults({"transposed": 1})
+    assert any("stmatrix .trans" in p for p in FP32_OUT.violations(config, SHAPE, ARCH))
+    assert FP32_OUT.complete({"transposed": 1}, SHAPE, ARCH)["epilogue"] == "direct"
+    assert FAMILY.violations(FAMILY.with_defaults({"transposed": 1}), SHAPE, ARCH) == []
 
 
 def test_the_box_of_a_follows_bm():
