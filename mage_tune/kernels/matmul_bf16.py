@@ -355,6 +355,13 @@ class MatmulBF16(CudaFamily):
             "bn fits; wgmma reads B's k-tile N-major as its A operand and A's K-major as its B, and C is stored "
             "through stmatrix .trans or element by element (epilogue=tma needs a 2-byte C)",
         ),
+        Knob(
+            "pairing",
+            ("above", "beside"),
+            "how a multicast pair (cluster=2, multicast=1) lies: above, its tiles one above the other, sharing the "
+            "k-tiles of the tile column's operand (B's, or A's with transposed=1); beside, side by side, sharing the "
+            "tile row's (A's, or B's with transposed=1): which one a shape's tile counts fill whole waves with",
+        ),
     )
 
     def __init__(self, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16"):
@@ -443,12 +450,19 @@ class MatmulBF16(CudaFamily):
         return _cdiv(rows, config["bm"]) * _cdiv(cols, config["bn"])
 
     @staticmethod
+    def beside(config: Config) -> bool:
+        """A multicast pair whose tiles lie side by side (pairing=beside)."""
+        return config["cluster"] == 2 and bool(config["multicast"]) and config.get("pairing") == "beside"
+
+    @staticmethod
     def cluster_blocks(config: Config, shape: Shape) -> int:
         """With multicast, the blocks of the clusters that walk the tiles: one per pair of tile rows (the lower tile
-        of an odd last pair idles), or per 2 × 2 group of tiles (its tiles past the edges idle), times the cluster."""
+        of an odd last pair idles) or, side by side, of tile columns, or per 2 × 2 group of tiles (its tiles past the
+        edges idle), times the cluster."""
         extent_rows, extent_cols = MatmulBF16.extents(config, shape)
-        rows = _cdiv(extent_rows, 2 * config["bm"])
-        cols = _cdiv(extent_cols, (2 if config["cluster"] == 4 else 1) * config["bn"])
+        quad, beside = config["cluster"] == 4, MatmulBF16.beside(config)
+        rows = _cdiv(extent_rows, (1 if beside else 2) * config["bm"])
+        cols = _cdiv(extent_cols, (2 if quad or beside else 1) * config["bn"])
         return rows * cols * config["cluster"]
 
     def work_units(self, config: Config, shape: Shape) -> tuple[int, str]:
@@ -507,6 +521,11 @@ class MatmulBF16(CudaFamily):
                 "transposed=1 with epilogue=tma stages C's chunks by stmatrix .trans, which moves 2-byte elements: "
                 "an FP32 C takes epilogue=direct"
             )
+        if c.get("pairing", "above") != "above" and not (c["cluster"] == 2 and c["multicast"]):
+            out.append(
+                f"pairing={c['pairing']} lays out a multicast pair's tiles: it needs cluster=2 and multicast=1, not "
+                f"cluster={c['cluster']}, multicast={c['multicast']}"
+            )
         if c["multicast"] and c["cluster"] == 1:
             out.append("multicast=1 shares copies between the blocks of a cluster: it needs cluster=2 or 4, not 1")
         if c["cluster"] == 4 and not c["multicast"]:
@@ -537,6 +556,7 @@ class MatmulBF16(CudaFamily):
             "stream_k=1 needs persistent=1 and schedule=cooperative (one block per SM, every one resident while the "
             "blocks wait for each other's partial sums)",
             "transposed=1 with epilogue=tma needs a 2-byte C (stmatrix .trans): an FP32 output takes epilogue=direct",
+            "pairing=beside needs cluster=2 and multicast=1 (it lays out a multicast pair's tiles)",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
             "consumer thread",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
@@ -595,7 +615,9 @@ class MatmulBF16(CudaFamily):
             "consumer_registers": self.consumer_registers(c),
             "pingpong": c.get("schedule") == "pingpong",
             "quad": c["cluster"] == 4 and bool(c["multicast"]),
-            "walk_cols": "cols" if c["cluster"] == 4 and c["multicast"] else "tiles_n",  # work items per row
+            "beside": self.beside(c),
+            # work items per row: pairs or quads of tiles side by side take the tile columns two at a time
+            "walk_cols": "cols" if (c["cluster"] == 4 and c["multicast"]) or self.beside(c) else "tiles_n",
             "stream_k": bool(c.get("stream_k")),
             "k_first": "k0" if c.get("stream_k") else "0",  # a segment's k-tiles (stream-K), else the whole K
             "k_end": "k1" if c.get("stream_k") else "k_tiles",
@@ -608,10 +630,12 @@ class MatmulBF16(CudaFamily):
     @staticmethod
     def a_box_rows(config: Config) -> int:
         """Rows of A's tensor-map box: the tile's rows (bm; with transposed=1 its columns, bn), or half of them
-        where the two blocks sharing A each copy one half into both: a 2 × 2 cluster's tile row, or with
-        transposed=1 a multicast pair or a quad's tile column."""
-        rows = config["bn"] if config.get("transposed") else config["bm"]
-        halved = config["multicast"] and (config["cluster"] == 4 or config.get("transposed"))
+        where the two blocks sharing A each copy one half into both: a 2 × 2 cluster's tile row or a pair side by
+        side, or with transposed=1 a quad's tile column or a pair one above the other."""
+        transposed = bool(config.get("transposed"))
+        rows = config["bn"] if transposed else config["bm"]
+        beside = MatmulBF16.beside(config)
+        halved = config["multicast"] and (config["cluster"] == 4 or beside != transposed)
         return rows // 2 if halved else rows
 
     @staticmethod

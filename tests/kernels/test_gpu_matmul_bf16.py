@@ -98,6 +98,8 @@ COVER = [
     *FINE,
     # the kernel of Cᵀ's tiles: wgmma's A operand from B's boxes (N-major), its B operand from A's rows (K-major)
     {"transposed": 1, "bn": 208},
+    # pairs side by side, sharing the tile row's operand
+    {"bn": 224, "cluster": 2, "multicast": 1, "pairing": "beside"},
 ]
 # Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
 STREAM_K = [
@@ -274,7 +276,37 @@ TRANSPOSED = [
     {"transposed": 1, "bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 4, "multicast": 1},
     {"transposed": 1, "bn": 208, "stream_k": 1},
     {"transposed": 1, "bn": 224, "cluster": 2, "multicast": 1, "stream_k": 1},
+    {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1, "pairing": "beside"},
+    {"transposed": 1, "bm": 64, "bn": 128, "consumers": 1, "cluster": 2, "multicast": 1, "pairing": "beside"},
+    {"transposed": 1, "bm": 256, "bn": 128, "cluster": 2, "multicast": 1, "pairing": "beside", "stream_k": 1},
 ]
+# Pairs side by side (pairing=beside) sharing the tile row's operand, A's rows in halves (untransposed) or B's boxes
+# (transposed), over the wgmma loops, both epilogues and schedules, stream-K, one tile per block
+BESIDE = [
+    {"cluster": 2, "multicast": 1, "pairing": "beside"},
+    {"bn": 224, "cluster": 2, "multicast": 1, "pairing": "beside", "epilogue": "direct"},
+    {"bm": 64, "bn": 128, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "pairing": "beside"},
+    {"bm": 256, "bn": 128, "stages": 3, "cluster": 2, "multicast": 1, "pairing": "beside", "persistent": 0},
+    {"bm": 64, "bn": 256, "cluster": 2, "multicast": 1, "pairing": "beside", "schedule": "pingpong"},
+    {"bn": 160, "cluster": 2, "multicast": 1, "pairing": "beside", "stream_k": 1},
+    {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1, "pairing": "beside", "epilogue": "direct"},
+]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        *RAGGED,
+        {"m": 300, "n": 520, "k": 1000},  # 3 tile columns of 192-256: an odd last pair whose right block idles
+        {"m": 2056, "n": 2056, "k": 520},  # many pairs per cluster, the ring lapped
+        {"m": 1, "n": 8, "k": 8},
+    ],
+    ids=lambda s: "x".join(map(str, s.values())),
+)
+def test_pairs_side_by_side_share_the_tile_row_s_operand(shape):
+    """Each block of a pair copies its share of the tile row's k-tiles into both; the right block of an odd last
+    pair copies its share for its partner, keeps the barriers and stores nothing."""
+    _check(SPEC, shape, BESIDE)
 
 
 @pytest.mark.parametrize(
@@ -439,6 +471,7 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"cluster": 4, "multicast": 1, "stream_k": 1},
         {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1},  # Cᵀ's tiles, pairs sharing A's rows
         {"transposed": 1, "bn": 224, "stream_k": 1, "epilogue": "direct"},
+        {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1, "pairing": "beside"},
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

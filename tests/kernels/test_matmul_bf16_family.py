@@ -33,6 +33,7 @@ ARCH = get_arch("sm_90a")
 SHAPE = {"m": 4096, "n": 4096, "k": 4096}
 RAGGED = {"m": 1000, "n": 520, "k": 264}
 FILE = str(Path(matmul_bf16.__file__))
+BESIDE = {"cluster": 2, "multicast": 1, "pairing": "beside"}  # a multicast pair side by side
 
 # The wgmma loops of each (bm, consumers, schedule), with the widest bn its accumulators allow.
 LOOPS = [
@@ -127,6 +128,13 @@ COVER = [
     *FINE_COLUMNS,
     # the kernel of Cᵀ's tiles: wgmma's A operand from B's boxes (N-major), its B operand from A's rows (K-major)
     {"transposed": 1, "bn": 208},
+    {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1},  # A's rows in halves
+    {"transposed": 1, "bm": 256, "bn": 128, "stages": 3, "cluster": 4, "multicast": 1, "epilogue": "direct"},
+    # pairs side by side, sharing the tile row's operand: A's rows in halves, or with transposed=1 B's boxes
+    {"bn": 224, "cluster": 2, "multicast": 1, "pairing": "beside"},
+    {"bm": 64, "bn": 128, "consumers": 1, "cluster": 2, "multicast": 1, "pairing": "beside", "epilogue": "direct"},
+    {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1, "pairing": "beside", "stream_k": 1},
+    {"transposed": 1, "bm": 64, "bn": 256, "cluster": 2, "multicast": 1, "pairing": "beside", "schedule": "pingpong"},
 ]
 
 
@@ -166,12 +174,18 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
         assert mark in variant.artifact.sass and other not in variant.artifact.sass, label
         # one tensor copy of A and one per 64-column box of B (multicast into both blocks of a pair; in a 2 × 2
         # cluster A's half too, into both blocks of the tile row); transposed, one per 64-row box of the tile's
-        # rows (B's columns) and A's bn rows (halves multicast into both blocks of a pair or a quad's tile column)
-        boxes = config["bm"] // 64 if transposed else -(-config["bn"] // 64)
-        shared = 1 if transposed else boxes  # what a pair multicasts: A's halves, or B's boxes
-        copies = {"load": 1 + boxes - shared, "multicast": shared} if config["multicast"] else {"load": 1 + boxes}
+        # rows (B's columns) and A's bn rows (halves multicast into both blocks of a pair or a quad's tile column);
+        # a pair multicasts the copies of the operand it shares: the tile column's (above) or the tile row's (beside)
+        row_copies = config["bm"] // 64 if transposed else 1
+        column_copies = 1 if transposed else -(-config["bn"] // 64)
         if quad:
-            copies = {"multicast": 1 + boxes}
+            copies = {"multicast": row_copies + column_copies}
+        elif config["multicast"] and config["pairing"] == "beside":
+            copies = {"load": column_copies, "multicast": row_copies}
+        elif config["multicast"]:
+            copies = {"load": row_copies, "multicast": column_copies}
+        else:
+            copies = {"load": row_copies + column_copies}
         if config["epilogue"] == "tma":  # and one tensor store per whole 64 × 64 chunk of the consumer's rows (a
             copies["store"] = m_sub * (config["bn"] // 64)  # last, narrower one is stored from registers)
         assert census.sass.bulk == census.ptx.bulk == copies, label
@@ -566,6 +580,9 @@ def test_free_knobs_change_no_verdict():
         ({"m": 2900, "n": 4704, "k": 64}, {"transposed": 1, "bn": 208, "persistent": 0}, 37 * 14),
         ({"m": 200, "n": 520, "k": 72}, {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1}, 2 * 3),
         ({"m": 200, "n": 520, "k": 72}, {"transposed": 1, "bn": 128, "cluster": 4, "multicast": 1}, 4 * 3 * 1),
+        # pairs side by side: one tile row × pairs of tile columns
+        ({"m": 300, "n": 520, "k": 72}, {"cluster": 2, "multicast": 1, "pairing": "beside", "persistent": 0}, 12),
+        ({"m": 2900, "n": 4704, "k": 64}, {"transposed": 1, "bn": 208, **BESIDE, "persistent": 0}, 37 * 7 * 2),
     ],
 )
 def test_launch_geometry(shape, settings, grid):
@@ -780,6 +797,24 @@ def test_the_transposed_kernel_counts_its_tiles_along_n_and_m():
     assert tile_area_inside({**config, "transposed": 0}, shape) == pytest.approx(2900 * 4704 / (23 * 128 * 23 * 208))
     plain = {**config, "transposed": 0}
     assert FAMILY.shared_bytes(plain) - FAMILY.shared_bytes(config) == 4 * (256 - 208) * 64 * 2
+
+
+def test_pairs_beside_each_other_share_the_tile_row_s_operand():
+    """pairing=beside lays a multicast pair's tiles side by side: the clusters count pairs of tile columns, A's
+    map carries half of the tile's rows (transposed=1: A's rows are the tile's columns, whole, and B's boxes are
+    what the pair shares), and the knob is refused in a sentence outside a multicast pair."""
+    shape = {"m": 2900, "n": 4704, "k": 3104}
+    config = FAMILY.complete({"transposed": 1, "bn": 208, **BESIDE}, shape, ARCH)
+    assert FAMILY.cluster_blocks(config, shape) == 37 * 7 * 2
+    assert FAMILY.work_units(config, shape) == (518, "tiles in clusters of 2")
+    assert FAMILY.a_box_rows(config) == 208
+    plain = FAMILY.complete({"bn": 224, **BESIDE}, SHAPE, ARCH)
+    assert FAMILY.a_box_rows(plain) == 64 and FAMILY.cluster_blocks(plain, SHAPE) == 32 * 10 * 2  # 19 tile columns
+    _, box_a, _ = _launched(plain, SHAPE)
+    assert box_a == [64, 64]
+    for settings in ({"pairing": "beside"}, {"pairing": "beside", "cluster": 2}, {**BESIDE, "cluster": 4}):
+        problems = FAMILY.violations(FAMILY.with_defaults(settings), SHAPE, ARCH)
+        assert any("pairing=beside lays out a multicast pair's tiles" in p for p in problems), settings
 
 
 def test_the_transposed_kernel_boxes_a_by_its_columns_and_refuses_fp32_chunks():
