@@ -7,7 +7,7 @@
 #   OUT=$OUT/tr bash benchmarks/gpu/transposed_checks.sh [MxNxK ...]
 #
 #   gpu.log            the GPU tests of the transposed kernel (ragged shapes, three dtypes), of pairs side by side,
-#                      the repeats and the cover
+#                      and the repeats
 #   bench-MxNxK.json   configs/mm_bf16_transposed.json (either orientation alone, in pairs one above the other or
 #                      side by side, and in quads) beside cuBLAS BF16
 # Each step has its own time limit and leaves its log whatever the others do.
@@ -17,7 +17,7 @@ here=$(dirname "$0")
 source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_shapes CONFIGS SECONDS MxNxK...
 
 step gpu.log 300 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 6 --dist load \
-  -k "transposed or side_by_side or bit_identical or cover" -p no:cacheprovider
+  -k "transposed or side_by_side or bit_identical" -p no:cacheprovider
 if ! grep -q "failed\|error" "$out/gpu.log"; then
   shapes=("$@")
   [ ${#shapes[@]} -eq 0 ] && shapes=(2900x4704x3104 3328x5560x2816 4096x4096x4096 8192x8192x2048)
