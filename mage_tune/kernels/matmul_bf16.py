@@ -65,6 +65,23 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  released it (remote arrivals through mapa: 4 warps × 2 blocks per consumer warpgroup); the lower
                  block of an odd last pair copies no A and stores nothing but keeps the protocol; cluster barriers
                  after the barriers' initialization and before either block exits
+  pairing        beside (a multicast pair): the pair takes tiles side by side (tile columns 2q and 2q+1 of one row),
+                 so the same k-tiles of A: block r copies the half r of A's rows (bm / 2: A's map has boxes of that
+                 height) into both and its own B; the right block of an odd last pair copies its half of A for its
+                 partner and stores nothing
+  transposed     1: the kernel computes tiles of Cᵀ = Bᵀ·Aᵀ (cuBLAS's NNT kernels' orientation). Its tile rows (bm,
+                 wgmma's M) run along C's N and its columns (bn, wgmma's N) along C's M, so the 16-granular side fits
+                 a ragged M. wgmma's A operand is B's k-tile from bm / 64 boxes of 64 of B's columns, N-major
+                 (imm-trans-a = 1; LBO 8192, SBO 1024, k16 steps of 2048 bytes, as B's descriptor above), its B
+                 operand A's k-tile, bn rows K-major (imm-trans-b = 0; A's descriptor above), A's map boxed bn rows
+                 deep, so bn needs no whole 64-column boxes. The accumulators hold Dᵀ: kernel row r, column c is
+                 C[c][r]. The TMA epilogue writes C's 64 × 64 chunks by stmatrix .trans (each 8 × 8 matrix stored
+                 transposed: lane 8i + r addresses chunk row 8(jj + i/2) + r, 16-byte unit (2w + i % 2) ^ r) and
+                 stores them through C's map at (kernel row, kernel column); C's rows past the last whole chunk
+                 and the direct epilogue store element by element (2 or 4 bytes, guarded by C's M and N). stmatrix
+                 moves 2-byte elements, so an FP32 C takes epilogue=direct. Pairs one above the other share A's
+                 rows (halves of bn / 2), pairs side by side B's boxes (j % 2 == r), the quad both; stream-K and
+                 ping-pong are unchanged (they see only the accumulators)
   multicast      1 with cluster=4: the four blocks take a 2 × 2 group of tiles (rank r: tile row 2p + r % 2, column
   (the quad)     2q + r / 2); the two blocks of a tile row each copy half of A's k-tile (bm / 2 rows: A's map has
                  boxes of that height) into both, those of a tile column half of B's boxes into both, so each block
@@ -197,8 +214,11 @@ stream-K walked by clusters (a pair or quad shares the last wave's k-tiles as on
 whose 264 pairs of tiles fill four waves of 66 clusters exactly, ran 122.62 µs against the 224-column pair's 119.55
 (cuBLAS 109.97), and stream-K took that pair from 120.83 to 127.60; the search there, with both, ended at the
 224-column pair, 1.080 × cuBLAS. cuBLAS's kernel there is NNT, 128 × 208: it computes C's transpose, so its 8-granular
-side lies along M (2900 = 14 × 208 - 12), and by that count its per-SM rate is within 1 % of ours: a transposed kernel
-is what is left to try.
+side lies along M (2900 = 14 × 208 - 12), and by that count its per-SM rate is within 1 % of ours. The transposed
+kernel (transposed=1) is that orientation (records/h200-2026-12-04-transposed.tar.xz): correct at its first GPU run,
+its 128 × 208 tile ran 113.35 µs there against cuBLAS's 111.99 with no cluster, and a search from the shipped data
+found it: 1.015 × cuBLAS in the bench, 0.997-1.006 × outside the harness. Pairs side by side (pairing=beside) are
+correct and won at no shape benched.
 matmul-f16's GPU tests passed there too, and its search at 3000 × 4096 × 3584, started from matmul-bf16's shipped
 trials, ended at 1.002 × cuBLAS FP16.
 """
