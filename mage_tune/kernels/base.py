@@ -262,15 +262,34 @@ class Variant:
         return config_label(self.family, self.config)
 
 
+def _tile_grid(config: dict, shape: dict) -> tuple[int, int, int, int] | None:
+    """(rows, columns, bm, bn): the extents a matmul's bm × bn tiles run along, m and n, or with transposed=1 (tiles
+    of Cᵀ) n and m; None where the knobs or dims do not say."""
+    bm, bn = config.get("bm"), config.get("bn")
+    if not (isinstance(bm, int) and isinstance(bn, int) and bm > 0 and bn > 0) or not {"m", "n"} <= set(shape):
+        return None
+    rows, cols = (shape["n"], shape["m"]) if config.get("transposed") else (shape["m"], shape["n"])
+    return rows, cols, bm, bn
+
+
+def output_tiles(config: dict, shape: dict) -> int | None:
+    """How many bm × bn tiles cover a matmul's output (in the tiles' orientation: see _tile_grid)."""
+    grid = _tile_grid(config, shape)
+    if grid is None:
+        return None
+    rows, cols, bm, bn = grid
+    return math.ceil(rows / bm) * math.ceil(cols / bn)
+
+
 def tile_area_inside(config: dict, shape: dict) -> float | None:
     """The share of a matmul's output tiles (bm × bn knobs over an m × n output) that lies inside it, the rest being
     work on zeros at a ragged shape; with transposed=1 the tiles are Cᵀ's (bm along n, bn along m). None where the
     knobs or dims do not say."""
-    bm, bn = config.get("bm"), config.get("bn")
-    if not (isinstance(bm, int) and isinstance(bn, int) and bm > 0 and bn > 0) or not {"m", "n"} <= set(shape):
+    grid = _tile_grid(config, shape)
+    if grid is None:
         return None
-    m, n = (shape["n"], shape["m"]) if config.get("transposed") else (shape["m"], shape["n"])
-    return m * n / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn)
+    rows, cols, bm, bn = grid
+    return rows * cols / (math.ceil(rows / bm) * bm * math.ceil(cols / bn) * bn)
 
 
 def config_label(family: str, config: Config) -> str:

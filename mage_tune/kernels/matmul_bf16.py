@@ -58,13 +58,14 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  persistent grid of clusters is cut, at launch, to the clusters the device holds at once
                  (cuOccupancyMaxActiveClusters): a cluster's blocks share a GPC, and where its SM count is not a
                  multiple of the cluster size some SMs stay out
-  multicast      1 (with cluster=2): a pair takes tiles one above the other (tile rows 2p and 2p+1 of one column),
-                 so the same k-tiles of B; block r copies B's boxes j with j % 2 == r into both blocks' shared memory
-                 (cp.async.bulk.tensor ... .multicast::cluster, ctaMask 0b11), each block's `full` barrier counting
-                 all of B's bytes and its own A's; a stage is free once the consumer warps of both blocks have
-                 released it (remote arrivals through mapa: 4 warps × 2 blocks per consumer warpgroup); the lower
-                 block of an odd last pair copies no A and stores nothing but keeps the protocol; cluster barriers
-                 after the barriers' initialization and before either block exits
+  multicast      1 (with cluster=2; pairing=above, transposed=0: the others are below): a pair takes tiles one
+                 above the other (tile rows 2p and 2p+1 of one column), so the same k-tiles of B; block r copies B's
+                 boxes j with j % 2 == r into both blocks' shared memory (cp.async.bulk.tensor ...
+                 .multicast::cluster, ctaMask 0b11), each block's `full` barrier counting all of B's bytes and its
+                 own A's; a stage is free once the consumer warps of both blocks have released it (remote arrivals
+                 through mapa: 4 warps × 2 blocks per consumer warpgroup); the lower block of an odd last pair
+                 copies no A and stores nothing but keeps the protocol; cluster barriers after the barriers'
+                 initialization and before either block exits
   pairing        beside (a multicast pair): the pair takes tiles side by side (tile columns 2q and 2q+1 of one row),
                  so the same k-tiles of A: block r copies the half r of A's rows (bm / 2: A's map has boxes of that
                  height) into both and its own B; the right block of an odd last pair copies its half of A for its
@@ -335,9 +336,9 @@ class MatmulBF16(CudaFamily):
         Knob(
             "multicast",
             (0, 1),
-            "1 (TMA multicast): with cluster=2 the pair takes tiles one above the other and shares B's k-tiles, each "
-            "block copying half of the boxes into both; with cluster=4 the blocks of a tile row share A (each copies "
-            "half its rows into both) and those of a tile column share B, so each block loads half of its tile's data",
+            "1 (TMA multicast): with cluster=2 the pair shares one operand's k-tiles, each block copying half of "
+            "them into both (which one: pairing); with cluster=4 the blocks of a tile row share the row operand and "
+            "those of a tile column the column operand, so each block loads half of its tile's data",
         ),
         Knob(
             "raster",
@@ -488,8 +489,8 @@ class MatmulBF16(CudaFamily):
     def work_units(self, config: Config, shape: Shape) -> tuple[int, str]:
         """What the blocks share out, for explain's tail and the time model's waves: tiles, or with stream_k=1 their
         k-tiles (the last wave's are dealt out one by one, so only a k-tile's worth of the wave idles). A multicast
-        cluster walks its pair or 2 × 2 group of tiles together, so its tiles past M or N (the lower one of an odd
-        last pair, a quad's past the edge) hold a block each all the same: counted as the clusters' block slots."""
+        cluster walks its pair or 2 × 2 group of tiles together, so its tiles past the edges (the idle one of an
+        odd last pair, a quad's past the edge) hold a block each all the same: counted as the clusters' block slots."""
         if config["multicast"]:
             tiles, where = self.cluster_blocks(config, shape), f" in clusters of {config['cluster']}"
         else:
@@ -532,7 +533,7 @@ class MatmulBF16(CudaFamily):
             staging = self.staging_bytes(c)
             plus = f" plus epilogue=tma's staging, consumers × 2 × 8192 = {staging} bytes," if staging else ""
             out.append(
-                f"shared memory stages × (bm + bn in whole 64-column boxes) × 64 × 2 bytes,{plus} with barriers and "
+                f"shared memory stages × (bm + {self.stage_columns(c)}) × 64 × 2 bytes,{plus} with barriers and "
                 f"alignment, = {smem} B "
                 f"exceeds the {limit} B a block may opt into on {target.name}"
             )
@@ -571,8 +572,8 @@ class MatmulBF16(CudaFamily):
             "bm is a multiple of 64 × consumers (cooperative) or of 64 (pingpong): each consumer warpgroup issues "
             "whole m64 wgmma tiles",
             "schedule=pingpong needs consumers=2 (with persistent=0 a block has one tile: the second consumer idles)",
-            "multicast=1 needs cluster=2 (the pair shares B) or 4 (a 2 × 2 group shares A along its rows and B along "
-            "its columns); cluster=4 needs multicast=1",
+            "multicast=1 needs cluster=2 (the pair shares one operand) or 4 (a 2 × 2 group shares one along its rows "
+            "and the other along its columns); cluster=4 needs multicast=1",
             "stream_k=1 needs persistent=1 and schedule=cooperative (one block per SM, every one resident while the "
             "blocks wait for each other's partial sums)",
             "transposed=1 with epilogue=tma needs a 2-byte C (stmatrix .trans): an FP32 output takes epilogue=direct",

@@ -8,7 +8,7 @@ import math
 from mage_tune.arch import ARCHS, SM_COUNT_UNKNOWN_PART, Arch, nominal_bandwidth_gbs, peak_tflops
 from mage_tune.census.features import diff, features_json, fmt, spearman
 from mage_tune.kernels import recorded
-from mage_tune.kernels.base import tile_area_inside
+from mage_tune.kernels.base import output_tiles, tile_area_inside
 from mage_tune.measure.counters import pick
 from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
 from mage_tune.textwidth import short_config, table
@@ -170,8 +170,8 @@ def mma_passes(record: dict, named: str | None = None) -> tuple[int, bool]:
 
 def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | None:
     """Waves of work: the family's work units where it counts them (work_units: tiles, or with stream-K the k-tiles
-    the blocks share), else its tiles (a persistent grid walks them; without the family's
-    code, ⌈m/bm⌉·⌈n/bn⌉ from bm / bn knobs), else the grid's blocks, over the blocks resident at once (the grid's
+    the blocks share), else its tiles (a persistent grid walks them; without the family's code, ⌈m/bm⌉·⌈n/bn⌉ from
+    bm / bn knobs, n and m with transposed=1), else the grid's blocks, over the blocks resident at once (the grid's
     blocks, at most SMs × blocks per SM from the census occupancy)."""
     occ = census.get("occupancy") or {}
     grid = _grid(record, best, named)
@@ -187,9 +187,9 @@ def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | N
         units, what = family.work_units(family.with_defaults(config), shape)  # e.g. k-tiles, where they are shared
     elif family is not None and hasattr(family, "tiles") and "source" not in config:
         units, what = family.tiles(family.with_defaults(config), shape), "tiles"
-    elif all(isinstance(config.get(k), int) and config[k] > 0 for k in ("bm", "bn")) and {"m", "n"} <= set(shape):
+    elif output_tiles(config, shape) is not None:
         # a matmul's output tiles, read from the knobs where no family code says (a record never loads it)
-        units, what = math.ceil(shape["m"] / config["bm"]) * math.ceil(shape["n"] / config["bn"]), "tiles"
+        units, what = output_tiles(config, shape), "tiles"
     waves = math.ceil(units / workers)
     knobs = family.with_defaults(config) if family is not None and "source" not in config else config
     return {

@@ -21,9 +21,9 @@ to 1.008), layer norm unchanged (0.76). matmul-bf16 counts a multicast cluster's
 2 × 2 group of tiles walked together, those past M or N holding a block all the same): with the records of
 h200-2026-12-04-wave-fill, held-out median rho 0.86 to 0.88 and mean top-5 regret 1.015 to 1.009 (`--family
 matmul-bf16`). Its transposed tiles (bm along n, bn along m) are counted in that orientation. With the records of
-h200-2026-12-04-transposed the held-out median rho is 0.90 and the median top-5 regret 1.000, but held out, 2900 ×
-4704 × 3104's transposed winner is not among the model's top 5 (regret 1.131): few other shapes hold transposed
-trials yet, and a search finds it through the seeds of new knob values instead.
+h200-2026-12-04-transposed the held-out median rho is 0.90 and the top-5 regret 1.000 median, 1.020 mean, but held
+out, 2900 × 4704 × 3104's transposed winner is not among the model's top 5 (regret 1.131): few other shapes hold
+transposed trials yet, and a search finds it through the seeds of new knob values instead.
 """
 
 from __future__ import annotations

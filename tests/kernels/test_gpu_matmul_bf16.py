@@ -297,7 +297,7 @@ BESIDE = [
     "shape",
     [
         *RAGGED,
-        {"m": 300, "n": 520, "k": 1000},  # 3 tile columns of 192-256: an odd last pair whose right block idles
+        {"m": 300, "n": 520, "k": 1000},  # 3 tile columns of 192 or 224: an odd last pair whose right block idles
         {"m": 2056, "n": 2056, "k": 520},  # many pairs per cluster, the ring lapped
         {"m": 1, "n": 8, "k": 8},
     ],

@@ -25,9 +25,11 @@ from mage_tune.cli import cli
 from mage_tune.compile import build_from_cu
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family, matmul_bf16, pitch_copy
-from mage_tune.kernels.base import builtin_template_dir, tile_area_inside
+from mage_tune.kernels.base import builtin_template_dir, output_tiles, tile_area_inside
 from mage_tune.kernels.matmul_bf16 import F16, FAMILY, FP32_OUT, Driver, TensorMapLauncher
 from mage_tune.kernels.select import build_all
+from mage_tune.problem import Problem
+from mage_tune.tuning.learned import work_features
 
 ARCH = get_arch("sm_90a")
 SHAPE = {"m": 4096, "n": 4096, "k": 4096}
@@ -329,7 +331,7 @@ def test_the_tma_epilogue_refuses_configs_whose_staging_passes_the_shared_memory
     assert FAMILY.violations(direct, SHAPE, ARCH) == [] and FAMILY.shared_bytes(direct) == 205904
     tma = {**direct, "epilogue": "tma"}
     sentence = (
-        "shared memory stages × (bm + bn in whole 64-column boxes) × 64 × 2 bytes, plus epilogue=tma's staging, "
+        "shared memory stages × (bm + 192) × 64 × 2 bytes, plus epilogue=tma's staging, "
         "consumers × 2 × 8192 = 32768 bytes, with barriers and alignment, = 238672 B exceeds the 232448 B a block "
         "may opt into on sm_90a"
     )
@@ -794,6 +796,10 @@ def test_the_transposed_kernel_counts_its_tiles_along_n_and_m():
     assert FAMILY.cluster_blocks(quad, shape) == 19 * 7 * 4
     inside = tile_area_inside(config, shape)
     assert inside == pytest.approx(2900 * 4704 / (37 * 128 * 14 * 208))
+    # explain's count where no family code serves a record, and the time model's work features, in that orientation
+    assert output_tiles(config, shape) == 518 and output_tiles({**config, "transposed": 0}, shape) == 23 * 23
+    features = work_features(Problem(FAMILY, shape, ARCH), config, 132)
+    assert features == {"work_waves": 518 / 132, "work_last_wave_share": 518 / 528, "tile_area_inside": inside}
     assert tile_area_inside({**config, "transposed": 0}, shape) == pytest.approx(2900 * 4704 / (23 * 128 * 23 * 208))
     plain = {**config, "transposed": 0}
     assert FAMILY.shared_bytes(plain) - FAMILY.shared_bytes(config) == 4 * (256 - 208) * 64 * 2
