@@ -12,12 +12,8 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_shapes CONFIGS SECONDS MxNxK...
+source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_if_passed CONFIGS SECONDS DEFAULTS [MxNxK...]
 
 step gpu.log 150 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 4 --dist load \
   -k "every_knob or pingpong or stream_k or quads or bit_identical or tma_epilogue" -p no:cacheprovider
-if ! grep -q "failed\|error" "$out/gpu.log"; then
-  shapes=("$@")
-  [ ${#shapes[@]} -eq 0 ] && shapes=(2900x4704x3104 5000x2600x4000)
-  bench_shapes "$here/configs/mm_bf16_odd_n_tiles.json" 60 "${shapes[@]}"
-fi
+bench_if_passed "$here/configs/mm_bf16_odd_n_tiles.json" 60 "2900x4704x3104 5000x2600x4000" "$@"

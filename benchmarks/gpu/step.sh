@@ -7,6 +7,17 @@ step() {
   echo "rc $?" >> "$out/$log"
 }
 
+# `bench_if_passed CONFIGS SECONDS "DEFAULT SHAPES" [MxNxK...]`: once $out/gpu.log shows no failure, bench_shapes at
+# the shapes given, or at the default ones where none are.
+bench_if_passed() {
+  local configs=$1 limit=$2 defaults=$3
+  shift 3
+  grep -q "failed\|error" "$out/gpu.log" && return
+  # shellcheck disable=SC2086  # the defaults split into shapes
+  [ $# -eq 0 ] && set -- $defaults
+  bench_shapes "$configs" "$limit" "$@"
+}
+
 # `bench_shapes CONFIGS SECONDS MxNxK...`: matmul-bf16 at each shape, CONFIGS (a JSON list) beside cuBLAS BF16, each a
 # step of its own: $out/bench-MxNxK.log and .json.
 bench_shapes() {

@@ -14,12 +14,9 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_shapes CONFIGS SECONDS MxNxK...
+source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_if_passed CONFIGS SECONDS DEFAULTS [MxNxK...]
 
 step gpu.log 300 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 6 --dist load \
   -k "transposed or side_by_side or bit_identical" -p no:cacheprovider
-if ! grep -q "failed\|error" "$out/gpu.log"; then
-  shapes=("$@")
-  [ ${#shapes[@]} -eq 0 ] && shapes=(2900x4704x3104 3328x5560x2816 4096x4096x4096 8192x8192x2048)
-  bench_shapes "$here/configs/mm_bf16_transposed.json" 60 "${shapes[@]}"
-fi
+bench_if_passed "$here/configs/mm_bf16_transposed.json" 60 \
+  "2900x4704x3104 3328x5560x2816 4096x4096x4096 8192x8192x2048" "$@"

@@ -262,14 +262,18 @@ class Variant:
         return config_label(self.family, self.config)
 
 
+def tile_extents(config: dict, shape: dict) -> tuple[int, int]:
+    """The extents a matmul's tile rows (bm) and columns (bn) run along: m and n, or with transposed=1 (tiles of
+    Cᵀ) n and m."""
+    return (shape["n"], shape["m"]) if config.get("transposed") else (shape["m"], shape["n"])
+
+
 def _tile_grid(config: dict, shape: dict) -> tuple[int, int, int, int] | None:
-    """(rows, columns, bm, bn): the extents a matmul's bm × bn tiles run along, m and n, or with transposed=1 (tiles
-    of Cᵀ) n and m; None where the knobs or dims do not say."""
+    """(rows, columns, bm, bn): tile_extents and the tile's size; None where the knobs or dims do not say."""
     bm, bn = config.get("bm"), config.get("bn")
     if not (isinstance(bm, int) and isinstance(bn, int) and bm > 0 and bn > 0) or not {"m", "n"} <= set(shape):
         return None
-    rows, cols = (shape["n"], shape["m"]) if config.get("transposed") else (shape["m"], shape["n"])
-    return rows, cols, bm, bn
+    return (*tile_extents(config, shape), bm, bn)
 
 
 def output_tiles(config: dict, shape: dict) -> int | None:

@@ -238,7 +238,18 @@ from mage_tune.arch import Arch, get_arch
 from mage_tune.cuda_driver import Driver, LaunchConfig
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import pitch_copy
-from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape, Variant
+from mage_tune.kernels.base import (
+    SCALAR_TYPES,
+    Baseline,
+    Config,
+    CudaFamily,
+    Knob,
+    Launch,
+    Scalar,
+    Shape,
+    Variant,
+    tile_extents,
+)
 from mage_tune.kernels.matmul import triton_matmul_kernels
 from mage_tune.ptx_parts import entry_params
 from mage_tune.triton_ref import compile_jit
@@ -460,14 +471,8 @@ class MatmulBF16(CudaFamily):
         return min(cap, MatmulBF16.consumer_registers(config))
 
     @staticmethod
-    def extents(config: Config, shape: Shape) -> tuple[int, int]:
-        """The extents the tile's rows (bm) and columns (bn) run along: C's M and N, or with transposed=1 (the
-        kernel computes Cᵀ) C's N and M."""
-        return (shape["n"], shape["m"]) if config.get("transposed") else (shape["m"], shape["n"])
-
-    @staticmethod
     def tiles(config: Config, shape: Shape) -> int:
-        rows, cols = MatmulBF16.extents(config, shape)
+        rows, cols = tile_extents(config, shape)
         return _cdiv(rows, config["bm"]) * _cdiv(cols, config["bn"])
 
     @staticmethod
@@ -480,7 +485,7 @@ class MatmulBF16(CudaFamily):
         """With multicast, the blocks of the clusters that walk the tiles: one per pair of tile rows (the lower tile
         of an odd last pair idles) or, side by side, of tile columns, or per 2 × 2 group of tiles (its tiles past the
         edges idle), times the cluster."""
-        extent_rows, extent_cols = MatmulBF16.extents(config, shape)
+        extent_rows, extent_cols = tile_extents(config, shape)
         quad, beside = config["cluster"] == 4, MatmulBF16.beside(config)
         rows = _cdiv(extent_rows, (1 if beside else 2) * config["bm"])
         cols = _cdiv(extent_cols, (2 if quad or beside else 1) * config["bn"])

@@ -25,7 +25,7 @@ from mage_tune.cli import cli
 from mage_tune.compile import build_from_cu
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family, matmul_bf16, pitch_copy
-from mage_tune.kernels.base import builtin_template_dir, output_tiles, tile_area_inside
+from mage_tune.kernels.base import builtin_template_dir, output_tiles, tile_area_inside, tile_extents
 from mage_tune.kernels.matmul_bf16 import F16, FAMILY, FP32_OUT, Driver, TensorMapLauncher
 from mage_tune.kernels.select import build_all
 from mage_tune.problem import Problem
@@ -787,7 +787,7 @@ def test_the_transposed_kernel_counts_its_tiles_along_n_and_m():
     rounded to 64-column boxes) all follow."""
     shape = {"m": 2900, "n": 4704, "k": 3104}
     config = FAMILY.complete({"transposed": 1, "bn": 208}, shape, ARCH)
-    assert FAMILY.extents(config, shape) == (4704, 2900)
+    assert tile_extents(config, shape) == (4704, 2900)
     assert FAMILY.tiles(config, shape) == 37 * 14 == 518
     assert FAMILY.work_units(config, shape) == (518, "tiles")
     pair = {**config, "cluster": 2, "multicast": 1}
