@@ -1,8 +1,9 @@
 """Re-time search winners with a harness that shares no timing code with mage-tune's.
 
 For each search run directory, its best `--top` distinct measured configs (from trials.jsonl, read through the
-records' reader; 1: the winner): each is rebuilt by its family and its cubin's sha256 compared with the one the
-search recorded: where they differ (the template changed since), the row says so and the exit status is 1. A config
+records' reader; 1: the winner), or for each bench record (`mage-tune bench --out`), its `--top` fastest variants:
+each is rebuilt by its family and its cubin's sha256 compared with the one the search or bench recorded: where they
+differ (the template changed since), the row says so and the exit status is 1. A config
 is launched by a plain cupy launch on torch's stream, or, for a family that launches its own variants (tensor maps,
 clusters: matmul-bf16, the wgmma 3xTF32 family), by that launcher; it is checked against the family's float64
 reference of the inputs as the device holds them (BF16-rounded where the family reads BF16), and timed as single
@@ -12,7 +13,7 @@ same way, in turns, in the same process. mage-tune's own harness times CUDA-grap
 so a launch's fixed cost (about a microsecond) weighs on kernels of a few microseconds here and not there; for longer
 kernels the two ratios (ours / torch) should agree.
 
-usage: python benchmarks/gpu/retime_independent.py RUN_DIR... [--top 1] [--rounds 3] [--family FILE.py]
+usage: python benchmarks/gpu/retime_independent.py RUN_DIR_OR_BENCH_JSON... [--top 1] [--rounds 3] [--family FILE.py]
        [--json OUT.json]
 """
 
@@ -34,7 +35,7 @@ from mage_tune.measure import variant_job
 from mage_tune.measure.device import environment
 from mage_tune.measure.streams import torch_stream
 from mage_tune.outputs import refuse_existing
-from mage_tune.search import record
+from mage_tune.search import record, sources
 
 FLUSH_BYTES = 256 * 2**20
 WARMUP = 10
@@ -116,6 +117,33 @@ def winners(run: Path, top: int) -> list[dict]:
     return out[:top]
 
 
+def _what_to_retime(run: Path, top: int, named: str | None):
+    """(family, shape, arch, the `top` configs to re-time as trials, the run's own torch median or None) of a search
+    run directory or a bench record (read by the tuning database's reader of it)."""
+    if run.is_dir():
+        meta = record.read_identity(run / "run.json")
+        if meta is None:
+            raise MageError(f"{run}: no run.json (not a search run directory)")
+        best, theirs = winners(run, top), _search_time(run, "torch")
+    else:
+        info, rows = sources.bench_record(run)
+        meta = {"family": info.family, "origin": info.origin, "shape": info.shape, "arch": info.arch}
+        best = []
+        for row in sorted((r for r in rows if r["outcome"] == MEASURED), key=lambda r: r["value"]):
+            if all(row["config"] != o["config"] for o in best):
+                best.append(row)
+        best, theirs = best[:top], None
+    family, why = family_for(meta, named)
+    if family is None:
+        raise MageError(f"{run}: {why}")
+    if not run.is_dir():
+        label = next((b.label for b in family.baseline_kernels(meta["shape"]) if b.kind == "torch"), None)
+        theirs = info.baselines.get(label)
+    if not best:
+        raise MageError(f"{run}: no measured or modelled trial to re-time")
+    return family, meta, best, theirs
+
+
 def _device_dtype(family, name: str):
     import torch
 
@@ -140,20 +168,13 @@ def _cupy_launch(variant, bufs: dict, family, shape: dict):
 
 
 def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regimes: tuple[str, ...] = ()) -> list[dict]:
-    """One row per winner of `run` (its `top` best distinct configs), each timed in turns with torch's baseline.
+    """One row per winner of `run` (its `top` best distinct configs; a bench record's fastest variants), each timed
+    in turns with torch's baseline.
     `named`: the family file the run was made with, where it is not a built-in family (records never load code).
     `regimes`: other ways of timing both (REGIMES: warm, graph, batch), in the row's "regimes", to tell which part
     of a launch makes a ratio differ from the search's."""
-    meta = record.read_identity(run / "run.json")
-    if meta is None:
-        raise MageError(f"{run}: no run.json (not a search run directory)")
-    family, why = family_for(meta, named)
-    if family is None:
-        raise MageError(f"{run}: {why}")
+    family, meta, best, search_torch = _what_to_retime(run, top, named)
     shape, arch = meta["shape"], get_arch(meta["arch"])  # the record keeps the name
-    best = winners(run, top)
-    if not best:
-        raise MageError(f"{run}: no measured or modelled trial to re-time")
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -173,7 +194,6 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
     def evict():
         torch.sum(flush, 0, out=total)
 
-    search_torch = _search_time(run, "torch")
     rows = []
     for rank, trial in enumerate(best, 1):
         config = family.with_defaults(trial["config"])  # a run recorded before a knob existed ran its default
@@ -231,7 +251,7 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("runs", nargs="+", type=Path, help="search run directories or bench records (JSON)")
     parser.add_argument("--top", type=int, default=1, help="re-time each run's best N distinct configs")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--family", help="the family file the runs were made with, where it is not a built-in one")

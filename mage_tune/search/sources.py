@@ -134,7 +134,8 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
     for number, r in enumerate(x for x in data["results"] if x["kind"] == "variant"):
         value = result_time(r) if r["ok"] and _within(r, tolerance) else None
         outcome = "measured" if value is not None else "failed"
-        rows.append({"number": number, "config": r["config"], "outcome": outcome, "value": value, "source": "bench"})
+        row = {"number": number, "config": r["config"], "outcome": outcome, "value": value, "source": "bench"}
+        rows.append({**row, "cubin_sha256": r.get("cubin_sha256")})  # what a re-timing rebuilds and compares
     return run, rows
 
 

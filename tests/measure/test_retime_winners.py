@@ -1,12 +1,15 @@
-"""The independent re-timer's CPU side (benchmarks/gpu/retime_independent.py): which trials of a run it re-times,
-and that a record of a family file nobody named never loads code. Its GPU side: test_gpu_retime.py."""
+"""The independent re-timer's CPU side (benchmarks/gpu/retime_independent.py): which trials of a run or a bench
+record it re-times, and that a record of a family file nobody named never loads code. Its GPU side:
+test_gpu_retime.py."""
 
 from __future__ import annotations
 
 import json
 
-from test_gpu_retime import RUNS, retimer
+import pytest
+from test_gpu_retime import ROOT, RUNS, retimer
 
+from mage_tune.errors import MageError
 from mage_tune.search import record
 
 
@@ -50,3 +53,17 @@ def test_runs_that_cannot_be_re_timed_are_listed_and_cost_the_others_nothing(tmp
 def test_an_unknown_regime_is_refused_before_anything_is_timed(capsys):
     assert retimer().main([str(RUNS[0]), "--regimes", "graph,hot"]) == 2
     assert "--regimes: hot not among warm, graph, batch" in capsys.readouterr().err
+
+
+def test_a_bench_record_s_fastest_variants_and_its_cublas_time(tmp_path):
+    bench = ROOT / "tests/fixtures/data/bench_matmul_bf16_4096.json"
+    family, meta, best, theirs = retimer()._what_to_retime(bench, 5, None)
+    assert family.name == "matmul-bf16" and meta["shape"] == {"m": 4096, "n": 4096, "k": 4096}
+    assert [(t["value"], t["config"]["bn"]) for t in best] == [(200.0, 256), (240.0, 128)]
+    assert theirs == 180.0  # the record's cuBLAS BF16 median, the ratio the re-timing is compared with
+    assert [t["config"]["bn"] for t in retimer()._what_to_retime(bench, 1, None)[2]] == [256]
+    data = json.loads(bench.read_text())
+    data["results"] = [r for r in data["results"] if r["kind"] != "variant"]
+    (tmp_path / "none.json").write_text(json.dumps(data))
+    with pytest.raises(MageError, match="no measured or modelled trial"):
+        retimer()._what_to_retime(tmp_path / "none.json", 1, None)

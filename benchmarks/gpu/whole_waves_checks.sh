@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One device call's look at matmul-bf16's tiles that fill whole waves of SMs (either orientation, alone, in pairs or
+# quads, or stream-K), in mage-tune's harness and outside it, under $OUT (default /tmp/w). From the repository root,
+# after `source .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH MAGE_TUNE_CACHE=/tmp/mtc`:
+#
+#   OUT=$OUT/ww bash benchmarks/gpu/whole_waves_checks.sh [MxNxK ...]
+#
+#   gpu.log            the GPU tests of pairs side by side (three dtypes) and the repeats (every element of C written)
+#   bench-MxNxK.json   configs/mm_bf16_whole_waves.json beside cuBLAS BF16
+#   retime.json        the six fastest of each bench re-timed outside the harness (cold, warm and graph replays)
+# Each step has its own time limit and leaves its log whatever the others do.
+out=${OUT:-/tmp/w}
+mkdir -p "$out"
+here=$(dirname "$0")
+source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_if_passed CONFIGS SECONDS DEFAULTS [MxNxK...]
+
+step gpu.log 300 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 6 --dist load \
+  -k "side_by_side or bit_identical" -p no:cacheprovider
+bench_if_passed "$here/configs/mm_bf16_whole_waves.json" 120 "4500x3000x2200" "$@"
+benches=("$out"/bench-*.json)
+[ -e "${benches[0]}" ] && step retime.log 150 python benchmarks/gpu/retime_independent.py "${benches[@]}" \
+  --family matmul-bf16 --top 6 --rounds 3 --regimes warm,graph --json "$out/retime.json"
