@@ -12,11 +12,9 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_if_passed CONFIGS SECONDS DEFAULTS [MxNxK...]
+source "$here/step.sh"  # step, bench_if_passed, retime_benches
 
 step gpu.log 300 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 6 --dist load \
   -k "side_by_side or bit_identical" -p no:cacheprovider
 bench_if_passed "$here/configs/mm_bf16_whole_waves.json" 120 "4500x3000x2200" "$@"
-benches=("$out"/bench-*.json)
-[ -e "${benches[0]}" ] && step retime.log 150 python benchmarks/gpu/retime_independent.py "${benches[@]}" \
-  --family matmul-bf16 --top 6 --rounds 3 --regimes warm,graph --json "$out/retime.json"
+retime_benches 150 6 warm,graph

@@ -166,7 +166,10 @@ The epilogues (knob `epilogue`):
                  Where BN is not a multiple of a chunk's width (64 BF16 or 32 FP32 columns), the columns past the last
                  whole chunk are stored from registers as the direct epilogue does, guarded by row < M and col < N.
                  Before exiting, the issuing thread waits cp.async.bulk.wait_group 0. Costs 2 × 8 KB of shared memory
-                 per consumer warpgroup, refused where the stages leave no room for it.
+                 per consumer warpgroup, refused where the stages leave no room for it. With staging=1 a consumer
+                 warpgroup has one chunk: the issuing thread waits for the previous store's read and the warpgroup
+                 meets before the chunk is written, then meets again before the store (two barriers per chunk, no
+                 store under the next chunk's writes), for 8 KB per consumer warpgroup
 
 The launch. A tensor map is a 128-byte, 64-byte-aligned kernel parameter (`const __grid_constant__`), which the
 harness's cupy launch (pointers and scalars) cannot pass, so this family launches its own variants (`launcher` for
@@ -261,7 +264,7 @@ SWIZZLE_ATOM = 1024  # bytes: 8 rows of 128; tile bases are aligned to it
 SWIZZLE_ROW = 128  # bytes: one row of the 128-byte swizzle, the widest a swizzled box's inner extent may be
 CHUNK_ROWS = 64  # rows of one staging chunk of C (epilogue=tma): one m64 wgmma tile
 CHUNK_BYTES = CHUNK_ROWS * SWIZZLE_ROW  # 8 KB: 64 bf16 or 32 FP32 columns
-STAGING_CHUNKS = 2  # per consumer warpgroup: one written while the other's tensor store reads it
+STAGING_CHUNKS = 2  # per consumer warpgroup by default: one written while the other's tensor store reads it
 BARRIER_BYTES = 8
 WARPGROUP = 128
 TARGET = "sm_90a"  # wgmma and setmaxnreg exist on this arch-specific target only
@@ -366,6 +369,13 @@ class MatmulBF16(CudaFamily):
             "search's best since); direct, from registers to global memory",
         ),
         Knob(
+            "staging",
+            (2, 1),
+            "epilogue=tma's staging chunks per consumer warpgroup: 2, one written while the other's tensor store "
+            "reads it; 1, each store read out before the next chunk is written, 8 KB per consumer left for the "
+            "stages (a fifth stage of 128 × 192 tiles with two consumers)",
+        ),
+        Knob(
             "schedule",
             ("cooperative", "pingpong"),
             "cooperative: the consumer warpgroups split each tile's rows; pingpong: each takes whole tiles in turn "
@@ -444,8 +454,10 @@ class MatmulBF16(CudaFamily):
 
     @staticmethod
     def staging_bytes(config: Config) -> int:
-        """The TMA-store epilogue's shared memory: two 8 KB chunks of C per consumer warpgroup (none for direct)."""
-        return config["consumers"] * STAGING_CHUNKS * CHUNK_BYTES if config["epilogue"] == "tma" else 0
+        """The TMA-store epilogue's shared memory: `staging` 8 KB chunks of C per consumer warpgroup (none for
+        direct)."""
+        chunks = config.get("staging", STAGING_CHUNKS)
+        return config["consumers"] * chunks * CHUNK_BYTES if config["epilogue"] == "tma" else 0
 
     @staticmethod
     def shared_bytes(config: Config) -> int:
@@ -536,7 +548,8 @@ class MatmulBF16(CudaFamily):
         smem, limit = self.shared_bytes(c), target.smem_per_block_optin
         if smem > limit:
             staging = self.staging_bytes(c)
-            plus = f" plus epilogue=tma's staging, consumers × 2 × 8192 = {staging} bytes," if staging else ""
+            chunks = c.get("staging", STAGING_CHUNKS)
+            plus = f" plus epilogue=tma's staging, consumers × {chunks} × 8192 = {staging} bytes," if staging else ""
             out.append(
                 f"shared memory stages × (bm + {self.stage_columns(c)}) × 64 × 2 bytes,{plus} with barriers and "
                 f"alignment, = {smem} B "
@@ -547,6 +560,8 @@ class MatmulBF16(CudaFamily):
                 "transposed=1 with epilogue=tma stages C's chunks by stmatrix .trans, which moves 2-byte elements: "
                 "an FP32 C takes epilogue=direct"
             )
+        if c.get("staging", STAGING_CHUNKS) != STAGING_CHUNKS and c["epilogue"] != "tma":
+            out.append(f"staging={c['staging']} counts epilogue=tma's chunks of C: it needs epilogue=tma, not direct")
         if c.get("pairing", "above") != "above" and not (c["cluster"] == 2 and c["multicast"]):
             out.append(
                 f"pairing={c['pairing']} lays out a multicast pair's tiles: it needs cluster=2 and multicast=1, not "
@@ -583,12 +598,13 @@ class MatmulBF16(CudaFamily):
             "blocks wait for each other's partial sums)",
             "transposed=1 with epilogue=tma needs a 2-byte C (stmatrix .trans): an FP32 output takes epilogue=direct",
             "pairing=beside needs cluster=2 and multicast=1 (it lays out a multicast pair's tiles)",
+            "staging=1 needs epilogue=tma (it counts the TMA-store epilogue's chunks of C)",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
             "consumer thread",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
             "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
             "shared memory 1024 + stages × ((bm + bn, rounded up to 64 unless transposed=1) × 64 × 2 + 16) bytes "
-            "(+ consumers × 2 × 8192 staging bytes with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit "
+            "(+ consumers × staging × 8192 bytes with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit "
             "(227 KB)",
             "any M, N, K: ragged edges are zero-filled by the copy engine and guarded in the stores or clipped by the "
             "tensor store; where K or N is not a multiple of 8 (a tensor map's row pitch is a multiple of 16 bytes) "
@@ -635,6 +651,7 @@ class MatmulBF16(CudaFamily):
             "out_name": self.in_type.label if out_half else "FP32",
             "out_bytes": self.out_bytes,
             "chunk_cols": SWIZZLE_ROW // self.out_bytes,  # columns of C in one staging chunk's 128-byte row
+            "staging_chunks": c.get("staging", STAGING_CHUNKS),
             # columns past the last whole chunk, stored from registers (none: the kernel has no such code)
             "tail_cols": c["bn"] % (SWIZZLE_ROW // self.out_bytes) if c["epilogue"] == "tma" else 0,
             "producer_registers": PRODUCER_REGISTERS,

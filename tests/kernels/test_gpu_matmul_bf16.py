@@ -89,7 +89,7 @@ COVER = [
     # bn not a multiple of 64: the last B box copied whole, wgmma reads part of it; C's columns past the last whole
     # store chunk stored from registers
     {"bn": 224},
-    {"bn": 160, "stages": 5, "cluster": 4, "multicast": 1, "epilogue": "direct"},  # 5 stages leave no staging room
+    {"bn": 160, "stages": 5, "cluster": 4, "multicast": 1, "epilogue": "direct"},  # 5 stages: room for 1 chunk at most
     {"bm": 64, "bn": 224, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "direct"},
     {"bm": 64, "bn": 160, "consumers": 1, "stages": 6, "cluster": 2, "persistent": 0},
     {"bm": 64, "bn": 224, "stages": 3, "schedule": "pingpong"},
@@ -100,6 +100,8 @@ COVER = [
     {"transposed": 1, "bn": 208},
     # pairs side by side, sharing the tile row's operand
     {"bn": 224, "cluster": 2, "multicast": 1, "pairing": "beside"},
+    # one staging chunk per consumer warpgroup, overwritten once its last store has read it
+    {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1},
 ]
 # Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
 STREAM_K = [
@@ -147,6 +149,11 @@ TMA = [
     {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "cluster": 2, "multicast": 1, "epilogue": "tma"},
     {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "raster": 0, "epilogue": "tma"},
     {"bm": 256, "bn": 128, "consumers": 2, "stages": 3, "cluster": 2, "epilogue": "tma"},
+    # one staging chunk per consumer warpgroup: odd and even chunk counts per tile, both schedules, a tail of C
+    {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1},
+    {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "staging": 1},
+    {"bm": 64, "bn": 128, "stages": 3, "schedule": "pingpong", "epilogue": "tma", "staging": 1},
+    {"bn": 224, "staging": 1, "stream_k": 1},
 ]
 
 
@@ -481,6 +488,7 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1, "pairing": "beside"},
         {"transposed": 1},  # C's chunks stored through its map, then the tail element-wise (an FP32 C: direct)
         {"transposed": 1, "bn": 192, "cluster": 4, "multicast": 1},
+        {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1},  # one staging chunk per consumer
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
