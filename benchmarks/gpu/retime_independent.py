@@ -140,7 +140,8 @@ def _what_to_retime(run: Path, top: int, named: str | None):
         label = next((b.label for b in family.baseline_kernels(meta["shape"]) if b.kind == "torch"), None)
         theirs = info.baselines.get(label)
     if not best:
-        raise MageError(f"{run}: no measured or modelled trial to re-time")
+        what = "measured or modelled trial" if run.is_dir() else "measured variant"  # a bench's: measured or failed
+        raise MageError(f"{run}: no {what} to re-time")
     return family, meta, best, theirs
 
 
@@ -228,7 +229,8 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
             "trial": trial["number"],
             "config": config,
             "cubin_sha256": sha,
-            "same_binary": sha == trial.get("cubin_sha256"),  # False where the template changed since: flagged
+            # False where the template changed since (flagged); None where the record kept no sha256 (unknown)
+            "same_binary": sha == trial["cubin_sha256"] if trial.get("cubin_sha256") else None,
             "rel_err": rel_err,
             "tolerance": tolerance,
             "ok": bool(rel_err <= tolerance),
@@ -287,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['ours_us']:.2f} µs, torch {row['torch_us'] or nan:.2f} µs, ratio "
                 f"{row['ours_over_torch'] or nan:.3f} (search {row['search_ours_over_torch'] or nan:.3f}"
                 + (f", {change:+.1%})" if change is not None else ")")
-                + ("" if row["same_binary"] else "; NOT the binary the search timed: the template changed since"),
+                + {True: "", None: "; the record kept no cubin sha256 to compare"}.get(
+                    row["same_binary"], "; NOT the binary the record timed: the template changed since"
+                ),
                 flush=True,
             )
             for regime, times in row["regimes"].items():
@@ -299,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(record, indent=1))
     if skipped:
         return 2
-    return 0 if all(r["ok"] and r["same_binary"] for r in rows) else 1
+    return 0 if all(r["ok"] and r["same_binary"] is not False for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -30,12 +30,12 @@ bench_shapes() {
   done
 }
 
-# `retime_benches SECONDS TOP [REGIMES]`: the TOP fastest variants of every $out/bench-*.json re-timed outside mage-tune's
-# harness (benchmarks/gpu/retime_independent.py; REGIMES, default graph, besides the cold single launches), in
-# $out/retime.json and retime.log. Nothing where no bench left a record.
+# `retime_benches SECONDS TOP [REGIMES]`: the TOP fastest variants of every $out/bench-*.json (bench_shapes', all
+# matmul-bf16) re-timed outside mage-tune's harness (benchmarks/gpu/retime_independent.py; REGIMES, default graph,
+# besides the cold single launches), in $out/retime.json and retime.log. Nothing where no bench left a record.
 retime_benches() {
   local limit=$1 top=$2 regimes=${3:-graph} benches=("$out"/bench-*.json)
-  [ -e "${benches[0]}" ] || return
+  [ -e "${benches[0]}" ] || return 0
   step retime.log "$limit" python "$(dirname "${BASH_SOURCE[0]}")/retime_independent.py" "${benches[@]}" \
     --family matmul-bf16 --top "$top" --rounds 3 --regimes "$regimes" --json "$out/retime.json"
 }

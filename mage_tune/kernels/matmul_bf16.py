@@ -152,7 +152,7 @@ The epilogues (knob `epilogue`):
   direct         each thread stores its accumulator pairs to C: a bf16x2 (4 bytes) or float2 per row and 8-column
                  group, 16 contiguous bytes per row from 4 lanes, guarded by row < M and col < N
   tma            each consumer warpgroup writes its rows of C in chunks of 64 rows × 128 bytes (64 bf16 or 32 FP32
-                 columns, 8 KB) into one of its two staging chunks in shared memory (after the stages, 1024-aligned),
+                 columns, 8 KB) into one of its staging chunks in shared memory (after the stages, 1024-aligned),
                  128-byte swizzled (16-byte unit u of row r at u ^ (r % 8), conflict-free for the accumulator
                  fragment): bf16 by stmatrix.sync.aligned.m8n8.x4 (an 8 × 8 block of the accumulator fragment is
                  stmatrix's fragment: four blocks, rows +0/+8 of two column groups, per instruction), FP32 by
@@ -165,8 +165,8 @@ The epilogues (knob `epilogue`):
                  outside C (no per-element guards); chunks that start outside C are skipped by the whole warpgroup.
                  Where BN is not a multiple of a chunk's width (64 BF16 or 32 FP32 columns), the columns past the last
                  whole chunk are stored from registers as the direct epilogue does, guarded by row < M and col < N.
-                 Before exiting, the issuing thread waits cp.async.bulk.wait_group 0. Costs 2 × 8 KB of shared memory
-                 per consumer warpgroup, refused where the stages leave no room for it. With staging=1 a consumer
+                 Before exiting, the issuing thread waits cp.async.bulk.wait_group 0. Costs 2 × 8 KB (staging=2) of
+                 shared memory per consumer warpgroup, refused where the stages leave no room. With staging=1 a consumer
                  warpgroup has one chunk: the issuing thread waits for the previous store's read and the warpgroup
                  meets before the chunk is written, then meets again before the store (two barriers per chunk, no
                  store under the next chunk's writes), for 8 KB per consumer warpgroup
@@ -364,9 +364,9 @@ class MatmulBF16(CudaFamily):
         Knob(
             "epilogue",
             ("tma", "direct"),
-            "how C is written: tma, through two swizzled 8 KB shared-memory chunks per consumer warpgroup that tensor "
-            "stores copy out (the default: 176.8 µs at 4096³ on an H200 against direct's 191-194, and every "
-            "search's best since); direct, from registers to global memory",
+            "how C is written: tma, through swizzled 8 KB shared-memory chunks (two per consumer warpgroup, or one: "
+            "staging) that tensor stores copy out (the default: 176.8 µs at 4096³ on an H200 against direct's "
+            "191-194, and every search's best since); direct, from registers to global memory",
         ),
         Knob(
             "staging",

@@ -138,6 +138,7 @@ PINGPONG = [
     {"bm": 256, "bn": 64, "stages": 3, "schedule": "pingpong"},
     {"bm": 64, "bn": 256, "cluster": 2, "multicast": 1, "schedule": "pingpong", "epilogue": "tma"},
     {"bm": 128, "bn": 128, "stages": 3, "cluster": 2, "multicast": 1, "raster": 0, "schedule": "pingpong"},
+    {"bm": 64, "bn": 192, "stages": 5, "schedule": "pingpong", "epilogue": "tma", "staging": 1},
 ]
 # The TMA-store epilogue over every wgmma loop shape and the cluster modes: its chunks (one to four per m64 tile, an
 # odd count per tile with bn=192, so the staging buffer alternates across tiles), clipped at ragged M and N.
@@ -196,7 +197,8 @@ def test_every_knob_value_is_correct_at_ragged_shapes(spec, shape):
 @pytest.mark.parametrize("shape", RAGGED, ids=lambda s: "x".join(map(str, s.values())))
 def test_the_tma_epilogue_is_correct_at_ragged_shapes(spec, shape):
     """Check first, where the TMA-store epilogue is new: the swizzle of the staging chunks against C's map, the
-    proxy fence and the named barrier, the double buffer; for both output dtypes (FP32 chunks are 32 columns)."""
+    proxy fence and the named barrier, the double buffer or the one chunk (staging=1); for both output dtypes (FP32
+    chunks are 32 columns)."""
     _check(spec, shape, TMA)
 
 
@@ -221,6 +223,9 @@ def test_persistent_blocks_walk_many_tiles_and_lap_the_ring():
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "tma"},
         {"bm": 64, "bn": 192, "consumers": 1, "stages": 3, "epilogue": "tma"},  # 3 chunks a tile: buffers alternate
         {"cluster": 2, "multicast": 1, "epilogue": "tma"},
+        # one staging chunk, one chunk of C a tile: each reuse of it waits on the previous tile's store
+        {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "tma", "staging": 1},
+        {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1},
     ]
     _check(SPEC, shape, settings)
 
@@ -486,7 +491,7 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1},  # Cᵀ's tiles, pairs sharing A's rows
         {"transposed": 1, "bn": 224, "stream_k": 1, "epilogue": "direct"},
         {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1, "pairing": "beside"},
-        {"transposed": 1},  # C's chunks stored through its map, then the tail element-wise (an FP32 C: direct)
+        {"transposed": 1, "bn": 208},  # C's chunks through its map, the tail element-wise (an FP32 C: direct)
         {"transposed": 1, "bn": 192, "cluster": 4, "multicast": 1},
         {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1},  # one staging chunk per consumer
     ]

@@ -1034,6 +1034,10 @@ def test_one_staging_chunk_is_written_once_the_last_store_has_read_it(covered):
         two = FAMILY.with_defaults({**config, "staging": 2, "stages": 4})
         two_census = census_variant(FAMILY.build(two, SHAPE, ARCH))
         assert census.sass.barriers == census.ptx.barriers == two_census.ptx.barriers + chunks, label
+        for source, first in ((variant.source, "store_wait_read();"), (FAMILY.render(two, SHAPE), "stage_chunk(chunk")):
+            loop = source[source.index("const unsigned chunk = my_staging") :]  # the epilogue's loop over chunks
+            other = ({"store_wait_read();", "stage_chunk(chunk"} - {first}).pop()
+            assert loop.index(first) < loop.index(other), label  # one chunk: the wait before the writes
         assert FAMILY.staging_bytes(config) == config["consumers"] * 8192 == FAMILY.staging_bytes(two) // 2, label
     quad = next(c for c, _, _ in ones if c["cluster"] == 4)
     assert quad["stages"] == 5 and FAMILY.shared_bytes(quad) <= ARCH.smem_per_block_optin
