@@ -269,6 +269,9 @@ BARRIER_BYTES = 8
 WARPGROUP = 128
 TARGET = "sm_90a"  # wgmma and setmaxnreg exist on this arch-specific target only
 MAX_ACCUMULATORS = 128  # FP32 accumulators per consumer thread: what 232 registers hold beside addresses
+# With split=columns, 144: a 192 × 192 tile's (three m64n96 wgmma per consumer), which ptxas 13 fits in 232 registers
+# with no spill; other configs over 128 have not been compiled, so the space leaves them out.
+COLUMNS_ACCUMULATORS = 144
 PRODUCER_REGISTERS = 40
 REGISTER_FILE = 65536  # 32-bit registers per SM (and per block)
 MAX_REGISTERS = 255  # per thread, ptxas's limit
@@ -329,7 +332,12 @@ class MatmulBF16(CudaFamily):
     # Defaults first: a 128×256 tile over two consumer warpgroups (128 accumulators each), four stages (192 KB) and
     # the TMA-store epilogue's staging (32 KB), persistent, grouped by 8 tile rows. The rest ascend.
     knobs = (
-        Knob("bm", (128, 64, 256), "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups"),
+        Knob(
+            "bm",
+            (128, 64, 256, 192),
+            "block tile rows: 64-row wgmma tiles, shared among the consumer warpgroups (192: three, with "
+            "split=columns)",
+        ),
         Knob(
             "bn",
             (256, *range(64, 256, 16)),
@@ -383,6 +391,14 @@ class MatmulBF16(CudaFamily):
             "epilogue runs under the other's wgmma; needs two consumers (pays on a persistent grid)",
         ),
         Knob(
+            "split",
+            ("rows", "columns"),
+            "how cooperative consumers share a tile: rows, bm / consumers rows each by all bn columns (wgmma "
+            "m64n{bn}); columns, every row by bn / 2 columns each (bm / 64 wgmma m64n{bn/2} per k16 step, as "
+            "cuBLAS's coopB kernels), which lets two consumers hold a 192-row tile; needs two cooperative "
+            "consumers, and without transposed=1 a bn / 2 of whole 64-column boxes (128 or 256)",
+        ),
+        Knob(
             "stream_k",
             (0, 1),
             "1: the tiles of the last, partial wave are split along K, their k-tiles dealt out evenly to every block "
@@ -434,17 +450,30 @@ class MatmulBF16(CudaFamily):
 
     @staticmethod
     def tile_sharers(config: Config) -> int:
-        """Consumer warpgroups that split one tile's rows: all of them (cooperative), or one (pingpong)."""
-        return 1 if config.get("schedule") == "pingpong" else config["consumers"]
+        """Consumer warpgroups that split one tile's rows: all of them (cooperative), or one (pingpong, or
+        split=columns, where each takes every row)."""
+        if config.get("schedule") == "pingpong" or config.get("split") == "columns":
+            return 1
+        return config["consumers"]
+
+    @staticmethod
+    def wgmma_n(config: Config) -> int:
+        """The N of each wgmma: the consumer's columns of the tile (bn, or bn / consumers with split=columns)."""
+        return config["bn"] // config["consumers"] if config.get("split") == "columns" else config["bn"]
 
     @staticmethod
     def m_sub(config: Config) -> int:
         """m64 wgmma tiles each consumer warpgroup issues per k16 step."""
         return config["bm"] // (64 * MatmulBF16.tile_sharers(config))
 
+    @staticmethod
+    def max_accumulators(config: Config) -> int:
+        """The most FP32 accumulators per consumer thread the space admits (see COLUMNS_ACCUMULATORS)."""
+        return COLUMNS_ACCUMULATORS if config.get("split") == "columns" else MAX_ACCUMULATORS
+
     def accumulators(self, config: Config) -> int:
-        """FP32 accumulators per consumer thread: M_SUB tiles of 64 × bn over 128 threads."""
-        return self.m_sub(config) * config["bn"] // 2
+        """FP32 accumulators per consumer thread: M_SUB tiles of 64 × wgmma_n over 128 threads."""
+        return self.m_sub(config) * self.wgmma_n(config) // 2
 
     @staticmethod
     def stage_columns(config: Config) -> int:
@@ -530,12 +559,26 @@ class MatmulBF16(CudaFamily):
                 f"bm={c['bm']} does not split into 64-row wgmma tiles over {sharers} consumer warpgroups "
                 f"(a multiple of {64 * sharers})"
             )
-        elif self.accumulators(c) > MAX_ACCUMULATORS:
+        elif self.accumulators(c) > self.max_accumulators(c):
             split = "(bm / consumers / 64)" if sharers > 1 else "(bm / 64, a whole tile per consumer)"
+            width = "bn / consumers / 2" if c.get("split") == "columns" else "bn / 2"
             out.append(
                 f"each consumer thread would hold {self.accumulators(c)} FP32 accumulators ({split} "
-                f"× bn / 2), over the {MAX_ACCUMULATORS} that fit its {self.consumer_registers(c)} registers"
+                f"× {width}), over the {self.max_accumulators(c)} that fit its {self.consumer_registers(c)} registers"
             )
+        if c.get("split") == "columns":
+            if c.get("schedule") == "pingpong" or c["consumers"] != 2:
+                out.append(
+                    "split=columns shares each tile's columns between two cooperative consumer warpgroups: it needs "
+                    f"consumers=2 and schedule=cooperative, not consumers={c['consumers']}, schedule={c['schedule']}"
+                )
+            elif not c.get("transposed") and self.wgmma_n(c) % 64:
+                out.append(
+                    f"split=columns starts the second consumer's B operand at column bn / 2 = {self.wgmma_n(c)}, "
+                    "which without transposed=1 must be a whole 64-column box of B (bn=128 or 256)"
+                )
+        elif c["bm"] == 192:
+            out.append("bm=192 (three m64 tiles) is for split=columns: two consumers each take its every row")
         if c.get("schedule") == "pingpong" and c["consumers"] != 2:
             out.append(f"schedule=pingpong alternates tiles between two consumer warpgroups, not {c['consumers']}")
         pool = self.threads(c) * self.launch_registers(c)
@@ -598,9 +641,11 @@ class MatmulBF16(CudaFamily):
             "blocks wait for each other's partial sums)",
             "transposed=1 with epilogue=tma needs a 2-byte C (stmatrix .trans): an FP32 output takes epilogue=direct",
             "pairing=beside needs cluster=2 and multicast=1 (it lays out a multicast pair's tiles)",
+            "split=columns needs consumers=2 and schedule=cooperative, and without transposed=1 bn=128 or 256 (the "
+            "second consumer's columns start on a 64-column box of B); bm=192 needs split=columns",
             "staging=1 needs epilogue=tma (it counts the TMA-store epilogue's chunks of C)",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
-            "consumer thread",
+            f"consumer thread; with split=columns bm / 64 × bn / 4 <= {COLUMNS_ACCUMULATORS} (a 192 × 192 tile's)",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
             "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
             "shared memory 1024 + stages × ((bm + bn, rounded up to 64 unless transposed=1) × 64 × 2 + 16) bytes "
@@ -629,7 +674,8 @@ class MatmulBF16(CudaFamily):
 
     def template_vars(self, config: Config, shape: Shape) -> dict:
         c = config
-        regs = c["bn"] // 2
+        wn = self.wgmma_n(c)
+        regs = wn // 2
         names = [f"%{i}" for i in range(regs)]
         rows = [", ".join(names[i : i + 8]) for i in range(0, regs, 8)]
         last = len(rows) - 1
@@ -653,7 +699,9 @@ class MatmulBF16(CudaFamily):
             "chunk_cols": SWIZZLE_ROW // self.out_bytes,  # columns of C in one staging chunk's 128-byte row
             "staging_chunks": c.get("staging", STAGING_CHUNKS),
             # columns past the last whole chunk, stored from registers (none: the kernel has no such code)
-            "tail_cols": c["bn"] % (SWIZZLE_ROW // self.out_bytes) if c["epilogue"] == "tma" else 0,
+            "tail_cols": wn % (SWIZZLE_ROW // self.out_bytes) if c["epilogue"] == "tma" else 0,
+            "wn": wn,  # the N of each wgmma: bn, or with split=columns bn / consumers
+            "columns": c.get("split") == "columns",
             "producer_registers": PRODUCER_REGISTERS,
             "consumer_registers": self.consumer_registers(c),
             "pingpong": c.get("schedule") == "pingpong",

@@ -102,6 +102,8 @@ COVER = [
     {"bn": 224, "cluster": 2, "multicast": 1, "pairing": "beside"},
     # one staging chunk per consumer warpgroup, overwritten once its last store has read it
     {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1},
+    # consumers splitting the tile's columns: a 192-row tile
+    {"bm": 192, "bn": 192, "split": "columns", "transposed": 1},
 ]
 # Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
 STREAM_K = [
@@ -323,6 +325,42 @@ def test_pairs_side_by_side_share_the_tile_row_s_operand(spec, shape):
     _check(spec, shape, BESIDE)
 
 
+# Consumers splitting the tile's columns (split=columns: every row, bn / 2 columns each, at column offset
+# consumer · bn / 2): 192-row tiles alone, in pairs, quads, with stream-K, both epilogues and a tail of C per
+# consumer (bn / 2 not a multiple of a chunk), one staging chunk; untransposed with bn / 2 of whole B boxes
+COLUMNS = [
+    {"bm": 192, "bn": 192, "split": "columns", "transposed": 1},
+    {"bm": 192, "bn": 192, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1},
+    {"bm": 192, "bn": 176, "split": "columns", "transposed": 1, "cluster": 4, "multicast": 1},
+    {"bm": 192, "bn": 160, "split": "columns", "transposed": 1, "stream_k": 1},
+    {"bm": 192, "bn": 144, "split": "columns", "transposed": 1, "epilogue": "direct", "persistent": 0},
+    {"bm": 192, "bn": 112, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1, "pairing": "beside"},
+    {"bm": 192, "bn": 128, "split": "columns", "cluster": 2, "multicast": 1, "staging": 1},
+    {"bm": 128, "bn": 256, "split": "columns", "epilogue": "direct", "stream_k": 1},
+    {"bm": 256, "bn": 144, "split": "columns", "transposed": 1, "epilogue": "direct"},
+    {"bm": 64, "bn": 128, "split": "columns", "stages": 3},
+]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        *RAGGED,
+        {"m": 300, "n": 520, "k": 1000},  # odd last pairs and quads' idle blocks
+        {"m": 2056, "n": 2056, "k": 520},  # many tiles per block
+        {"m": 1, "n": 8, "k": 8},
+        {"m": 1000, "n": 517, "k": 261},  # off the pitch: padded copies
+    ],
+    ids=lambda s: "x".join(map(str, s.values())),
+)
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32, SPEC_F16], ids=["bf16", "fp32", "fp16"])
+def test_consumers_splitting_the_columns_store_their_halves(spec, shape):
+    """Each consumer's wgmma read A's rows (or B's boxes) from its own column offset and its part of C lands at that
+    offset, whole chunks through C's map and the rest from registers (an FP32 C's transposed configs take the
+    direct epilogue: completion picks it)."""
+    _check(spec, shape, COLUMNS)
+
+
 @pytest.mark.parametrize(
     "shape",
     [
@@ -494,6 +532,8 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"transposed": 1, "bn": 208},  # C's chunks through its map, the tail element-wise (an FP32 C: direct)
         {"transposed": 1, "bn": 192, "cluster": 4, "multicast": 1},
         {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1},  # one staging chunk per consumer
+        {"bm": 192, "bn": 192, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1},  # columns split
+        {"bm": 192, "bn": 160, "split": "columns", "transposed": 1, "stream_k": 1, "epilogue": "direct"},
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

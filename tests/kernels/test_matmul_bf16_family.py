@@ -141,6 +141,21 @@ COVER = [
     {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1},
     {"bm": 64, "bn": 128, "schedule": "pingpong", "epilogue": "tma", "staging": 1},
     {"transposed": 1, "bn": 208, "staging": 1, "stream_k": 1},
+    # consumers splitting the tile's columns (every row, bn / 2 columns each): 192-row tiles of every width that
+    # fits (transposed: the second consumer's A rows from row bn / 2, whole swizzle atoms), and without transposed=1
+    # bn / 2 of whole B boxes
+    {"bm": 192, "bn": 192, "split": "columns", "transposed": 1},
+    {"bm": 192, "bn": 176, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1},
+    {"bm": 192, "bn": 160, "split": "columns", "transposed": 1, "cluster": 4, "multicast": 1, "epilogue": "direct"},
+    {"bm": 192, "bn": 144, "split": "columns", "transposed": 1, "stream_k": 1},
+    {"bm": 192, "bn": 128, "split": "columns", "stages": 3, "cluster": 2, "multicast": 1, "pairing": "beside"},
+    {"bm": 192, "bn": 112, "split": "columns", "transposed": 1, "staging": 1},
+    {"bm": 192, "bn": 96, "split": "columns", "transposed": 1, "persistent": 0},
+    {"bm": 192, "bn": 80, "split": "columns", "transposed": 1, "epilogue": "direct", "stream_k": 1},
+    {"bm": 192, "bn": 64, "split": "columns", "transposed": 1, "cluster": 2},
+    {"bm": 128, "bn": 256, "split": "columns", "cluster": 4, "multicast": 1},
+    {"bm": 256, "bn": 128, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1},
+    {"bm": 256, "bn": 144, "split": "columns", "transposed": 1, "epilogue": "direct"},  # 144 accumulators
 ]
 
 
@@ -168,12 +183,13 @@ def test_the_cover_holds_every_knob_value_and_every_wgmma_loop_shape():
 
 def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_local_memory(covered):
     for config, variant, census in covered:
-        m_sub = FAMILY.m_sub(config)
+        m_sub, wn = FAMILY.m_sub(config), FAMILY.wgmma_n(config)
         label = variant.label
-        # the k-tile's 4 k16 steps, each M_SUB wgmma of the block's full width, with B transposed (N-major), or
-        # with transposed=1 wgmma's A (B's boxes) transposed
-        assert census.sass.matrix_shapes == {f"HGMMA.64x{config['bn']}x16.F32.BF16": 4 * m_sub}, label
-        assert census.ptx.matrix_shapes == {f"wgmma.m64n{config['bn']}k16.f32.bf16.bf16": 4 * m_sub}, label
+        # the k-tile's 4 k16 steps, each M_SUB wgmma of the consumer's width (the block's, or with split=columns
+        # half of it), with B transposed (N-major), or with transposed=1 wgmma's A (B's boxes) transposed
+        assert wn == (config["bn"] // 2 if config["split"] == "columns" else config["bn"]), label
+        assert census.sass.matrix_shapes == {f"HGMMA.64x{wn}x16.F32.BF16": 4 * m_sub}, label
+        assert census.ptx.matrix_shapes == {f"wgmma.m64n{wn}k16.f32.bf16.bf16": 4 * m_sub}, label
         transposed, quad = config["transposed"], config["cluster"] == 4
         flags, mark, other = ("1, 0", ".tnspA", ".tnspB") if transposed else ("0, 1", ".tnspB", ".tnspA")
         assert f"p, 1, 1, {flags};" in variant.source, label
@@ -192,8 +208,8 @@ def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_loc
             copies = {"load": row_copies, "multicast": column_copies}
         else:
             copies = {"load": row_copies + column_copies}
-        if config["epilogue"] == "tma":  # and one tensor store per whole 64 × 64 chunk of the consumer's rows (a
-            copies["store"] = m_sub * (config["bn"] // 64)  # last, narrower one is stored from registers)
+        if config["epilogue"] == "tma" and wn >= 64:  # and one tensor store per whole 64 × 64 chunk of the
+            copies["store"] = m_sub * (wn // 64)  # consumer's part (a last, narrower one is stored from registers)
         assert census.sass.bulk == census.ptx.bulk == copies, label
         # full and empty barriers per stage, the producer's arrival with its bytes, the consumers' releases (in the
         # loop and at the tile's end; into both blocks of a pair with multicast, through mapa)
@@ -381,6 +397,13 @@ def test_other_archs_are_refused_in_a_sentence(arch):
         ({"persistent": 0, "stream_k": 1}, "stream_k=1 shares the last wave's k-tiles"),
         ({"bm": 128, "bn": 256, "stages": 4}, None),
         ({"bm": 64, "bn": 64, "consumers": 1, "stages": 6}, None),
+        ({"split": "columns", "consumers": 1, "bm": 64, "bn": 128}, "it needs consumers=2 and schedule=cooperative"),
+        ({"split": "columns", "schedule": "pingpong", "bm": 64}, "split=columns shares each tile's columns"),
+        ({"split": "columns", "bn": 192}, "column bn / 2 = 96, which without transposed=1 must be a whole 64-column"),
+        ({"bm": 192, "bn": 64, "consumers": 1}, "bm=192 (three m64 tiles) is for split=columns"),
+        ({"bm": 192, "bn": 208, "split": "columns", "transposed": 1}, "would hold 156 FP32 accumulators"),
+        ({"bm": 192, "bn": 192, "split": "columns", "transposed": 1}, None),  # 144 accumulators
+        ({"bm": 192, "bn": 128, "split": "columns"}, None),
     ],
 )
 def test_the_space_refuses_what_cannot_launch(settings, message):
@@ -399,8 +422,9 @@ def test_every_valid_config_fits_the_shared_memory_and_the_registers():
     configs = list(FAMILY.configs(SHAPE, ARCH))
     assert len(configs) == FAMILY.count_configs(SHAPE, ARCH) > 100
     for c in configs:
-        assert FAMILY.shared_bytes(c) <= 227 * 1024 and FAMILY.accumulators(c) <= 128
-        if c["schedule"] == "pingpong":  # each consumer takes whole tiles
+        limit = 144 if c["split"] == "columns" else 128
+        assert FAMILY.shared_bytes(c) <= 227 * 1024 and FAMILY.accumulators(c) <= limit
+        if c["schedule"] == "pingpong" or c["split"] == "columns":  # each consumer takes whole tiles or every row
             assert c["consumers"] == 2 and c["bm"] % 64 == 0
         else:
             assert c["bm"] % (64 * c["consumers"]) == 0
@@ -1024,7 +1048,8 @@ def test_one_staging_chunk_is_written_once_the_last_store_has_read_it(covered):
     """staging=1: per chunk the issuing thread's wait for the previous store's read and a first barrier come before
     the chunk is written, a second barrier before its store (two named barriers per chunk, where two chunks take
     one); 8 KB of staging per consumer warpgroup, which leaves the fifth stage of a 128 × 192 quad its room."""
-    ones = [(c, v, census) for c, v, census in covered if c["staging"] == 1 and not c["stream_k"]]
+    ones = [(c, v, census) for c, v, census in covered if c["staging"] == 1 and c["split"] == "rows"]
+    ones = [(c, v, census) for c, v, census in ones if not c["stream_k"]]
     assert len(ones) == 2
     for config, variant, census in ones:
         chunks, label = FAMILY.m_sub(config) * config["bn"] // 64, variant.label  # 64 bf16 columns a chunk
