@@ -36,6 +36,11 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  stage only once every earlier k-tile was waited on, so no barrier is ever two phases behind. With
                  multicast both blocks of a pair walk the same tiles in the same turns, so a stage is released by
                  the same consumer of each block (4 warps × 2 blocks)
+  split          rows (cooperative): consumer c takes rows c·bm/2 .. of the tile by all bn columns (m64n{bn}); columns
+                 (cuBLAS's coopB): every row by columns c·bn/2 .. (bm/64 wgmma m64n{bn/2} per k16 step), wgmma's B
+                 operand read from that column (transposed: A's rows from row c·bn/2, whole 8-row swizzle atoms;
+                 untransposed: B's box c·bn/128, so bn/2 must be whole boxes), C's part stored at that offset; with
+                 bm=192 two consumers hold 192 × 192 (144 accumulators a thread)
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
                  min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
   stream_k       1 (persistent, cooperative): the grid is every SM (or one block per k-tile where there are fewer).
