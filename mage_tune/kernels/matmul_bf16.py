@@ -28,7 +28,8 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
   warpgroups 1.. setmaxnreg.inc to 232 (two consumers) or 240 (one); wait on `full`, then 4 k16 steps × M_SUB wgmma
                  per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's stage
                  (one arrival per warp on `empty`); at a tile's end wait_group 0 and store (see "the epilogues")
-  schedule       cooperative: the consumers split each tile's rows (BM / consumers each); pingpong: each consumer
+  schedule       cooperative: the consumers split each tile (its rows, BM / consumers each, or with split=columns its
+                 columns); pingpong: each consumer
                  takes whole tiles, the block's alternately, skipping the other's k-tiles in the ring, and their main
                  loops take turns through two more mbarriers (wait on its own before a tile, arrive on the other's
                  once its wgmma completed): one consumer's epilogue runs under the other's wgmma, as CUTLASS's
@@ -156,7 +157,7 @@ documents it):
 The epilogues (knob `epilogue`):
   direct         each thread stores its accumulator pairs to C: a bf16x2 (4 bytes) or float2 per row and 8-column
                  group, 16 contiguous bytes per row from 4 lanes, guarded by row < M and col < N
-  tma            each consumer warpgroup writes its rows of C in chunks of 64 rows × 128 bytes (64 bf16 or 32 FP32
+  tma            each consumer warpgroup writes its part of C in chunks of 64 rows × 128 bytes (64 bf16 or 32 FP32
                  columns, 8 KB) into one of its staging chunks in shared memory (after the stages, 1024-aligned),
                  128-byte swizzled (16-byte unit u of row r at u ^ (r % 8), conflict-free for the accumulator
                  fragment): bf16 by stmatrix.sync.aligned.m8n8.x4 (an 8 × 8 block of the accumulator fragment is
@@ -168,8 +169,9 @@ The epilogues (knob `epilogue`):
                  so the store of the previous chunk has read the other staging chunk, which the next chunk overwrites:
                  one store is in flight while the next chunk is written. The tensor store clips rows and columns
                  outside C (no per-element guards); chunks that start outside C are skipped by the whole warpgroup.
-                 Where BN is not a multiple of a chunk's width (64 BF16 or 32 FP32 columns), the columns past the last
-                 whole chunk are stored from registers as the direct epilogue does, guarded by row < M and col < N.
+                 Where the consumer's width (bn, or bn / 2 with split=columns) is not a multiple of a chunk's (64 BF16
+                 or 32 FP32 columns), the columns past its last whole chunk are stored from registers as the direct
+                 epilogue does, guarded by row < M and col < N (a width under one chunk takes epilogue=direct).
                  Before exiting, the issuing thread waits cp.async.bulk.wait_group 0. Costs 2 × 8 KB (staging=2) of
                  shared memory per consumer warpgroup, refused where the stages leave no room. With staging=1 a consumer
                  warpgroup has one chunk: the issuing thread waits for the previous store's read and the warpgroup
@@ -275,7 +277,8 @@ WARPGROUP = 128
 TARGET = "sm_90a"  # wgmma and setmaxnreg exist on this arch-specific target only
 MAX_ACCUMULATORS = 128  # FP32 accumulators per consumer thread: what 232 registers hold beside addresses
 # With split=columns, 144: a 192 × 192 tile's (three m64n96 wgmma per consumer), which ptxas 13 fits in 232 registers
-# with no spill; other configs over 128 have not been compiled, so the space leaves them out.
+# with no spill (as it does the other column splits of 132-144); split by rows, nothing over 128 has been compiled,
+# so the space leaves it out.
 COLUMNS_ACCUMULATORS = 144
 PRODUCER_REGISTERS = 40
 REGISTER_FILE = 65536  # 32-bit registers per SM (and per block)
@@ -335,7 +338,8 @@ class MatmulBF16(CudaFamily):
     dim_help: ClassVar[dict[str, str]] = {"m": "rows of A and C", "n": "columns of B and C", "k": "the inner size"}
     baselines = ("triton", "torch")
     # Defaults first: a 128×256 tile over two consumer warpgroups (128 accumulators each), four stages (192 KB) and
-    # the TMA-store epilogue's staging (32 KB), persistent, grouped by 8 tile rows. The rest ascend.
+    # the TMA-store epilogue's staging (32 KB), persistent, grouped by 8 tile rows. The rest ascend (bm's 192, which
+    # only split=columns takes, last).
     knobs = (
         Knob(
             "bm",
@@ -346,7 +350,8 @@ class MatmulBF16(CudaFamily):
         Knob(
             "bn",
             (256, *range(64, 256, 16)),
-            "block tile columns: the N of each wgmma, any multiple of 16 from 64 to 256 (B copied in 64-column boxes, "
+            "block tile columns: the N of each wgmma (with split=columns, twice it), any multiple of 16 from 64 to 256 "
+            "(B copied in 64-column boxes, "
             "the last one whole where bn is not a multiple of 64), so that a tile count can fill whole waves of SMs "
             "and fit a ragged N (wgmma takes multiples of 8, but on an H200 one wave of 128 × bn tiles ran 2-4 % "
             "slower at 200, 216, 232 and 248 than at the next multiple of 16)",
@@ -391,7 +396,8 @@ class MatmulBF16(CudaFamily):
         Knob(
             "schedule",
             ("cooperative", "pingpong"),
-            "cooperative: the consumer warpgroups split each tile's rows; pingpong: each takes whole tiles in turn "
+            "cooperative: the consumer warpgroups split each tile (its rows, or its columns: split); pingpong: each "
+            "takes whole tiles in turn "
             "(the block's tiles alternate between them), their main loops one after the other, so that one's "
             "epilogue runs under the other's wgmma; needs two consumers (pays on a persistent grid)",
         ),
@@ -565,7 +571,7 @@ class MatmulBF16(CudaFamily):
                 f"(a multiple of {64 * sharers})"
             )
         elif self.accumulators(c) > self.max_accumulators(c):
-            split = "(bm / consumers / 64)" if sharers > 1 else "(bm / 64, a whole tile per consumer)"
+            split = "(bm / consumers / 64)" if sharers > 1 else "(bm / 64, every row of the tile per consumer)"
             width = "bn / consumers / 2" if c.get("split") == "columns" else "bn / 2"
             out.append(
                 f"each consumer thread would hold {self.accumulators(c)} FP32 accumulators ({split} "
@@ -581,6 +587,13 @@ class MatmulBF16(CudaFamily):
                 out.append(
                     f"split=columns starts the second consumer's B operand at column bn / 2 = {self.wgmma_n(c)}, "
                     "which without transposed=1 must be a whole 64-column box of B (bn=128 or 256)"
+                )
+            chunk = SWIZZLE_ROW // self.out_bytes
+            if c["epilogue"] == "tma" and self.wgmma_n(c) < chunk:
+                out.append(
+                    f"epilogue=tma stores whole chunks of {chunk} columns of a consumer's part, but split=columns "
+                    f"gives each consumer bn / 2 = {self.wgmma_n(c)}: every column would go out as epilogue=direct "
+                    "stores them (take epilogue=direct)"
                 )
         elif c["bm"] == 192:
             out.append("bm=192 (three m64 tiles) is for split=columns: two consumers each take its every row")
@@ -637,8 +650,8 @@ class MatmulBF16(CudaFamily):
         return [
             "sm_90a only: wgmma and setmaxnreg are arch-specific Hopper instructions (sm_80, sm_90 and Blackwell are "
             "refused)",
-            "bm is a multiple of 64 × consumers (cooperative) or of 64 (pingpong): each consumer warpgroup issues "
-            "whole m64 wgmma tiles",
+            "bm is a multiple of 64 × consumers (cooperative, split=rows) or of 64 (pingpong, split=columns): each "
+            "consumer warpgroup issues whole m64 wgmma tiles",
             "schedule=pingpong needs consumers=2 (with persistent=0 a block has one tile: the second consumer idles)",
             "multicast=1 needs cluster=2 (the pair shares one operand) or 4 (a 2 × 2 group shares one along its rows "
             "and the other along its columns); cluster=4 needs multicast=1",
@@ -647,7 +660,9 @@ class MatmulBF16(CudaFamily):
             "transposed=1 with epilogue=tma needs a 2-byte C (stmatrix .trans): an FP32 output takes epilogue=direct",
             "pairing=beside needs cluster=2 and multicast=1 (it lays out a multicast pair's tiles)",
             "split=columns needs consumers=2 and schedule=cooperative, and without transposed=1 bn=128 or 256 (the "
-            "second consumer's columns start on a 64-column box of B); bm=192 needs split=columns",
+            "second consumer's columns start on a 64-column box of B); bm=192 needs split=columns; epilogue=tma "
+            "needs a consumer width (bn / 2 with split=columns) of at least one chunk of C (64 2-byte or 32 FP32 "
+            "columns)",
             "staging=1 needs epilogue=tma (it counts the TMA-store epilogue's chunks of C)",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
             f"consumer thread; with split=columns bm / 64 × bn / 4 <= {COLUMNS_ACCUMULATORS} (a 192 × 192 tile's)",

@@ -147,15 +147,25 @@ COVER = [
     {"bm": 192, "bn": 192, "split": "columns", "transposed": 1},
     {"bm": 192, "bn": 176, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1},
     {"bm": 192, "bn": 160, "split": "columns", "transposed": 1, "cluster": 4, "multicast": 1, "epilogue": "direct"},
-    {"bm": 192, "bn": 144, "split": "columns", "transposed": 1, "stream_k": 1},
+    {"bm": 192, "bn": 144, "split": "columns", "transposed": 1, "stream_k": 1, "staging": 1},
     {"bm": 192, "bn": 128, "split": "columns", "stages": 3, "cluster": 2, "multicast": 1, "pairing": "beside"},
-    {"bm": 192, "bn": 112, "split": "columns", "transposed": 1, "staging": 1},
+    {"bm": 192, "bn": 112, "split": "columns", "transposed": 1},  # 56 columns each: the direct epilogue
     {"bm": 192, "bn": 96, "split": "columns", "transposed": 1, "persistent": 0},
     {"bm": 192, "bn": 80, "split": "columns", "transposed": 1, "epilogue": "direct", "stream_k": 1},
     {"bm": 192, "bn": 64, "split": "columns", "transposed": 1, "cluster": 2},
     {"bm": 128, "bn": 256, "split": "columns", "cluster": 4, "multicast": 1},
     {"bm": 256, "bn": 128, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1},
     {"bm": 256, "bn": 144, "split": "columns", "transposed": 1, "epilogue": "direct"},  # 144 accumulators
+    # the column split's other wgmma loops (m64 tiles per consumer, N = bn / 2), transposed (any bn / 2 of 8s)
+    *(
+        {"bm": 64 * m_sub, "bn": 2 * n, "split": "columns", "transposed": 1}
+        for m_sub, ns in (
+            (1, (32, 40, 48, 56, 72, 88, 104, 120)),
+            (2, (32, 40, 48, 56, 72, 88, 104, 120)),
+            (4, (32, 40, 48, 56)),
+        )
+        for n in ns
+    ),
 ]
 
 
@@ -176,9 +186,12 @@ def test_the_cover_holds_every_knob_value_and_every_wgmma_loop_shape():
     configs = _configs(FAMILY, COVER)
     for knob in FAMILY.knobs:
         assert {c[knob.name] for c in configs} == set(knob.domain), knob.name
-    loops = {(c["bm"], c["consumers"], c["bn"]) for c in FAMILY.configs(SHAPE, ARCH)}
+    valid = list(FAMILY.configs(SHAPE, ARCH))
     assert {(c["cluster"], c["multicast"]) for c in configs} == {(1, 0), (2, 0), (2, 1), (4, 1)}
-    assert {(c["bm"], c["consumers"], c["bn"]) for c in configs} == loops
+    assert {(c["bm"], c["consumers"], c["bn"]) for c in configs} == {(c["bm"], c["consumers"], c["bn"]) for c in valid}
+    # the wgmma loops themselves: m64 tiles per consumer and N (bn, or bn / 2 with split=columns)
+    loops = {(FAMILY.m_sub(c), FAMILY.wgmma_n(c)) for c in valid}
+    assert {(FAMILY.m_sub(c), FAMILY.wgmma_n(c)) for c in configs} == loops
 
 
 def test_every_knob_value_compiles_with_hgmma_tensor_copies_mbarriers_and_no_local_memory(covered):
