@@ -12,8 +12,7 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_if_passed CONFIGS SECONDS DEFAULTS [MxNxK...]
+source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-step gpu.log 200 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 4 --dist load \
-  -k "stream_k or bit_identical or cover" -p no:cacheprovider
-bench_if_passed "$here/configs/mm_bf16_cluster_stream_k.json" 70 "2900x4704x3104 5000x2600x4000 8192x8192x2048" "$@"
+TESTS_S=200 WORKERS=4 BENCH_S=70 checks "stream_k or bit_identical or cover" \
+  "$here/configs/mm_bf16_cluster_stream_k.json" "2900x4704x3104 5000x2600x4000 8192x8192x2048" "$@"

@@ -12,8 +12,7 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step, bench_if_passed, retime_benches
+source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-step gpu.log "${TESTS_S:-200}" python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 8 --dist load \
-  -k "columns or every_knob_value or bit_identical" -p no:cacheprovider
-bench_if_passed "$here/configs/mm_bf16_split_columns.json" 70 "4500x3000x2200 2500x4600x3000" "$@"
+TESTS_S=200 BENCH_S=70 checks "columns or every_knob_value or bit_identical" \
+  "$here/configs/mm_bf16_split_columns.json" "4500x3000x2200 2500x4600x3000" "$@"

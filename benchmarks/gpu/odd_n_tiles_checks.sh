@@ -12,8 +12,7 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_if_passed CONFIGS SECONDS DEFAULTS [MxNxK...]
+source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-step gpu.log 150 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 4 --dist load \
-  -k "every_knob or pingpong or stream_k or quads or bit_identical or tma_epilogue" -p no:cacheprovider
-bench_if_passed "$here/configs/mm_bf16_odd_n_tiles.json" 60 "2900x4704x3104 5000x2600x4000" "$@"
+TESTS_S=150 WORKERS=4 BENCH_S=60 checks "every_knob or pingpong or stream_k or quads or bit_identical or tma_epilogue" \
+  "$here/configs/mm_bf16_odd_n_tiles.json" "2900x4704x3104 5000x2600x4000" "$@"

@@ -12,9 +12,7 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step, bench_if_passed, retime_benches
+source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-step gpu.log 300 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 8 --dist load \
-  -k "every_knob_value or tma_epilogue or bit_identical" -p no:cacheprovider
-bench_if_passed "$here/configs/mm_bf16_one_staging_chunk.json" 90 "4500x3000x2200 2500x4600x3000" "$@"
-retime_benches 150 6
+RETIME_TOP=6 checks "every_knob_value or tma_epilogue or bit_identical" \
+  "$here/configs/mm_bf16_one_staging_chunk.json" "4500x3000x2200 2500x4600x3000" "$@"

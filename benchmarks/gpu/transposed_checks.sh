@@ -14,9 +14,7 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step LOG SECONDS COMMAND..., bench_if_passed CONFIGS SECONDS DEFAULTS [MxNxK...]
+source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-step gpu.log 300 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 6 --dist load \
-  -k "transposed or side_by_side or bit_identical" -p no:cacheprovider
-bench_if_passed "$here/configs/mm_bf16_transposed.json" 60 \
+WORKERS=6 BENCH_S=60 checks "transposed or side_by_side or bit_identical" "$here/configs/mm_bf16_transposed.json" \
   "2900x4704x3104 3328x5560x2816 4096x4096x4096 8192x8192x2048" "$@"

@@ -12,9 +12,7 @@
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
-source "$here/step.sh"  # step, bench_if_passed, retime_benches
+source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-step gpu.log 300 python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py -n 6 --dist load \
-  -k "side_by_side or bit_identical" -p no:cacheprovider
-bench_if_passed "$here/configs/mm_bf16_whole_waves.json" 120 "4500x3000x2200" "$@"
-retime_benches 150 6 warm,graph
+WORKERS=6 BENCH_S=120 RETIME_TOP=6 REGIMES=warm,graph checks "side_by_side or bit_identical" \
+  "$here/configs/mm_bf16_whole_waves.json" "4500x3000x2200" "$@"

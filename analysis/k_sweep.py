@@ -1,0 +1,153 @@
+"""Where a matmul's time goes as K grows: bench records of one family at one M × N and several K (e.g.
+`benchmarks/gpu/k_sweep_checks.sh`), and per variant and per baseline the least-squares line time = fixed + per_64 ·
+K / 64 over the K values. `per_64` is the main loop's cost of 64 more of K over the whole of C; `fixed` is what does not
+grow with K: the launch, each tile's prologue and epilogue, the drain of its last wgmma, the last wave's idle SMs. A
+variant behind cuBLAS by its `fixed` loses between tiles; behind by its `per_64`, in the main loop.
+
+    python analysis/k_sweep.py FOLDER [--regime cold] [--markdown OUT.md] [--json OUT.json]
+
+FOLDER is a folder of bench records (a member of a campaign archive, ARCHIVE:FOLDER, or a folder on disk:
+analysis/archives.py): one table per M × N, each record's session 0 (times of one run); a variant or baseline enters
+the fit where it was timed at three K values or more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tabulate import tabulate
+
+from mage_tune.errors import MageError
+from mage_tune.measure.saved import read_record, result_time
+from mage_tune.outputs import refuse_existing
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
+from archives import RecordsError, local_one
+
+MIN_POINTS = 3  # a line through two points says nothing about how well it fits
+
+
+def _name(result: dict, knobs: list[str]) -> str:
+    if result["kind"] != "variant":
+        return result["label"]
+    return ", ".join(f"{k}={result['config'][k]}" for k in knobs) or result["label"]
+
+
+def sweeps(records: list[dict], regime: str = "cold") -> list[tuple[dict, list[dict]]]:
+    """(M × N shape, its sweep's rows) for each M × N of the records, in order."""
+    by_mn: dict[tuple[int, int], list[dict]] = {}
+    for record in records:
+        by_mn.setdefault((record["shape"]["m"], record["shape"]["n"]), []).append(record)
+    return [({"m": m, "n": n}, sweep(chosen, regime)) for (m, n), chosen in sorted(by_mn.items())]
+
+
+def sweep(records: list[dict], regime: str = "cold") -> list[dict]:
+    """Per variant (by config) and baseline (by label) of records at one M × N timed at MIN_POINTS K values or more:
+    its times by K, the fitted fixed µs and µs per 64 of K, and the largest residual's share of the time."""
+    times: dict[str, dict[int, float]] = {}
+    results: dict[str, dict] = {}
+    for record in records:
+        k = record["shape"]["k"]
+        for r in record["results"]:
+            t = result_time(r, regime) if r["ok"] and r["session"] == 0 else None
+            if t is None:
+                continue
+            key = r["label"] if r["kind"] != "variant" else json.dumps(r["config"], sort_keys=True)
+            results.setdefault(key, r)
+            times.setdefault(key, {})[k] = min(t, times.get(key, {}).get(k, t))
+    variants = [r for r in results.values() if r["kind"] == "variant"]
+    knobs = [
+        knob
+        for knob in dict.fromkeys(k for r in variants for k in r["config"])
+        if len({json.dumps(r["config"].get(knob)) for r in variants}) > 1
+    ]
+    rows = []
+    for key, by_k in times.items():
+        if len(by_k) < MIN_POINTS:
+            continue
+        xs = [k / 64 for k in by_k]
+        ys = list(by_k.values())
+        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
+            (x - mean_x) ** 2 for x in xs
+        )
+        fixed = mean_y - slope * mean_x
+        worst = max(abs(y - (fixed + slope * x)) / y for x, y in zip(xs, ys, strict=True))
+        result = results[key]
+        rows.append(
+            {
+                "name": _name(result, knobs),
+                "kind": result["kind"],
+                "times_us": dict(sorted(by_k.items())),
+                "fixed_us": fixed,
+                "per_64_us": slope,
+                "worst_residual": worst,
+            }
+        )
+    rows.sort(key=lambda row: (row["kind"] == "variant", row["fixed_us"] + row["per_64_us"] * 40))
+    return rows
+
+
+def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    ks = sorted({k for row in rows for k in row["times_us"]})
+    base = next((row for row in rows if row["kind"] == "torch"), None)
+    headers = ["variant", *(f"K={k}" for k in ks), "fixed µs", "µs/64 K", "fit"]
+    if base:
+        headers += ["fixed/cuBLAS", "per 64/cuBLAS"]
+    body = []
+    for row in rows:
+        line = [row["name"], *(f"{row['times_us'][k]:.2f}" if k in row["times_us"] else "-" for k in ks)]
+        line += [f"{row['fixed_us']:.2f}", f"{row['per_64_us']:.3f}", f"{row['worst_residual']:.1%}"]
+        if base:
+            line += [f"{row['fixed_us'] / base['fixed_us']:.2f}", f"{row['per_64_us'] / base['per_64_us']:.3f}"]
+        body.append(line)
+    return headers, body
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", help="a folder of bench records: ARCHIVE:FOLDER or a folder on disk")
+    parser.add_argument("--regime", default="cold", help="the timing regime fitted (default cold)")
+    parser.add_argument("--markdown", type=Path, default=None, help="Also write the table here.")
+    parser.add_argument("--json", type=Path, default=None, help="Also write the rows here.")
+    parser.add_argument("--force", action="store_true", help="replace an output file that exists")
+    args = parser.parse_args(argv)
+    try:
+        refuse_existing("k_sweep.py", args.markdown, args.json, force=args.force)
+        folder = local_one(args.folder)
+        records = [
+            read_record(path, "mage-tune.bench/")
+            for path in sorted(folder.glob("bench-*.json"))
+            if not path.name.endswith(".configs.json")
+        ]
+    except (RecordsError, MageError) as error:
+        print(f"k_sweep.py: {error}", file=sys.stderr)
+        return 1
+    records = [r for r in records if {"m", "n", "k"} <= set(r["shape"])]
+    if not records:
+        print(f"k_sweep.py: no matmul bench records (bench-*.json) in {args.folder}", file=sys.stderr)
+        return 1
+    fitted = [(shape, rows) for shape, rows in sweeps(records, args.regime) if rows]
+    if not fitted:
+        print(f"k_sweep.py: nothing was timed at {MIN_POINTS} K values or more in {args.folder}", file=sys.stderr)
+        return 1
+    texts = []
+    for shape, rows in fitted:
+        headers, body = table(rows)
+        heading = f"### {records[0]['family']} at M = {shape['m']}, N = {shape['n']} ({args.regime}, µs)"
+        texts.append(heading + "\n\n" + tabulate(body, headers, tablefmt="github") + "\n")
+    text = "\n".join(texts)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.json:
+        sweeps_json = [{"shape": shape, "regime": args.regime, "rows": rows} for shape, rows in fitted]
+        args.json.write_text(json.dumps(sweeps_json, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

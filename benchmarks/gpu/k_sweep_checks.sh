@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One device call's look at where matmul-bf16's time goes as K grows, beside cuBLAS's (analysis/k_sweep.py fits each
+# variant's time as a fixed part plus a cost per 64 of K), under $OUT (default /tmp/w). From the repository root, after
+# `source .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH MAGE_TUNE_CACHE=/tmp/mtc`:
+#
+#   OUT=$OUT/ks bash benchmarks/gpu/k_sweep_checks.sh [MxNxK ...]
+#
+#   gpu.log            the GPU tests of consumers splitting a tile's columns (three dtypes) and the repeats
+#   bench-MxNxK.json   configs/mm_bf16_k_sweep.json (the short-K shapes' quads, ping-pong 128 × 128 tiles, the
+#                      192 × 192 column split) beside cuBLAS BF16 at 4500 × 3000 × K for four K or the shapes given
+#   k_sweep.md         analysis/k_sweep.py's tables of the benches
+# Each step has its own time limit and leaves its log whatever the others do.
+out=${OUT:-/tmp/w}
+mkdir -p "$out"
+here=$(dirname "$0")
+source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
+
+TESTS_S=200 BENCH_S=80 checks "columns or bit_identical" "$here/configs/mm_bf16_k_sweep.json" \
+  "4500x3000x1100 4500x3000x2200 4500x3000x4400 4500x3000x8800" "$@"
+step k_sweep.log 60 python "$here/../../analysis/k_sweep.py" "$out" --markdown "$out/k_sweep.md" --json "$out/k_sweep.json"
