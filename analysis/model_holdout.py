@@ -75,8 +75,8 @@ def holdout(family_name: str, entries: list[Entry], min_trials: int, seed: int =
     rng = random.Random(seed)
     for key, held in sorted(by_shape.items()):
         best_per_config: dict[str, float] = {}
-        for e in held:  # one time per config at this shape: the fastest measurement of it
-            c = json.dumps(e.config, sort_keys=True)
+        for e in held:  # one time per config at this shape: the fastest measurement of it (knobs added since at
+            c = json.dumps(family.with_defaults(e.config), sort_keys=True)  # their defaults: one config, one time)
             best_per_config[c] = min(best_per_config.get(c, e.value), e.value)
         if len(best_per_config) < min_trials:
             continue
