@@ -5,9 +5,11 @@
 #
 #   OUT=$OUT/ks bash benchmarks/gpu/k_sweep_checks.sh [MxNxK ...]
 #
-#   gpu.log            the GPU tests of consumers splitting a tile's columns (three dtypes) and the repeats
-#   bench-MxNxK.json   configs/mm_bf16_k_sweep.json (the short-K shapes' quads, ping-pong 128 × 128 tiles, the
-#                      192 × 192 column split) beside cuBLAS BF16 at 4500 × 3000 × K for four K or the shapes given
+#   gpu.log            the GPU tests of a staggered second consumer and of consumers splitting a tile's columns (three
+#                      dtypes), every knob value and the repeats
+#   bench-MxNxK.json   configs/mm_bf16_k_sweep.json (the short-K shapes' quads with and without stagger, ping-pong
+#                      128 × 128 tiles, the 192 × 192 column split) beside cuBLAS BF16 at 4500 × 3000 × K for four K
+#                      or the shapes given
 #   k_sweep.md         analysis/k_sweep.py's tables of the benches
 # Each step has its own time limit and leaves its log whatever the others do.
 out=${OUT:-/tmp/w}
@@ -15,6 +17,7 @@ mkdir -p "$out"
 here=$(dirname "$0")
 source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-TESTS_S=200 BENCH_S=80 checks "columns or bit_identical" "$here/configs/mm_bf16_k_sweep.json" \
-  "4500x3000x1100 4500x3000x2200 4500x3000x4400 4500x3000x8800" "$@"
-step k_sweep.log 60 python "$here/../../analysis/k_sweep.py" "$out" --markdown "$out/k_sweep.md" --json "$out/k_sweep.json"
+TESTS_S=240 BENCH_S=80 checks "stagger or columns or every_knob_value or bit_identical" \
+  "$here/configs/mm_bf16_k_sweep.json" "4500x3000x1100 4500x3000x2200 4500x3000x4400 4500x3000x8800" "$@"
+step k_sweep.log 60 python "$here/../../analysis/k_sweep.py" "$out" --markdown "$out/k_sweep.md" \
+  --json "$out/k_sweep.json"

@@ -642,9 +642,15 @@ class Family(ABC):
         trial = self.with_defaults(fixed)
         if not self.violations(trial, shape, arch):
             return trial
-        for config in self.configs(shape, arch):
-            if all(config[k] == v for k, v in fixed.items()):
-                return config
+        # Else the first valid config in the space's order (configs()) that keeps the fixed values: the constrained
+        # knobs' combinations in the same order with the fixed ones pinned, so only those are checked; the free knobs
+        # (no constraint reads them) keep their fixed or first values.
+        bound = [k for k in self.knobs if not k.free]
+        free = {k.name: fixed.get(k.name, k.domain[0]) for k in self.knobs if k.free}
+        for values in itertools.product(*(((fixed[k.name],) if k.name in fixed else k.domain) for k in bound)):
+            candidate = {**dict(zip((k.name for k in bound), values, strict=True)), **free}
+            if not self.violations(candidate, shape, arch):
+                return {k.name: candidate[k.name] for k in self.knobs}
         # Say which constraint the fixed knobs break, with the rest at their first values.
         problems = self.violations(trial, shape, arch) or ["no completion satisfies the constraints"]
         fixed_text = ", ".join(f"{k}={v}" for k, v in fixed.items()) or f"{self.name} (all defaults)"

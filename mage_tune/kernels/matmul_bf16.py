@@ -42,6 +42,13 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  operand read from that column (transposed: A's rows from row c·bn/2, whole 8-row swizzle atoms;
                  untransposed: B's box c·bn/128, so bn/2 must be whole boxes), C's part stored at that offset; with
                  bm=192 two consumers hold 192 × 192 (144 accumulators a thread)
+  stagger        L > 0 (cooperative, persistent, no stream-K): consumer 1 starts its first tile once consumer 0 has
+                 issued L k-tiles of it (named barrier CONSUMERS + 2, 256 threads: consumer 0's arrive, consumer 1's
+                 wait, once a block), and both then walk the same tiles L k-tiles apart, so that each one's epilogue
+                 runs under the other's wgmma instead of both writing C while the tensor cores wait; the ring's
+                 releases wait for the trailing consumer, so the leader reads L stages less far ahead
+                 (stagger <= stages - 2). Not yet run on a GPU: its GPU tests (test_gpu_matmul_bf16.py, STAGGER and
+                 the cover) wait for a device session
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
                  min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
   stream_k       1 (persistent, cooperative): the grid is every SM (or one block per k-tile where there are fewer).
@@ -431,6 +438,14 @@ class MatmulBF16(CudaFamily):
             "k-tiles of the tile column's operand (B's, or A's with transposed=1); beside, side by side, sharing the "
             "tile row's (A's, or B's with transposed=1): which one a shape's tile counts fill whole waves with",
         ),
+        Knob(
+            "stagger",
+            (0, 1, 2, 3),
+            "k-tiles by which the second of two cooperative consumers starts its first tile after the first: 0, "
+            "together (both write C between tiles while the tensor cores wait); more, each one's epilogue under the "
+            "other's wgmma, the ring that many stages shorter for the leader; needs a persistent grid without "
+            "stream-K, and stages - 2 or fewer",
+        ),
     )
 
     def __init__(self, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16"):
@@ -632,6 +647,26 @@ class MatmulBF16(CudaFamily):
             out.append("multicast=1 shares copies between the blocks of a cluster: it needs cluster=2 or 4, not 1")
         if c["cluster"] == 4 and not c["multicast"]:
             out.append("cluster=4 is the 2 × 2 group of tiles whose blocks share A and B: it needs multicast=1")
+        stagger = c.get("stagger", 0)
+        if stagger:
+            needs = [
+                f"{knob}={c[knob]}"
+                for knob, allowed in (
+                    ("consumers", 2), ("schedule", "cooperative"), ("persistent", 1), ("stream_k", 0)
+                )
+                if c.get(knob, 0) != allowed
+            ]  # fmt: skip
+            if needs:
+                out.append(
+                    f"stagger={stagger} starts the second of two cooperative consumers behind the first on the "
+                    "tiles of a persistent grid: it needs consumers=2, schedule=cooperative, persistent=1 and "
+                    f"stream_k=0, not {', '.join(needs)}"
+                )
+            if stagger > c["stages"] - 2:
+                out.append(
+                    f"stagger={stagger} holds that many stages for the second consumer: with stages={c['stages']} "
+                    f"the first would read fewer than two ahead (stagger <= stages - 2 = {c['stages'] - 2})"
+                )
         if c.get("stream_k"):
             needs = [
                 f"{knob}={c[knob]}"
@@ -664,6 +699,7 @@ class MatmulBF16(CudaFamily):
             "needs a consumer width (bn / 2 with split=columns) of at least one chunk of C (64 2-byte or 32 FP32 "
             "columns)",
             "staging=1 needs epilogue=tma (it counts the TMA-store epilogue's chunks of C)",
+            "stagger > 0 needs consumers=2, schedule=cooperative, persistent=1, stream_k=0 and stagger <= stages - 2",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
             f"consumer thread; with split=columns bm / 64 × bn / 4 <= {COLUMNS_ACCUMULATORS} (a 192 × 192 tile's)",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
@@ -725,6 +761,7 @@ class MatmulBF16(CudaFamily):
             "producer_registers": PRODUCER_REGISTERS,
             "consumer_registers": self.consumer_registers(c),
             "pingpong": c.get("schedule") == "pingpong",
+            "stagger": c.get("stagger", 0),
             "quad": c["cluster"] == 4 and bool(c["multicast"]),
             "beside": self.beside(c),
             # work items per row: pairs or quads of tiles side by side take the tile columns two at a time

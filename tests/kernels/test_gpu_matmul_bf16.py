@@ -104,6 +104,10 @@ COVER = [
     {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1},
     # consumers splitting the tile's columns: a 192-row tile
     {"bm": 192, "bn": 192, "split": "columns", "transposed": 1},
+    # the second consumer started stagger k-tiles behind the first
+    {"stagger": 1},
+    {"bm": 192, "bn": 192, "split": "columns", "transposed": 1, "stagger": 2},
+    {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1, "stagger": 3},
 ]
 # Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
 STREAM_K = [
@@ -228,6 +232,9 @@ def test_persistent_blocks_walk_many_tiles_and_lap_the_ring():
         # one staging chunk, one chunk of C a tile: each reuse of it waits on the previous tile's store
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "epilogue": "tma", "staging": 1},
         {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1},
+        # a consumer behind the other through every tile, the leader's ring shorter by as many stages
+        {"bm": 128, "bn": 64, "consumers": 2, "stages": 3, "stagger": 1},
+        {"bn": 128, "cluster": 2, "multicast": 1, "stagger": 2},
     ]
     _check(SPEC, shape, settings)
 
@@ -348,6 +355,37 @@ COLUMNS = [
 ]
 # An FP32 C's transposed configs take the direct epilogue, which has no staging chunks to count.
 COLUMNS_FP32 = [c for c in COLUMNS if not (c.get("transposed") and c.get("staging") == 1)]
+
+
+STAGGER = [
+    {"stagger": 1},
+    {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1, "stagger": 3},
+    {"bn": 224, "stages": 4, "cluster": 2, "multicast": 1, "stagger": 2, "epilogue": "direct"},
+    {"bm": 64, "bn": 256, "consumers": 1, "stages": 4, "stagger": 0},  # beside them: one consumer, no stagger
+    {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1, "pairing": "beside", "stagger": 2},
+    {"bm": 192, "bn": 192, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1, "stagger": 2},
+    {"bm": 192, "bn": 128, "split": "columns", "cluster": 2, "multicast": 1, "staging": 1, "stagger": 1},
+    {"bm": 256, "bn": 64, "stages": 5, "epilogue": "direct", "stagger": 3},
+]
+# An FP32 C's transposed configs take the direct epilogue, which has no staging chunks to count.
+STAGGER_FP32 = [c for c in STAGGER if not (c.get("transposed") and c.get("staging") == 1)]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        *RAGGED,  # 72: two k-tiles, fewer than a stagger of 3 (the leader arrives after its last)
+        {"m": 2056, "n": 2056, "k": 520},  # many tiles per block, the lag carried from tile to tile
+        {"m": 1, "n": 8, "k": 8},  # one tile, one k-tile
+        {"m": 1000, "n": 517, "k": 261},  # off the pitch: padded copies
+    ],
+    ids=lambda s: "x".join(map(str, s.values())),
+)
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32, SPEC_F16], ids=["bf16", "fp32", "fp16"])
+def test_a_staggered_second_consumer_stores_its_part_behind_the_first(spec, shape):
+    """stagger > 0: consumer 1 waits for consumer 0's arrival before its first k-tile and walks the tiles that far
+    behind; both parts of every tile land, the leader's ring is that many stages shorter without a hang."""
+    _check(spec, shape, STAGGER_FP32 if spec == SPEC_FP32 else STAGGER)
 
 
 @pytest.mark.parametrize(
@@ -542,6 +580,8 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1},  # one staging chunk per consumer
         {"bm": 192, "bn": 192, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1},  # columns split
         {"bm": 192, "bn": 160, "split": "columns", "transposed": 1, "stream_k": 1, "epilogue": "direct"},
+        {"stagger": 2},  # the second consumer two k-tiles behind
+        {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1, "stagger": 3},
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(

@@ -156,6 +156,11 @@ COVER = [
     {"bm": 128, "bn": 256, "split": "columns", "cluster": 4, "multicast": 1},
     {"bm": 256, "bn": 128, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1},
     {"bm": 256, "bn": 144, "split": "columns", "transposed": 1, "epilogue": "direct"},  # 144 accumulators
+    # the second consumer started stagger k-tiles behind the first (rows, columns, transposed; both epilogues)
+    {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1, "stagger": 3},
+    {"stagger": 1},
+    {"bm": 192, "bn": 192, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1, "stagger": 2},
+    {"bn": 128, "stages": 6, "cluster": 2, "multicast": 1, "pairing": "beside", "epilogue": "direct", "stagger": 2},
     # the column split's other wgmma loops (m64 tiles per consumer, N = bn / 2), transposed (any bn / 2 of 8s)
     *(
         {"bm": 64 * m_sub, "bn": 2 * n, "split": "columns", "transposed": 1}
@@ -1082,3 +1087,49 @@ def test_one_staging_chunk_is_written_once_the_last_store_has_read_it(covered):
     assert FAMILY.violations({**quad, "staging": 2}, SHAPE, ARCH)  # two chunks leave no room for a fifth stage
     with pytest.raises(ConfigError, match="staging=1 counts epilogue=tma's chunks of C: it needs epilogue=tma"):
         FAMILY.check_valid({**quad, "epilogue": "direct"}, SHAPE, ARCH)
+
+
+def test_a_staggered_second_consumer_waits_once_for_the_first_s_arrival(covered):
+    """stagger > 0: consumer 0 arrives at named barrier CONSUMERS + 2 once it has issued its first tile's k-tile
+    stagger - 1 (its last where K is shorter), consumer 1 waits there before its first k-tile: one bar.arrive and one
+    bar.sync of 256 threads more than the same config without it, and nothing else changed in the census."""
+    staggered = [(c, v, census) for c, v, census in covered if c["stagger"]]
+    assert {c["stagger"] for c, _, _ in staggered} == {1, 2, 3}
+    assert {c["split"] for c, _, _ in staggered} == {"rows", "columns"}
+    for config, variant, census in staggered:
+        label = variant.label
+        together = FAMILY.with_defaults({**config, "stagger": 0})
+        twin = census_variant(FAMILY.build(together, SHAPE, ARCH))
+        assert census.sass.barriers == census.ptx.barriers == twin.ptx.barriers + 2, label
+        named = sorted(re.findall(r"bar\.(?:arrive|sync) 4, 256;", variant.artifact.ptx))
+        assert named == ["bar.arrive 4, 256;", "bar.sync 4, 256;"], label
+        assert len(re.findall(r"BAR\.ARV 0x4, 0x100", variant.artifact.sass)) == 1, label
+        assert len(re.findall(r"BAR\.SYNC\S* 0x4, 0x100", variant.artifact.sass)) == 1, label
+        same = ("bulk", "wgmma_commits", "wgmma_waits", "cluster_barriers", "local_loads", "local_stores")
+        for field in same:
+            assert getattr(census.sass, field) == getattr(twin.sass, field), (label, field)
+        assert census.ptx.mbarrier == twin.ptx.mbarrier, label  # (ptxas may lay out a wait loop once more or less)
+        loop = variant.source[variant.source.index("for (int kt = 0; kt < k_tiles; ++kt)") :]
+        assert loop.index("stagger_wait()") < loop.index("wait_parity(full") < loop.index("wgmma_commit();")
+        assert loop.index("wgmma_commit();") < loop.index("stagger_arrive()") < loop.index("wgmma_wait<1>();")
+        assert "consumer == 0 ? min(STAGGER, k_tiles) - 1 : -1" in variant.source, label
+        assert not re.search(r"STAGGER|stagger_", FAMILY.render(together, SHAPE)), label  # stagger=0: none of it
+
+
+@pytest.mark.parametrize(
+    "settings, refused",
+    [
+        ({"schedule": "pingpong", "bm": 64, "stagger": 1}, "schedule=pingpong"),
+        ({"consumers": 1, "bn": 128, "stagger": 1}, "consumers=1"),
+        ({"persistent": 0, "stagger": 1}, "persistent=0"),
+        ({"stream_k": 1, "stagger": 2}, "stream_k=1"),
+        ({"stages": 4, "stagger": 3}, "stagger <= stages - 2 = 2"),
+        ({"stages": 2, "bn": 128, "stagger": 1}, "stagger <= stages - 2 = 0"),
+    ],
+)
+def test_stagger_is_refused_where_two_cooperative_consumers_do_not_walk_a_ring_of_tiles(settings, refused):
+    config = FAMILY.with_defaults(settings)
+    problems = FAMILY.violations(config, SHAPE, ARCH)
+    assert any(refused in p and f"stagger={settings['stagger']}" in p for p in problems), problems
+    with pytest.raises(ConfigError, match="stagger"):
+        FAMILY.complete(config, SHAPE, ARCH)
