@@ -7,8 +7,8 @@ variant behind cuBLAS by its `fixed` loses between tiles; behind by its `per_64`
     python analysis/k_sweep.py FOLDER [--regime cold] [--markdown OUT.md] [--json OUT.json]
 
 FOLDER is a folder of bench records (a member of a campaign archive, ARCHIVE:FOLDER, or a folder on disk:
-analysis/archives.py): one table per M × N, each record's session 0 (times of one run); a variant or baseline enters
-the fit where it was timed at three K values or more.
+analysis/archives.py): one table per family and M × N, each record's session 0 (times of one run); a variant or
+baseline enters the fit where it was timed at three K values or more.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from mage_tune.errors import MageError
+from mage_tune.kernels.registry import builtin_names, load_family
 from mage_tune.measure.saved import read_record, result_time
 from mage_tune.outputs import refuse_existing
 
@@ -33,28 +34,38 @@ MIN_POINTS = 3  # a line through two points says nothing about how well it fits
 def _name(result: dict, knobs: list[str]) -> str:
     if result["kind"] != "variant":
         return result["label"]
-    return ", ".join(f"{k}={result['config'][k]}" for k in knobs) or result["label"]
+    return ", ".join(f"{k}={result['config'].get(k)}" for k in knobs) or result["label"]
+
+
+def _complete(family: str):
+    """A built-in family's knobs added since a record was written, at their defaults (what it was measured with), so
+    one config is one variant whatever its record's date; another family's configs as recorded."""
+    return load_family(family).with_defaults if family in builtin_names() else dict
 
 
 def sweeps(records: list[dict], regime: str = "cold") -> list[tuple[dict, list[dict]]]:
-    """(M × N shape, its sweep's rows) for each M × N of the records, in order."""
-    by_mn: dict[tuple[int, int], list[dict]] = {}
+    """(family, M, N; its sweep's rows) for each family and M × N of the records, in order."""
+    groups: dict[tuple[str, int, int], list[dict]] = {}
     for record in records:
-        by_mn.setdefault((record["shape"]["m"], record["shape"]["n"]), []).append(record)
-    return [({"m": m, "n": n}, sweep(chosen, regime)) for (m, n), chosen in sorted(by_mn.items())]
+        groups.setdefault((record["family"], record["shape"]["m"], record["shape"]["n"]), []).append(record)
+    return [({"family": f, "m": m, "n": n}, sweep(chosen, regime)) for (f, m, n), chosen in sorted(groups.items())]
 
 
 def sweep(records: list[dict], regime: str = "cold") -> list[dict]:
-    """Per variant (by config) and baseline (by label) of records at one M × N timed at MIN_POINTS K values or more:
-    its times by K, the fitted fixed µs and µs per 64 of K, and the largest residual's share of the time."""
+    """Per variant (by config) and baseline (by label) of one family's records at one M × N timed at MIN_POINTS K
+    values or more: its times by K, the fitted fixed µs and µs per 64 of K, and the largest residual's share of the
+    time."""
     times: dict[str, dict[int, float]] = {}
     results: dict[str, dict] = {}
+    complete = _complete(records[0]["family"]) if records else dict
     for record in records:
         k = record["shape"]["k"]
         for r in record["results"]:
             t = result_time(r, regime) if r["ok"] and r["session"] == 0 else None
             if t is None:
                 continue
+            if r["kind"] == "variant":
+                r = {**r, "config": complete(r["config"])}
             key = r["label"] if r["kind"] != "variant" else json.dumps(r["config"], sort_keys=True)
             results.setdefault(key, r)
             times.setdefault(key, {})[k] = min(t, times.get(key, {}).get(k, t))
@@ -101,8 +112,11 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     for row in rows:
         line = [row["name"], *(f"{row['times_us'][k]:.2f}" if k in row["times_us"] else "-" for k in ks)]
         line += [f"{row['fixed_us']:.2f}", f"{row['per_64_us']:.3f}", f"{row['worst_residual']:.1%}"]
-        if base:
-            line += [f"{row['fixed_us'] / base['fixed_us']:.2f}", f"{row['per_64_us'] / base['per_64_us']:.3f}"]
+        if base:  # a line through cuBLAS's times can meet zero or below: no ratio to it then
+            line += [
+                f"{row[key] / base[key]:.{digits}f}" if base[key] > 0 else "-"
+                for key, digits in (("fixed_us", 2), ("per_64_us", 3))
+            ]
         body.append(line)
     return headers, body
 
@@ -137,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = []
     for shape, rows in fitted:
         headers, body = table(rows)
-        heading = f"### {records[0]['family']} at M = {shape['m']}, N = {shape['n']} ({args.regime}, µs)"
+        heading = f"### {shape['family']} at M = {shape['m']}, N = {shape['n']} ({args.regime}, µs)"
         texts.append(heading + "\n\n" + tabulate(body, headers, tablefmt="github") + "\n")
     text = "\n".join(texts)
     print(text)

@@ -14,5 +14,5 @@ mkdir -p "$out"
 here=$(dirname "$0")
 source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-TESTS_S=200 WORKERS=4 BENCH_S=70 checks "stream_k or bit_identical or cover" \
+CHECKS_TESTS_S=200 CHECKS_WORKERS=4 CHECKS_BENCH_S=70 checks "stream_k or bit_identical or cover" \
   "$here/configs/mm_bf16_cluster_stream_k.json" "2900x4704x3104 5000x2600x4000 8192x8192x2048" "$@"

@@ -14,5 +14,5 @@ mkdir -p "$out"
 here=$(dirname "$0")
 source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-TESTS_S=200 BENCH_S=70 checks "columns or every_knob_value or bit_identical" \
+CHECKS_TESTS_S=${TESTS_S:-200} CHECKS_BENCH_S=70 checks "columns or every_knob_value or bit_identical" \
   "$here/configs/mm_bf16_split_columns.json" "4500x3000x2200 2500x4600x3000" "$@"

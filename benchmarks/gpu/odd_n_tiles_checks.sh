@@ -14,5 +14,6 @@ mkdir -p "$out"
 here=$(dirname "$0")
 source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-TESTS_S=150 WORKERS=4 BENCH_S=60 checks "every_knob or pingpong or stream_k or quads or bit_identical or tma_epilogue" \
+CHECKS_TESTS_S=150 CHECKS_WORKERS=4 CHECKS_BENCH_S=60 checks \
+  "every_knob or pingpong or stream_k or quads or bit_identical or tma_epilogue" \
   "$here/configs/mm_bf16_odd_n_tiles.json" "2900x4704x3104 5000x2600x4000" "$@"

@@ -14,5 +14,5 @@ mkdir -p "$out"
 here=$(dirname "$0")
 source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-RETIME_TOP=6 checks "every_knob_value or tma_epilogue or bit_identical" \
+CHECKS_RETIME_TOP=6 checks "every_knob_value or tma_epilogue or bit_identical" \
   "$here/configs/mm_bf16_one_staging_chunk.json" "4500x3000x2200 2500x4600x3000" "$@"

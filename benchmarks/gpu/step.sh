@@ -8,17 +8,20 @@ step() {
 }
 
 # `checks TESTS_K CONFIGS "DEFAULT SHAPES" [MxNxK...]`: a campaign's device call in one line. The matmul-bf16 GPU
-# tests that the -k expression TESTS_K selects (gpu.log; TESTS_S seconds, default 300, on WORKERS workers, default 8),
-# then, once they pass, CONFIGS benched at the shapes given or the default ones (BENCH_S seconds a shape, default 90),
-# then, where RETIME_TOP is set, the RETIME_TOP fastest of each bench re-timed outside the harness (RETIME_S seconds,
-# default 150; REGIMES, default graph). The variables may prefix the call: `TESTS_S=150 checks ...`.
+# tests that the -k expression TESTS_K selects (gpu.log; CHECKS_TESTS_S seconds, default 300, on CHECKS_WORKERS
+# workers, default 8), then, once they pass, CONFIGS benched at the shapes given or the default ones (CHECKS_BENCH_S
+# seconds a shape, default 90), then, where CHECKS_RETIME_TOP is set, that many of the fastest of each bench re-timed
+# outside the harness (CHECKS_RETIME_S seconds, default 150; CHECKS_REGIMES, default graph). The variables prefix the
+# call in each script (`CHECKS_TESTS_S=150 checks ...`): their own names, so no other setting of the shell steers it.
 checks() {
   local tests_k=$1 configs=$2 defaults=$3
   shift 3
-  step gpu.log "${TESTS_S:-300}" python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py \
-    -n "${WORKERS:-8}" --dist load -k "$tests_k" -p no:cacheprovider
-  bench_if_passed "$configs" "${BENCH_S:-90}" "$defaults" "$@"
-  if [ -n "${RETIME_TOP:-}" ]; then retime_benches "${RETIME_S:-150}" "$RETIME_TOP" "${REGIMES:-graph}"; fi
+  step gpu.log "${CHECKS_TESTS_S:-300}" python -m pytest -v -x -m gpu tests/kernels/test_gpu_matmul_bf16.py \
+    -n "${CHECKS_WORKERS:-8}" --dist load -k "$tests_k" -p no:cacheprovider
+  bench_if_passed "$configs" "${CHECKS_BENCH_S:-90}" "$defaults" "$@"
+  if [ -n "${CHECKS_RETIME_TOP:-}" ]; then
+    retime_benches "${CHECKS_RETIME_S:-150}" "$CHECKS_RETIME_TOP" "${CHECKS_REGIMES:-graph}"
+  fi
 }
 
 # `bench_if_passed CONFIGS SECONDS "DEFAULT SHAPES" [MxNxK...]`: once $out/gpu.log shows no failure, bench_shapes at

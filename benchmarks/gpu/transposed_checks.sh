@@ -16,5 +16,5 @@ mkdir -p "$out"
 here=$(dirname "$0")
 source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-WORKERS=6 BENCH_S=60 checks "transposed or side_by_side or bit_identical" "$here/configs/mm_bf16_transposed.json" \
-  "2900x4704x3104 3328x5560x2816 4096x4096x4096 8192x8192x2048" "$@"
+CHECKS_WORKERS=6 CHECKS_BENCH_S=60 checks "transposed or side_by_side or bit_identical" \
+  "$here/configs/mm_bf16_transposed.json" "2900x4704x3104 3328x5560x2816 4096x4096x4096 8192x8192x2048" "$@"

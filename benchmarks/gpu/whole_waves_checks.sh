@@ -14,5 +14,6 @@ mkdir -p "$out"
 here=$(dirname "$0")
 source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
-WORKERS=6 BENCH_S=120 RETIME_TOP=6 REGIMES=warm,graph checks "side_by_side or bit_identical" \
+CHECKS_WORKERS=6 CHECKS_BENCH_S=120 CHECKS_RETIME_TOP=6 CHECKS_REGIMES=warm,graph \
+  checks "side_by_side or bit_identical" \
   "$here/configs/mm_bf16_whole_waves.json" "4500x3000x2200" "$@"

@@ -44,7 +44,7 @@ def test_exact_lines_give_back_their_fixed_part_and_their_cost_per_64_of_k(tmp_p
     out = tmp_path / "sweep.json"
     assert k_sweep.main([str(tmp_path), "--json", str(out)]) == 0
     (fitted,) = json.loads(out.read_text())
-    assert fitted["shape"] == {"m": 4500, "n": 3000}
+    assert fitted["shape"] == {"family": "matmul-bf16", "m": 4500, "n": 3000}
     rows = {row["name"]: row for row in fitted["rows"]}
     assert set(rows) == {"cuBLAS", "bn=192"}  # bn varies across the variants measured; 256 had two points
     assert abs(rows["cuBLAS"]["fixed_us"] - 10.0) < 1e-9 and abs(rows["cuBLAS"]["per_64_us"] - 2.0) < 1e-9
@@ -85,3 +85,31 @@ def test_each_m_by_n_has_its_own_sweep(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "M = 4500, N = 3000" in done.stdout and "M = 2500" not in done.stdout  # one K value: no line
+
+
+def test_a_config_recorded_before_a_knob_existed_is_the_same_variant(tmp_path):
+    """An older record's config without the knobs added since (their defaults) and a newer one's with them are one
+    variant, fitted over both records' K values."""
+    _write(tmp_path, [1000, 2000, 3000], lambda k: {"cuBLAS": 5.0 + k / 64, "192": 6.0 + k / 64})
+    newer = json.loads((tmp_path / "bench-4500x3000x3000.json").read_text())
+    for r in newer["results"]:
+        if r["kind"] == "variant":
+            r["config"] |= {"stagger": 0, "staging": 2}
+    (tmp_path / "bench-4500x3000x3000.json").write_text(json.dumps(newer))
+    records = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*.json"))]
+    ((shape, rows),) = k_sweep.sweeps(records)
+    assert shape == {"family": "matmul-bf16", "m": 4500, "n": 3000}
+    variant = next(row for row in rows if row["kind"] == "variant")
+    assert sorted(variant["times_us"]) == [1000, 2000, 3000] and abs(variant["fixed_us"] - 6.0) < 1e-9
+
+
+def test_no_ratio_to_a_cublas_line_that_meets_zero():
+    rows = [
+        {"name": "cuBLAS", "kind": "torch", "times_us": {64: 1.0}, "fixed_us": 0.0, "per_64_us": 1.0,
+         "worst_residual": 0.0},
+        {"name": "bn=192", "kind": "variant", "times_us": {64: 2.0}, "fixed_us": 1.0, "per_64_us": 1.0,
+         "worst_residual": 0.0},
+    ]  # fmt: skip
+    headers, body = k_sweep.table(rows)
+    line = dict(zip(headers, body[1], strict=True))
+    assert line["fixed/cuBLAS"] == "-" and line["per 64/cuBLAS"] == "1.000"

@@ -34,7 +34,7 @@ def test_the_model_ranks_a_held_out_hopper_bf16_shape(tmp_path):
 
 def test_a_config_recorded_before_a_knob_existed_is_the_same_config_as_with_its_default(tmp_path):
     """Trials re-recorded with the knobs added since at their defaults (as a later record writes them) are the same
-    configs held out: 60 configs, not 70, each at its fastest time."""
+    configs held out: 60 configs ranked, not 70."""
     runs = tmp_path / "runs"
     shutil.copytree(RUNS, runs)
     trials = runs / "call4" / "unseen" / "search-2900x4704x3104" / "trials.jsonl"
