@@ -14,22 +14,27 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "fixtures" / "holdout-searches"
 
 
-def test_the_model_ranks_a_held_out_hopper_bf16_shape(tmp_path):
+def _holdout(runs: Path, tmp_path: Path) -> tuple[list[dict], str]:
+    """model_holdout.py's rows (--json) and printed table for matmul-bf16 over `runs`, at least 50 trials a shape."""
     out = tmp_path / "holdout.json"
     done = subprocess.run(
-        [sys.executable, "analysis/model_holdout.py", "--family", "matmul-bf16", "--runs", str(RUNS),
+        [sys.executable, "analysis/model_holdout.py", "--family", "matmul-bf16", "--runs", str(runs),
          "--min-trials", "50", "--json", str(out)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = json.loads(out.read_text())
+    return json.loads(out.read_text()), done.stdout
+
+
+def test_the_model_ranks_a_held_out_hopper_bf16_shape(tmp_path):
+    rows, printed = _holdout(RUNS, tmp_path)
     # 5000 × 2600 × 4000 held out leaves one run to train on: too few (learned.MIN_RUNS), so not ranked
     assert [r["shape"] for r in rows] == [{"k": 3104, "m": 2900, "n": 4704}]
     r = rows[0]
     assert r["family"] == "matmul-bf16" and r["configs"] == 60 and r["trained_on_runs"] == 2
     assert -1 <= r["spearman"] <= 1 and r["top5_regret"] >= 1 and r["random5_regret"] >= 1
     assert r["spearman"] > 0.3  # the ranking says something: well above a random order's 0
-    assert "median rho" in done.stdout
+    assert "median rho" in printed
 
 
 def test_a_config_recorded_before_a_knob_existed_is_the_same_config_as_with_its_default(tmp_path):
@@ -46,12 +51,5 @@ def test_a_config_recorded_before_a_knob_existed_is_the_same_config_as_with_its_
         for i, r in enumerate(rows[:10])
     ]
     trials.write_text("".join(json.dumps(r) + "\n" for r in rows + again))
-    out = tmp_path / "holdout.json"
-    done = subprocess.run(
-        [sys.executable, "analysis/model_holdout.py", "--family", "matmul-bf16", "--runs", str(runs),
-         "--min-trials", "50", "--json", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (row,) = json.loads(out.read_text())
+    (row,), _ = _holdout(runs, tmp_path)
     assert row["shape"] == {"k": 3104, "m": 2900, "n": 4704} and row["configs"] == 60
