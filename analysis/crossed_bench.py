@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from mage_tune.measure.saved import best_result, result_time
+from mage_tune.measure.saved import best_result, result_time, varying_knobs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
 from archives import RecordsError, local_one
@@ -35,17 +35,11 @@ def fastest(results: list[dict], kind: str) -> float | None:
     return min((t for t in times if t is not None), default=None)
 
 
-def varying_knobs(variants: list[dict]) -> list[str]:
-    """The knobs whose value differs between the record's variants, in knob order."""
-    configs = [r["config"] for r in variants]
-    return [k for k in configs[0] if len({c.get(k) for c in configs}) > 1] if configs else []
-
-
 def table(record: dict, errors: bool = False) -> tuple[str, list[str], list[list]]:
     """(heading, headers, rows) of one bench record; with `errors`, each row's relative error too."""
     results = record["results"]
     variants = [r for r in results if r["kind"] == "variant"]
-    knobs = varying_knobs(variants) or ["label"]
+    knobs = varying_knobs([r["config"] for r in variants]) or ["label"]
     shape = ",".join(f"{k}={v}" for k, v in record["shape"].items())
     copy = fastest(results, "copy")
     if copy is None:  # a matmul family: no same-bytes copy, cuBLAS FP32 is the baseline

@@ -18,11 +18,12 @@ import json
 import sys
 from pathlib import Path
 
+import numpy
 from tabulate import tabulate
 
 from mage_tune.errors import MageError
 from mage_tune.kernels.registry import builtin_names, load_family
-from mage_tune.measure.saved import read_record, result_time
+from mage_tune.measure.saved import read_record, result_time, varying_knobs
 from mage_tune.outputs import refuse_existing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
@@ -70,31 +71,23 @@ def sweep(records: list[dict], regime: str = "cold") -> list[dict]:
             results.setdefault(key, r)
             times.setdefault(key, {})[k] = min(t, times.get(key, {}).get(k, t))
     variants = [r for r in results.values() if r["kind"] == "variant"]
-    knobs = [
-        knob
-        for knob in dict.fromkeys(k for r in variants for k in r["config"])
-        if len({json.dumps(r["config"].get(knob)) for r in variants}) > 1
-    ]
+    knobs = varying_knobs([r["config"] for r in variants])
     rows = []
     for key, by_k in times.items():
         if len(by_k) < MIN_POINTS:
             continue
-        xs = [k / 64 for k in by_k]
-        ys = list(by_k.values())
-        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
-            (x - mean_x) ** 2 for x in xs
-        )
-        fixed = mean_y - slope * mean_x
-        worst = max(abs(y - (fixed + slope * x)) / y for x, y in zip(xs, ys, strict=True))
+        xs = numpy.array(list(by_k)) / 64
+        ys = numpy.array(list(by_k.values()))
+        slope, fixed = numpy.polyfit(xs, ys, 1)
+        worst = float(numpy.max(numpy.abs(ys - (fixed + slope * xs)) / ys))
         result = results[key]
         rows.append(
             {
                 "name": _name(result, knobs),
                 "kind": result["kind"],
                 "times_us": dict(sorted(by_k.items())),
-                "fixed_us": fixed,
-                "per_64_us": slope,
+                "fixed_us": float(fixed),
+                "per_64_us": float(slope),
                 "worst_residual": worst,
             }
         )

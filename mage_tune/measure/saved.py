@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -124,6 +125,13 @@ def timed_results(record: dict, kind: str, regime: str = "cold", session: int | 
 def best_result(record: dict, kind: str, regime: str = "cold", session: int = 0) -> dict | None:
     timed = timed_results(record, kind, regime, session)
     return timed[0] if timed else None
+
+
+def varying_knobs(configs: list[dict]) -> list[str]:
+    """The knobs whose value differs between `configs` (a knob one config lacks differs from any value), in the order
+    they first appear across every config's keys."""
+    knobs = dict.fromkeys(k for config in configs for k in config)
+    return [k for k in knobs if len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1]
 
 
 def floor_us(record: dict, session: int = 0) -> float:
