@@ -1,14 +1,16 @@
 """Where a matmul's time goes as K grows: bench records of one family at one M × N and several K (e.g.
 `benchmarks/gpu/k_sweep_checks.sh`), and per variant and per baseline the least-squares line time = fixed + per_64 ·
-K / 64 over the K values. `per_64` is the main loop's cost of 64 more of K over the whole of C; `fixed` is what does not
-grow with K: the launch, each tile's prologue and epilogue, the drain of its last wgmma, the last wave's idle SMs. A
-variant behind cuBLAS by its `fixed` loses between tiles; behind by its `per_64`, in the main loop.
+K / 64 over the K values. `per_64` is the cost of 64 more of K over the whole of C: the main loop's rate and whatever
+scales with a tile's length, the last wave's idle SMs included (a tile lasts longer as K grows); `fixed` is what does
+not grow with K: the launch, each tile's prologue and epilogue, the drain of its last wgmma. A variant behind cuBLAS by
+its `fixed` loses between tiles; behind by its `per_64`, in the main loop or the wave count.
 
-    python analysis/k_sweep.py FOLDER [--regime cold] [--markdown OUT.md] [--json OUT.json]
+    python analysis/k_sweep.py FOLDER [--regime cold] [--min-k K] [--markdown OUT.md] [--json OUT.json]
 
 FOLDER is a folder of bench records (a member of a campaign archive, ARCHIVE:FOLDER, or a folder on disk:
 analysis/archives.py): one table per family and M × N, each record's session 0 (times of one run); a variant or
-baseline enters the fit where it was timed at three K values or more.
+baseline enters the fit where it was timed at three K values or more. --min-k leaves out the records of a smaller K
+(e.g. where cuBLAS's heuristics pick another kernel than at the larger ones, which no one line fits).
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="a folder of bench records: ARCHIVE:FOLDER or a folder on disk")
     parser.add_argument("--regime", default="cold", help="the timing regime fitted (default cold)")
+    parser.add_argument("--min-k", type=int, default=0, help="leave out the records of a smaller K")
     parser.add_argument("--markdown", type=Path, default=None, help="Also write the table here.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the rows here.")
     parser.add_argument("--force", action="store_true", help="replace an output file that exists")
@@ -133,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     except (RecordsError, MageError) as error:
         print(f"k_sweep.py: {error}", file=sys.stderr)
         return 1
-    records = [r for r in records if {"m", "n", "k"} <= set(r["shape"])]
+    records = [r for r in records if {"m", "n", "k"} <= set(r["shape"]) and r["shape"]["k"] >= args.min_k]
     if not records:
-        print(f"k_sweep.py: no matmul bench records (bench-*.json) in {args.folder}", file=sys.stderr)
+        at = f" at K >= {args.min_k}" if args.min_k else ""
+        print(f"k_sweep.py: no matmul bench records (bench-*.json){at} in {args.folder}", file=sys.stderr)
         return 1
     fitted = [(shape, rows) for shape, rows in sweeps(records, args.regime) if rows]
     if not fitted:

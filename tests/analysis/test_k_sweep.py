@@ -62,6 +62,23 @@ def test_a_fit_that_misses_shows_its_worst_residual(tmp_path):
     assert rows[0]["worst_residual"] > 0.1
 
 
+def test_min_k_leaves_out_the_smaller_k_that_no_line_fits(tmp_path):
+    def line(k):  # cuBLAS's heuristics pick a slow kernel at the smallest K
+        return {"cuBLAS": 2.0 * k / 64 + (100.0 if k == 1100 else 10.0), "192": 14.0 + 2.0 * k / 64}
+
+    _write(tmp_path, [1100, 2200, 4400, 8800], line)
+    out = tmp_path / "sweep.json"
+    assert k_sweep.main([str(tmp_path), "--json", str(out)]) == 0
+    rows = {row["name"]: row for row in json.loads(out.read_text())[0]["rows"]}
+    assert rows["cuBLAS"]["worst_residual"] > 0.1
+    out.unlink()
+    assert k_sweep.main([str(tmp_path), "--min-k", "2200", "--json", str(out)]) == 0
+    rows = {row["name"]: row for row in json.loads(out.read_text())[0]["rows"]}
+    assert sorted(rows["cuBLAS"]["times_us"]) == ["2200", "4400", "8800"]
+    assert abs(rows["cuBLAS"]["fixed_us"] - 10.0) < 1e-9 and rows["cuBLAS"]["worst_residual"] < 1e-12
+    assert k_sweep.main([str(tmp_path), "--min-k", "9000"]) == 1
+
+
 def test_a_folder_without_matmul_bench_records_is_a_one_line_error(tmp_path):
     done = subprocess.run(
         [sys.executable, "analysis/k_sweep.py", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=60
