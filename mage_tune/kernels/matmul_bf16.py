@@ -47,8 +47,8 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  wait, once a block), and both then walk the same tiles L k-tiles apart, so that each one's epilogue
                  runs under the other's wgmma instead of both writing C while the tensor cores wait; the ring's
                  releases wait for the trailing consumer, so the leader reads L stages less far ahead
-                 (stagger <= stages - 2). Not yet run on a GPU: its GPU tests (test_gpu_matmul_bf16.py, STAGGER and
-                 the cover) wait for a device session
+                 (stagger <= stages - 2). Correct on the GPU; no faster at the shapes measured, where the gap to
+                 cuBLAS is in the main loop, not between tiles (records/h200-2026-12-05-k-sweep.tar.xz)
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
                  min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
   stream_k       1 (persistent, cooperative): the grid is every SM (or one block per k-tile where there are fewer).
