@@ -3,7 +3,9 @@
 K / 64 over the K values. `per_64` is the cost of 64 more of K over the whole of C: the main loop's rate and whatever
 scales with a tile's length, the last wave's idle SMs included (a tile lasts longer as K grows); `fixed` is what does
 not grow with K: the launch, each tile's prologue and epilogue, the drain of its last wgmma. A variant behind cuBLAS by
-its `fixed` loses between tiles; behind by its `per_64`, in the main loop or the wave count.
+its `fixed` loses between tiles; behind by its `per_64`, in the main loop or the wave count. A variant's waves (explain's
+tail: its tiles, or stream-K's k-tiles, over the blocks resident at once) and its `per_64` with whole waves (times the
+share of its last wave's slots that hold work) part the two: the latter compares main loops.
 
     python analysis/k_sweep.py FOLDER [--regime cold] [--min-k K] [--markdown OUT.md] [--json OUT.json]
 
@@ -25,6 +27,7 @@ from tabulate import tabulate
 
 from mage_tune.errors import MageError
 from mage_tune.kernels.registry import builtin_names, load_family
+from mage_tune.measure.explain import bound_fractions
 from mage_tune.measure.saved import read_record, result_time, varying_knobs
 from mage_tune.outputs import refuse_existing
 
@@ -46,6 +49,14 @@ def _complete(family: str):
     return load_family(family).with_defaults if family in builtin_names() else dict
 
 
+def _tail(record: dict, result: dict) -> dict | None:
+    """A variant's waves of work over the resident blocks (explain's tail: tiles, or stream-K's k-tiles, over the
+    blocks the census lets run at once); None for a baseline, whose tiles no record says."""
+    if result["kind"] != "variant":
+        return None
+    return bound_fractions(record, result, result_time(result))["tail"]
+
+
 def sweeps(records: list[dict], regime: str = "cold") -> list[tuple[dict, list[dict]]]:
     """(family, M, N; its sweep's rows) for each family and M × N of the records, in order."""
     groups: dict[tuple[str, int, int], list[dict]] = {}
@@ -60,6 +71,7 @@ def sweep(records: list[dict], regime: str = "cold") -> list[dict]:
     time."""
     times: dict[str, dict[int, float]] = {}
     results: dict[str, dict] = {}
+    longest: dict[str, tuple[dict, dict]] = {}  # each key's record and result at its largest K, for its waves
     complete = _complete(records[0]["family"]) if records else dict
     for record in records:
         k = record["shape"]["k"]
@@ -72,6 +84,8 @@ def sweep(records: list[dict], regime: str = "cold") -> list[dict]:
             key = r["label"] if r["kind"] != "variant" else json.dumps(r["config"], sort_keys=True)
             results.setdefault(key, r)
             times.setdefault(key, {})[k] = min(t, times.get(key, {}).get(k, t))
+            if key not in longest or k > longest[key][0]["shape"]["k"]:
+                longest[key] = (record, r)
     variants = [r for r in results.values() if r["kind"] == "variant"]
     knobs = varying_knobs([r["config"] for r in variants])
     rows = []
@@ -83,6 +97,7 @@ def sweep(records: list[dict], regime: str = "cold") -> list[dict]:
         slope, fixed = numpy.polyfit(xs, ys, 1)
         worst = float(numpy.max(numpy.abs(ys - (fixed + slope * xs)) / ys))
         result = results[key]
+        tail = _tail(*longest[key])
         rows.append(
             {
                 "name": _name(result, knobs),
@@ -91,6 +106,8 @@ def sweep(records: list[dict], regime: str = "cold") -> list[dict]:
                 "fixed_us": float(fixed),
                 "per_64_us": float(slope),
                 "worst_residual": worst,
+                "waves": tail["waves"] if tail else None,
+                "per_64_whole_waves_us": float(slope) * (1 - tail["idle"]) if tail else None,
             }
         )
     rows.sort(key=lambda row: (row["kind"] == "variant", row["fixed_us"] + row["per_64_us"] * 40))
@@ -100,13 +117,15 @@ def sweep(records: list[dict], regime: str = "cold") -> list[dict]:
 def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     ks = sorted({k for row in rows for k in row["times_us"]})
     base = next((row for row in rows if row["kind"] == "torch"), None)
-    headers = ["variant", *(f"K={k}" for k in ks), "fixed µs", "µs/64 K", "fit"]
+    headers = ["variant", *(f"K={k}" for k in ks), "fixed µs", "µs/64 K", "fit", "waves", "µs/64 K, whole waves"]
     if base:
         headers += ["fixed/cuBLAS", "per 64/cuBLAS"]
     body = []
     for row in rows:
         line = [row["name"], *(f"{row['times_us'][k]:.2f}" if k in row["times_us"] else "-" for k in ks)]
         line += [f"{row['fixed_us']:.2f}", f"{row['per_64_us']:.3f}", f"{row['worst_residual']:.1%}"]
+        whole = row.get("per_64_whole_waves_us")
+        line += [f"{row['waves']:.2f}", f"{whole:.3f}"] if whole is not None else ["-", "-"]
         if base:  # a line through cuBLAS's times can meet zero or below: no ratio to it then
             line += [
                 f"{row[key] / base[key]:.{digits}f}" if base[key] > 0 else "-"

@@ -130,3 +130,21 @@ def test_no_ratio_to_a_cublas_line_that_meets_zero():
     headers, body = k_sweep.table(rows)
     line = dict(zip(headers, body[1], strict=True))
     assert line["fixed/cuBLAS"] == "-" and line["per 64/cuBLAS"] == "1.000"
+
+
+def test_a_variant_s_waves_and_its_cost_per_64_of_k_with_whole_waves(tmp_path):
+    # 4500 × 3000 in 128 × 192 quads: 36 × 16 = 576 tiles over 132 persistent blocks, 4.36 waves (the fifth 36 % full)
+    def record(k):
+        made = _record(k, {"cuBLAS": 10.0 + 2.0 * k / 64, "192": 14.0 + 2.2 * k / 64})
+        made["environment"] |= {"sm_count": 132}
+        made["census"] = {"192": {"arch": "sm_90a", "occupancy": {"blocks_per_sm": 1}}}
+        return made
+
+    rows = {row["name"]: row for row in k_sweep.sweep([record(k) for k in (2200, 4400, 8800)])}
+    assert rows["cuBLAS"]["waves"] is None and rows["cuBLAS"]["per_64_whole_waves_us"] is None
+    quad = rows["192"]  # the only variant: no knob varies, so it is named by its label
+    assert abs(quad["waves"] - 576 / 132) < 1e-9
+    assert abs(quad["per_64_whole_waves_us"] - 2.2 * 576 / (5 * 132)) < 1e-9
+    headers, body = k_sweep.table(list(rows.values()))
+    cells = dict(zip(headers, next(b for b in body if b[0] == "192"), strict=True))
+    assert cells["waves"] == "4.36" and cells["µs/64 K, whole waves"] == f"{2.2 * 576 / 660:.3f}"
