@@ -3,9 +3,9 @@
 K / 64 over the K values. `per_64` is the cost of 64 more of K over the whole of C: the main loop's rate and whatever
 scales with a tile's length, the last wave's idle SMs included (a tile lasts longer as K grows); `fixed` is what does
 not grow with K: the launch, each tile's prologue and epilogue, the drain of its last wgmma. A variant behind cuBLAS by
-its `fixed` loses between tiles; behind by its `per_64`, in the main loop or the wave count. A variant's waves (explain's
-tail: its tiles, or stream-K's k-tiles, over the blocks resident at once) and its `per_64` with whole waves (times the
-share of its last wave's slots that hold work) part the two: the latter compares main loops.
+its `fixed` loses between tiles; behind by its `per_64`, in the main loop or the wave count. A variant's waves
+(explain's tail: its tiles, or stream-K's k-tiles, over the blocks resident at once) and its `per_64` with whole waves
+(times the share of its last wave's slots that hold work) part the two: the latter compares main loops.
 
     python analysis/k_sweep.py FOLDER [--regime cold] [--min-k K] [--markdown OUT.md] [--json OUT.json]
 
