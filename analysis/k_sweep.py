@@ -26,7 +26,7 @@ import numpy
 from tabulate import tabulate
 
 from mage_tune.errors import MageError
-from mage_tune.kernels.registry import builtin_names, load_family
+from mage_tune.kernels import recorded
 from mage_tune.measure.explain import bound_fractions
 from mage_tune.measure.saved import read_record, result_time, varying_knobs
 from mage_tune.outputs import refuse_existing
@@ -43,10 +43,12 @@ def _name(result: dict, knobs: list[str]) -> str:
     return ", ".join(f"{k}={result['config'].get(k)}" for k in knobs) or result["label"]
 
 
-def _complete(family: str):
+def _complete(record: dict):
     """A built-in family's knobs added since a record was written, at their defaults (what it was measured with), so
-    one config is one variant whatever its record's date; another family's configs as recorded."""
-    return load_family(family).with_defaults if family in builtin_names() else dict
+    one config is one variant whatever its record's date; a family file's configs as recorded (records never load
+    code: recorded.family_for says which family serves a record)."""
+    family, _ = recorded.family_for(record)
+    return family.with_defaults if family is not None else dict
 
 
 def _tail(record: dict, result: dict) -> dict | None:
@@ -72,7 +74,7 @@ def sweep(records: list[dict], regime: str = "cold") -> list[dict]:
     times: dict[str, dict[int, float]] = {}
     results: dict[str, dict] = {}
     longest: dict[str, tuple[dict, dict]] = {}  # each key's record and result at its largest K, for its waves
-    complete = _complete(records[0]["family"]) if records else dict
+    complete = _complete(records[0]) if records else dict
     for record in records:
         k = record["shape"]["k"]
         for r in record["results"]:
