@@ -355,7 +355,12 @@ class Family(ABC):
     # --- the space ---------------------------------------------------------------------------------------------
     @abstractmethod
     def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
-        """Why a config cannot work for this shape and arch; empty when it can."""
+        """Why a config cannot work for this shape and arch; empty when it can. Starts with `refusal`'s problems."""
+
+    def refusal(self, shape: Shape, arch: Arch) -> list[str]:
+        """The problems every config has at this shape and arch (an arch the family cannot build for): its space is
+        empty there, which the listing and `complete` then say without checking a combination of a large space."""
+        return []
 
     @abstractmethod
     def constraint_text(self) -> list[str]:
@@ -584,6 +589,8 @@ class Family(ABC):
     def bound_combinations(self, shape: Shape, arch: Arch) -> Iterator[tuple]:
         """The valid value tuples of the constrained knobs (in knob order), each valid with any values of the free
         ones: the space is these times the free knobs' product, which a sampler can index without listing it."""
+        if self.refusal(shape, arch):
+            return
         bound = [k for k in self.knobs if not k.free]
         firsts = {k.name: k.domain[0] for k in self.knobs if k.free}
         for values in itertools.product(*(k.domain for k in bound)):
@@ -638,6 +645,9 @@ class Family(ABC):
             if problems:
                 raise ConfigError(f"{config_label(self.name, fixed)} is not valid: {'; '.join(problems)}")
             return {k.name: fixed[k.name] for k in self.knobs}
+        refused = self.refusal(shape, arch)
+        if refused:
+            raise ConfigError(f"{self.name} at {shape} on {arch.name}: {'; '.join(refused)}")
         # The rest at their first values is the first completion in the space's order: take it when it is valid.
         trial = self.with_defaults(fixed)
         if not self.violations(trial, shape, arch):

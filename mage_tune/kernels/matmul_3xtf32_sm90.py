@@ -228,13 +228,16 @@ class Matmul3xTF32SM90(CudaFamily):
     def tiles(config: Config, shape: Shape) -> int:
         return _cdiv(shape["m"], config["bm"]) * _cdiv(shape["n"], config["bn"])
 
+    def refusal(self, shape: Shape, arch: Arch) -> list[str]:
+        if arch.name == TARGET:
+            return []
+        return [
+            f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {arch.name} cannot build or "
+            "run this kernel"
+        ]
+
     def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
-        c, out = config, []
-        if arch.name != TARGET:
-            out.append(
-                f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {arch.name} cannot build "
-                "or run this kernel"
-            )
+        c, out = config, self.refusal(shape, arch)
         if c["bm"] % (64 * c["consumers"]):
             out.append(
                 f"bm={c['bm']} does not split into 64-row wgmma tiles over {c['consumers']} consumer warpgroups "

@@ -571,14 +571,16 @@ class MatmulBF16(CudaFamily):
             return tiles * _cdiv(shape["k"], BK), f"k-tiles{where} (stream-K)"
         return tiles, f"tiles{where}"
 
+    def refusal(self, shape: Shape, arch: Arch) -> list[str]:
+        if arch.name == TARGET:
+            return []
+        return [
+            f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {arch.name} cannot build or "
+            "run this kernel"
+        ]
+
     def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
-        c, out = config, []
-        target = arch
-        if target.name != TARGET:
-            out.append(
-                f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {target.name} cannot "
-                "build or run this kernel"
-            )
+        c, out = config, self.refusal(shape, arch)
         sharers = self.tile_sharers(c)
         if c["bm"] % (64 * sharers):
             out.append(
@@ -621,7 +623,7 @@ class MatmulBF16(CudaFamily):
                 f"setmaxnreg would hand out {wanted} registers, over the {pool} the block launches with "
                 f"({self.threads(c)} threads × {self.launch_registers(c)})"
             )
-        smem, limit = self.shared_bytes(c), target.smem_per_block_optin
+        smem, limit = self.shared_bytes(c), arch.smem_per_block_optin
         if smem > limit:
             staging = self.staging_bytes(c)
             chunks = c.get("staging", STAGING_CHUNKS)
@@ -629,7 +631,7 @@ class MatmulBF16(CudaFamily):
             out.append(
                 f"shared memory stages × (bm + {self.stage_columns(c)}) × 64 × 2 bytes,{plus} with barriers and "
                 f"alignment, = {smem} B "
-                f"exceeds the {limit} B a block may opt into on {target.name}"
+                f"exceeds the {limit} B a block may opt into on {arch.name}"
             )
         if c.get("transposed") and c["epilogue"] == "tma" and self.fp32_out:
             out.append(

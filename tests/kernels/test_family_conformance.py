@@ -91,6 +91,25 @@ def test_space_and_settings(spec):
         family.shape_from({dim: MAX_DIM + 1 for dim in family.dims})
 
 
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_90a"])
+def test_a_refusal_is_every_config_s_first_problems(spec, arch):
+    """Where a family refuses a shape and arch outright (the listing then checks no combination), each config's
+    violations start with those problems; where it does not, its target's defaults are valid."""
+    family = load_family(spec)
+    shape = small_shape(family)
+    arch = get_arch(arch)
+    refused = family.refusal(shape, arch)
+    config = family.default_config(shape, family.target_arch(DEVICE))
+    if refused:
+        assert family.violations(config, shape, arch)[: len(refused)] == refused
+        assert list(family.configs(shape, arch)) == []
+        with pytest.raises(ConfigError, match=refused[0][:40]):
+            family.complete({}, shape, arch)
+    if arch == family.target_arch(DEVICE):
+        assert refused == [] and family.violations(config, shape, arch) == []
+
+
 def test_the_default_config_builds_and_censuses(built):
     family, shape, config, variant = built
     assert variant.family == family.name and variant.config == config and variant.shape == shape
