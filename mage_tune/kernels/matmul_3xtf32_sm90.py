@@ -87,6 +87,7 @@ from mage_tune.kernels.matmul_bf16 import (
     TENSOR_MAP_BYTES,
     forget_oldest,
     tensor_map_fields,
+    wgmma_refusal,
 )
 from mage_tune.ptx_parts import entry_params
 
@@ -96,7 +97,6 @@ SWIZZLE_ATOM = 1024  # bytes: 8 rows of 128; tile bases are aligned to it
 ROW_BYTES = 128
 BARRIER_BYTES = 8
 WARPGROUP = 128
-TARGET = "sm_90a"  # wgmma and setmaxnreg exist on this arch-specific target only
 MAX_ACCUMULATORS = 128  # FP32 accumulators per consumer thread (part and total together)
 PRODUCER_REGISTERS = 40
 REGISTER_FILE = 65536
@@ -229,12 +229,7 @@ class Matmul3xTF32SM90(CudaFamily):
         return _cdiv(shape["m"], config["bm"]) * _cdiv(shape["n"], config["bn"])
 
     def refusal(self, shape: Shape, arch: Arch) -> list[str]:
-        if arch.name == TARGET:
-            return []
-        return [
-            f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {arch.name} cannot build or "
-            "run this kernel"
-        ]
+        return wgmma_refusal(arch)
 
     def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         c, out = config, self.refusal(shape, arch)

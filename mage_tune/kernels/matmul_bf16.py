@@ -282,6 +282,18 @@ STAGING_CHUNKS = 2  # per consumer warpgroup by default: one written while the o
 BARRIER_BYTES = 8
 WARPGROUP = 128
 TARGET = "sm_90a"  # wgmma and setmaxnreg exist on this arch-specific target only
+
+
+def wgmma_refusal(arch: Arch) -> list[str]:
+    """Every config's problem on an arch other than TARGET (the refusal of the families built on wgmma)."""
+    if arch.name == TARGET:
+        return []
+    return [
+        f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {arch.name} cannot build or run "
+        "this kernel"
+    ]
+
+
 MAX_ACCUMULATORS = 128  # FP32 accumulators per consumer thread: what 232 registers hold beside addresses
 # With split=columns, 144: a 192 × 192 tile's (three m64n96 wgmma per consumer), which ptxas 13 fits in 232 registers
 # with no spill (as it does the other column splits of 132-144); split by rows, nothing over 128 has been compiled,
@@ -572,12 +584,7 @@ class MatmulBF16(CudaFamily):
         return tiles, f"tiles{where}"
 
     def refusal(self, shape: Shape, arch: Arch) -> list[str]:
-        if arch.name == TARGET:
-            return []
-        return [
-            f"wgmma and setmaxnreg run on sm_90a only (Hopper's arch-specific target); {arch.name} cannot build or "
-            "run this kernel"
-        ]
+        return wgmma_refusal(arch)
 
     def violations(self, config: Config, shape: Shape, arch: Arch) -> list[str]:
         c, out = config, self.refusal(shape, arch)
