@@ -4,6 +4,10 @@
 # `source .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH MAGE_TUNE_CACHE=/tmp/mtc`:
 #
 #   OUT=$OUT/ks bash benchmarks/gpu/k_sweep_checks.sh [MxNxK ...]
+#   K_SWEEP_CONFIGS=benchmarks/gpu/configs/mm_bf16_quad_stream_k.json K_SWEEP_TESTS="stream_k or bit_identical" \
+#     OUT=$OUT/ks bash benchmarks/gpu/k_sweep_checks.sh 4500x3000x2200 4500x3000x4400 4500x3000x8800
+#
+# K_SWEEP_CONFIGS and K_SWEEP_TESTS (a pytest -k expression) replace the configs and the GPU tests named below.
 #
 #   gpu.log            the GPU tests of a staggered second consumer and of consumers splitting a tile's columns (three
 #                      dtypes), every knob value and the repeats
@@ -18,8 +22,9 @@ here=$(dirname "$0")
 source "$here/step.sh"  # checks TESTS_K CONFIGS DEFAULTS [MxNxK...]
 
 CHECKS_TESTS_S=220 CHECKS_BENCH_S=70 checks \
-  "stagger or columns or lap_the_ring or every_knob_value or bit_identical" \
-  "$here/configs/mm_bf16_k_sweep.json" "4500x3000x1100 4500x3000x2200 4500x3000x4400 4500x3000x8800" "$@"
+  "${K_SWEEP_TESTS:-stagger or columns or lap_the_ring or every_knob_value or bit_identical}" \
+  "${K_SWEEP_CONFIGS:-$here/configs/mm_bf16_k_sweep.json}" \
+  "4500x3000x1100 4500x3000x2200 4500x3000x4400 4500x3000x8800" "$@"
 benches=("$out"/bench-*.json)
 if [ -e "${benches[0]}" ]; then
   step k_sweep.log 30 python "$here/../../analysis/k_sweep.py" "$out" --markdown "$out/k_sweep.md" \
