@@ -95,7 +95,8 @@ def _config_list(configs: list[dict], names: list[str]) -> str:
     lines = [wrap(same)] if same else []
     if width is None or sum(widths) + 2 * (len(widths) - 1) <= width:
         return "\n".join([*lines, fit_table(rows, headers)])
-    return "\n".join([*lines, *(wrap(", ".join(f"{h}={v}" for h, v in zip(headers, r, strict=True))) for r in rows)])
+    items = (", ".join(f"{h}={v}" for h, v in zip(headers, r, strict=True)) for r in rows)
+    return "\n".join([*lines, *(wrap(line, width) for line in items)])  # the width read once, not per config
 
 
 def _stream_json(fam, shape: dict, arch: Arch, limit: int | None, exact: bool) -> None:

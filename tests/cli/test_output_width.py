@@ -85,10 +85,11 @@ def test_every_command_fits_100_columns(args):
     assert not too_wide(result.output), "\n".join(too_wide(result.output))
 
 
-def test_render_prints_the_source_and_space_lists_every_config_within_100_columns():
-    """render's CUDA source lines are the template's own (exempt); its exit code and the --list table are not."""
+def test_render_prints_the_source_and_space_lists_configs_within_100_columns():
+    """render's CUDA source lines are the template's own (exempt); its exit code and the --list lines are not (the
+    first 20,000 of the 857,665: every line is made alike, and the whole list takes a minute)."""
     assert run("render", "layernorm", "--d", "768").exit_code == 0
-    listed = run("space", "layernorm", "--d", "768", "--list")
+    listed = run("space", "layernorm", "--d", "768", "--list", "--limit", "20000")
     assert listed.exit_code == 0 and not too_wide(listed.output)
 
 
