@@ -973,10 +973,11 @@ def test_the_tma_launcher_encodes_c_s_map_and_passes_seven_parameters(family, mo
 
 
 def test_space_lists_the_knobs_and_constraints():
-    out = CliRunner().invoke(cli, ["space", FILE, "--arch", ARCH, "--shape", "m=1000,n=520,k=264", "--wide", "--exact"])
+    out = CliRunner().invoke(cli, ["space", FILE, "--arch", ARCH, "--shape", "m=1000,n=520,k=264", "--wide"])
     assert out.exit_code == 0, out.output
     assert "matmul-bf16" in out.output and "consumers" in out.output and "sm_90a only" in out.output
-    assert f"{len(valid_at(SHAPE))} valid configs" in out.output  # the same space at every shape (above)
+    # an estimate (3.2 million combinations: --exact takes a minute), whose interval holds the count (test below)
+    assert "about " in out.output and "--exact counts them all" in out.output
     refused = CliRunner().invoke(cli, ["space", FILE, "--arch", "sm_90", "--shape", "m=1000,n=520,k=264"])
     assert refused.exit_code == 0 and "0 valid configs" in refused.output
 
