@@ -117,6 +117,19 @@ def census(
         found = census_artifact(variant.artifact, block=variant.block, param_names=list(variant.param_names))
     else:
         _exists_or_near_family(target)
+        family_only = [
+            flag for flag, value in
+            (("--set", settings), ("--shape", shape_text), ("--d", d), ("--m", m), ("--n", n), ("--k", k_)) if value
+        ]  # fmt: skip
+        if family_only:  # a kernel file has no knobs or shape: taking them silently would census something else
+            from mage_tune.errors import InputError
+
+            raise InputError(
+                f"{', '.join(family_only)} {'chooses' if len(family_only) == 1 else 'choose'} a family's variant; a "
+                "kernel file is censused as it is "
+                "(-D NAME=VALUE sets its macros)",
+                file=target,
+            )
         found = census_path(target, arch=arch, kernel=kernel, block=block, **inputs)
     if other:
         found = found + census_path(other, arch=arch, kernel=kernel, block=block, **inputs)  # the same kernel

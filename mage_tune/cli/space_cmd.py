@@ -56,6 +56,7 @@ def space(family, dims, arch, as_list, as_json, limit, exact):
 
     fam, shape = family_and_shape(family, dims)
     arch = family_arch(fam, arch)  # --arch's name becomes an Arch here, once
+    fam.check_refusal(shape, arch)  # an arch the family cannot build for: said, not counted as "about 0" configs
     if as_json:
         _stream_json(fam, shape, arch, limit, exact)
         return

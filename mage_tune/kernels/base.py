@@ -362,6 +362,13 @@ class Family(ABC):
         empty there, which the listing and `complete` then say without checking a combination of a large space."""
         return []
 
+    def check_refusal(self, shape: Shape, arch: Arch) -> None:
+        """A ConfigError where `refusal` says this shape and arch have no valid config."""
+        refused = self.refusal(shape, arch)
+        if refused:
+            where = ", ".join(f"{k}={v}" for k, v in shape.items())
+            raise ConfigError(f"{self.name} at {where} on {arch.name}: {'; '.join(refused)}")
+
     @abstractmethod
     def constraint_text(self) -> list[str]:
         """The constraints, as sentences for `mage-tune space`."""
@@ -645,9 +652,7 @@ class Family(ABC):
             if problems:
                 raise ConfigError(f"{config_label(self.name, fixed)} is not valid: {'; '.join(problems)}")
             return {k.name: fixed[k.name] for k in self.knobs}
-        refused = self.refusal(shape, arch)
-        if refused:
-            raise ConfigError(f"{self.name} at {shape} on {arch.name}: {'; '.join(refused)}")
+        self.check_refusal(shape, arch)
         # The rest at their first values is the first completion in the space's order: take it when it is valid.
         trial = self.with_defaults(fixed)
         if not self.violations(trial, shape, arch):

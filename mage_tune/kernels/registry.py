@@ -140,6 +140,8 @@ def _from_file(spec: str) -> Family:
     path = Path(path_text)
     if not path.is_file():
         raise InputError(_missing_file_message(path), file=path_text)
+    if path.suffix != ".py":  # only a Python file is imported as code: a kernel or a record named here is not
+        raise InputError(_not_a_family_file(path), file=path_text)
     module = import_file(path)
     if name is not None:
         if not hasattr(module, name):
@@ -159,6 +161,16 @@ def _from_file(spec: str) -> Family:
         found = getattr(module, candidates[0])
     origin = _portable(path) + (f":{name}" if name else "")
     return _adopt(_instance(found, str(path), path), origin, str(path))
+
+
+KERNEL_SUFFIXES = (".cu", ".cuh", ".ptx", ".cubin", ".sass")
+
+
+def _not_a_family_file(path: Path) -> str:
+    what = "a family file is Python (path/to/family.py[:NAME])"
+    if path.suffix in KERNEL_SUFFIXES:
+        return f"{what}; a kernel ({path.suffix}) is census's to read: mage-tune census {path}"
+    return what
 
 
 def _portable(path: Path) -> str:

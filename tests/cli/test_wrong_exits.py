@@ -134,6 +134,16 @@ def test_census_block_with_a_family_is_refused(tmp_path):
     clean_error(mage("census", str(PLANTED), "--block", "128", cwd=tmp_path), "--block", "--set")
 
 
+@pytest.mark.parametrize("args", [["--set", "threads=128"], ["--d", "768"], ["--shape", "m=64", "--k", "8"]])
+def test_census_of_a_kernel_file_refuses_a_family_s_knobs_and_shape(tmp_path, args):
+    """A kernel file has no knobs or shape: census would have ignored them, and shown another kernel than asked."""
+    kernel = tmp_path / "k.cu"
+    kernel.write_text("__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n")
+    clean_error(mage("census", str(kernel), *args, cwd=tmp_path), str(kernel), args[0], "censused as it is")
+    plain = mage("census", str(kernel), "--json", cwd=tmp_path)  # without them, the file is censused
+    assert plain.returncode == 0 and '"kernel": "_Z1kPf"' in plain.stdout
+
+
 # --- 4: --polish with the grid ------------------------------------------------------------------------------------
 
 

@@ -126,6 +126,18 @@ def test_a_template_that_fails_to_render_names_its_line(tmp_path, outside):
     assert f"{template}:21:" in line and "syntax" in line
 
 
+def test_only_a_python_file_is_read_as_a_family(tmp_path):
+    """A kernel or any other file given where a family goes is refused before it could be imported as code (the
+    one below would run as Python, and write a file, were it imported)."""
+    planted = tmp_path / "ran"
+    for name, hint in (("kernel.cu", "mage-tune census"), ("family", None), ("record.json", None)):
+        path = tmp_path / name
+        path.write_text(f"open({str(planted)!r}, 'w').write('ran')\n")
+        line = _one_line_error(mage("space", str(path), "--d", "768"))
+        assert f"{path}: a family file is Python" in line and (hint is None or hint in line)
+    assert not planted.exists()
+
+
 def test_unknown_names_say_what_is_known(tmp_path):
     line = _one_line_error(mage("space", "layernrom"))
     assert "did you mean layernorm" in line and "matmul" in line

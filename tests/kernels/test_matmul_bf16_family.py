@@ -979,13 +979,15 @@ def test_space_lists_the_knobs_and_constraints():
     # an estimate (3.2 million combinations: --exact takes a minute), whose interval holds the count (test below)
     assert "about " in out.output and "--exact counts them all" in out.output
     refused = CliRunner().invoke(cli, ["space", FILE, "--arch", "sm_90", "--shape", "m=1000,n=520,k=264"])
-    assert refused.exit_code == 0 and "0 valid configs" in refused.output
+    # refused (exit 2 from the command line), not counted as "about 0"
+    assert isinstance(refused.exception, ConfigError) and "valid configs" not in refused.output
+    assert "on sm_90: wgmma and setmaxnreg run on sm_90a only" in str(refused.exception)
 
 
 @pytest.mark.parametrize("command", ["space", "render", "census"])
 def test_without_arch_the_commands_take_the_family_s_target(command):
     """--arch left at its default (sm_90) means the family's own target there, sm_90a, as a search on an H100 or H200
-    builds it; --arch sm_90 given is taken as it is (space: 0 valid, census: refused, above)."""
+    builds it; --arch sm_90 given is taken as it is (space and census refuse it, above)."""
     out = CliRunner().invoke(cli, [command, FILE, "--shape", "m=1000,n=520,k=264"])
     assert out.exit_code == 0, out.output
     first = out.output.splitlines()[0]
