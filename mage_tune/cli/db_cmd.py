@@ -16,6 +16,22 @@ DB_OPTION = click.option(
 COMPILERS = ("nvrtc", "nvcc", "ptxas")  # what decides a binary; the disassemblers only read it
 
 
+def _check_family_name(family: str, recorded: set[str], where: str) -> None:
+    """An InputError for a family name that is neither known here nor recorded in `where` (a misspelt name would
+    otherwise answer as an empty table); a family file's path is taken as given."""
+    from difflib import get_close_matches
+
+    from mage_tune.errors import InputError
+    from mage_tune.kernels.registry import known_names, looks_like_path
+
+    names = {*known_names(), *recorded}
+    if family in names or looks_like_path(family):
+        return
+    close = get_close_matches(family, sorted(names), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise InputError(f"no family {family!r} is known here or recorded in {where}{hint}")
+
+
 def _open(db_url, create: bool = False):
     """The database; the commands that only read (and prune, which only removes) never make one."""
     from mage_tune.tuning.db import TuningDB
@@ -62,6 +78,9 @@ def list_runs(db_url, family, as_json, shipped):
     else:
         store = _open(db_url)
         runs, entries, where = store.runs(), store.entries(family=family), f"tuning database {redact(store.url)}"
+    if family:
+        recorded = {name for run, _ in runs for name in (run.family, run.origin)}
+        _check_family_name(family, recorded, where if shipped else f"the {where}")
     rows, objs = [], []
     best: dict[str, float] = {}
     for e in entries:
@@ -148,6 +167,7 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
     from mage_tune.cli.options import parse_shape
     from mage_tune.errors import InputError
     from mage_tune.kernels import recorded
+    from mage_tune.storage import redact
     from mage_tune.textwidth import short_config, table
     from mage_tune.tuning import shipped as shipped_data
     from mage_tune.tuning.db import measured_by_shape
@@ -158,7 +178,11 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
     known = recorded.builtin(family)
     if known is not None and shape and set(shape) - set(known.dims):
         raise InputError(f"{family} takes the dimensions {', '.join(known.dims)}; not {', '.join(sorted(shape))}")
-    source = shipped_data.entries(family=family, arch=arch) if shipped else _open(db_url).entries(family, arch)
+    store = None if shipped else _open(db_url)
+    runs = shipped_data.runs() if shipped else store.runs()
+    where = shipped_data.LABEL if shipped else f"the tuning database {redact(store.url)}"
+    _check_family_name(family, {name for run, _ in runs for name in (run.family, run.origin)}, where)
+    source = shipped_data.entries(family=family, arch=arch) if shipped else store.entries(family, arch)
     entries = [e for e in source if shape is None or e.run.shape == shape]
     out, rows = [], []
     for _, group in sorted(measured_by_shape(entries).items()):

@@ -239,16 +239,15 @@ def terminal(run_dir: Path) -> str:
     """What `report` prints: report.md's content as plain tables that fit the terminal."""
     meta = _search_meta(run_dir)
     best = scored(run_dir)[:1]
+    counts = outcome_counts(run_dir)
     lines = [
         f"search {meta.get('family', '?')} {' '.join(f'{k}={v}' for k, v in meta.get('shape', {}).items())} on "
         f"{meta.get('arch', '?')}; trials by outcome: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(outcome_counts(run_dir).items())),
+        + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none recorded"),
         *filter(None, [shipped_line(run_dir)]),
-        "",
-        top_table(run_dir, fit=True),
-        "",
-        source_table(run_dir, fit=True),
     ]
+    if counts:  # a search stopped before its first trial has only its baselines to show
+        lines += ["", top_table(run_dir, fit=True), "", source_table(run_dir, fit=True)]
     if baselines(run_dir):
         lines += [
             "",

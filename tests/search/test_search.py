@@ -267,6 +267,13 @@ def test_report_from_the_record_alone(static_run, tmp_path, env):
     done = mage("report", str(tmp_path / "nowhere"), cwd=tmp_path, env=env)
     assert done.returncode == 2 and f"{tmp_path / 'nowhere'}: no such file or directory" in done.stderr
 
+    (copy / "trials.jsonl").write_text("")  # a search stopped before its first trial: its baselines, said so
+    done = mage("report", str(copy), "--no-plots", cwd=tmp_path, env=env)
+    assert done.returncode == 0 and "trials by outcome: none recorded\n" in done.stdout, done.stderr
+    assert "no scored trial in this run" in done.stdout and "config (≠ defaults)" not in done.stdout
+    done = mage("explain", str(copy), cwd=tmp_path, env=env)
+    assert done.returncode == 2 and "no scored trial in this run: nothing to explain" in done.stderr
+
 
 # --- 1 (cont.). no GPU: a loud notice and the static model; a static study is never resumed as measured -------------
 

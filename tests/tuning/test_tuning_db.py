@@ -422,6 +422,17 @@ def test_query_reads_the_shipped_data_when_asked_and_refuses_filters_that_match_
         assert out.returncode == 2 and says in out.stderr
 
 
+def test_a_misspelt_family_is_an_error_not_an_empty_answer(tmp_path):
+    db = "sqlite:///" + str(tmp_path / "db.sqlite")
+    assert cli("db", "import", str(SEARCH_DIR), db=db).returncode == 0
+    for args in (("query", "layernrom"), ("list", "--family", "layernrom"), ("query", "layernrom", "--shipped")):
+        out = cli("db", *args, db=db)
+        assert out.returncode == 2 and "no family 'layernrom' is known here" in out.stderr, out.stderr
+        assert "did you mean layernorm" in out.stderr
+    out = cli("db", "query", "matmul-f16", db=db)  # known, not in this database: an answer that says so
+    assert out.returncode == 0 and "no measured trial of matmul-f16 in the tuning database" in out.stderr
+
+
 def test_an_export_of_a_family_the_database_lacks_writes_nothing(tmp_path):
     db = "sqlite:///" + str(tmp_path / "db.sqlite")
     assert cli("db", "import", str(SEARCH_DIR), db=db).returncode == 0
