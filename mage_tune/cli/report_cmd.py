@@ -27,7 +27,14 @@ def _bench_record(run: str) -> dict:
     record = read_json(run)
     schema = record.get("schema") if isinstance(record, dict) else None
     if not str(schema or "").startswith("mage-tune.bench/"):
-        raise InputError(f"not a bench record (schema {schema!r}); report and explain take {TAKES}", file=run)
+        what = (
+            f"schema {schema!r}"
+            if schema is not None
+            else "no schema"
+            if isinstance(record, dict)
+            else "not a JSON object"
+        )
+        raise InputError(f"not a bench record ({what}); report and explain take {TAKES}", file=run)
     return record
 
 

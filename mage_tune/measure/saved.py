@@ -48,6 +48,8 @@ def _result_problem(r, sessions: int) -> str:
 
 def shape_problem(shape) -> str:
     """What is wrong with a recorded shape ("" when nothing is): a mapping of dimension names to positive integers."""
+    if shape is None:
+        return "'shape' missing (the dimensions of the problem and their sizes)"
     if not isinstance(shape, dict) or not shape:
         return f"the shape {shape!r} is not a mapping of dimensions to sizes"
     for key, value in shape.items():

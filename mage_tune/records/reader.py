@@ -107,7 +107,7 @@ def parse_line(number: int, raw: bytes, last: bool = False) -> Line:
     except RecursionError:
         return Line(number, None, "JSON nested too deeply")
     except json.JSONDecodeError as exc:  # its position within the line, not json's own line and column of it
-        why = f"not JSON ({exc.msg} at character {exc.pos + 1} of the line)"
+        why = f"not JSON ({exc.msg.removesuffix(' at')} at character {exc.pos + 1} of the line)"
         return Line(number, None, "cut short (a write interrupted by a kill?)" if last else why)
     except ValueError as exc:
         return Line(number, None, "cut short (a write interrupted by a kill?)" if last else f"not JSON ({exc})")
@@ -127,11 +127,14 @@ def read_json(path: str | Path, limit: int = 32 * 2**20) -> object:
             raise InputError(f"cannot read: {exc}", file=label) from None
     if len(data) > limit:
         raise InputError(f"over the {limit / 2**20:.0f} MiB limit for one record", file=label)
+    if not data.strip():
+        raise InputError("empty file, not a JSON record", file=label)
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text (byte {exc.start})", file=label) from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", file=label, line=exc.lineno) from None
+        where = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+        raise InputError(f"not JSON: {where}", file=label, line=exc.lineno) from None
     except RecursionError:
         raise InputError("not JSON this reader can take (nested too deeply)", file=label) from None

@@ -116,6 +116,18 @@ def test_explain_refuses_what_is_not_a_record(tmp_path):
     assert result.returncode == 2 and f"{broken}:2: not JSON" in result.stderr and "Traceback" not in result.stderr
     result = _explain(str(RUNS / "rerun" / "ln_m4096_d768.json"), "--counters", str(broken))
     assert result.returncode == 2 and f"{broken}:2: not JSON" in result.stderr
+    # each says what is wrong in words: where the JSON breaks, an empty file, a missing field, not an object
+    for text, says in (
+        ('{\n "a": "x\n', ":2: not JSON: Invalid control character at column 9"),
+        ('{"a": "x', ":1: not JSON: Unterminated string starting at column 7"),
+        (" \n", ": empty file, not a JSON record"),
+        ('{"schema": "mage-tune.bench/1"}', ": damaged bench record: 'shape' missing"),
+        ("[1, 2]", ": not a bench record (not a JSON object)"),
+        ('{"shape": {"m": 1}}', ": not a bench record (no schema)"),
+    ):
+        broken.write_text(text)
+        result = _explain(str(broken))
+        assert result.returncode == 2 and f"{broken}{says}" in result.stderr, (text, result.stderr)
 
 
 def test_same_bytes_copy_baseline_is_for_families_whose_output_copies_an_input():
