@@ -565,6 +565,17 @@ def _fallback_note(nvrtc_error: MageError, nvcc_version: str, label: str) -> str
 def _both_failed(nvrtc_error: MageError, nvcc_error: MageError, label: str) -> CompileError:
     if str(nvrtc_error) == str(nvcc_error) and isinstance(nvrtc_error, CompileError):
         return nvrtc_error  # the same missing header: said once
+    first = nvrtc_error.message.split(" (", 1)[0]
+    if (
+        isinstance(nvrtc_error, CompileError)
+        and isinstance(nvcc_error, CompileError)
+        and (nvcc_error.line, nvcc_error.message.split(" (", 1)[0]) == (nvrtc_error.line, first)
+    ):  # both stop at the same error: its message and NVRTC's log once
+        return CompileError(
+            f"{nvrtc_error.message.replace(' (NVRTC log: ', ' (NVRTC and nvcc agree; NVRTC log: ', 1)}",
+            file=nvrtc_error.file or label,
+            line=nvrtc_error.line,
+        )
     return CompileError(
         f"NVRTC: {nvrtc_error.message}; nvcc: {nvcc_error}", file=nvrtc_error.file or label, line=nvrtc_error.line
     )

@@ -260,10 +260,14 @@ def test_host_header_source_falls_back_to_nvcc(tmp_path):
 def test_both_compilers_errors_shown(tmp_path):
     path = tmp_path / "broken.cu"
     path.write_text('extern "C" __global__ void k(float* p) {\n    p[0] = 1.0f\n    p[1] = 2.0f;\n}\n')
-    message = one_line_error(census(str(path), "--arch", "sm_89"))
-    assert message.startswith(f'mage-tune: error: {path}:3: NVRTC: expected a ";"')
-    assert f'; nvcc: {path}:3: expected a ";" (nvcc log: {path}(3): error' in message
+    message = one_line_error(census(str(path), "--arch", "sm_89"))  # the same error: said once, with one log
+    assert message.startswith(f'mage-tune: error: {path}:3: expected a ";" (NVRTC and nvcc agree; NVRTC log: {path}(3)')
+    assert message.count('error: expected a ";"') == 1 and "nvcc log" not in message
     assert "kernel.cu" not in message and "/tmp/mage-" not in message
+    path.write_text("#include <cstdio>\n" + path.read_text())  # NVRTC stops at the header, nvcc at line 4
+    message = one_line_error(census(str(path), "--arch", "sm_89"))
+    assert message.startswith(f"mage-tune: error: {path}:1: NVRTC: header 'cstdio' not found")
+    assert f'; nvcc: {path}:4: expected a ";" (nvcc log: {path}(4): error' in message
 
 
 @needs_nvcc
