@@ -174,7 +174,7 @@ def _grid_text(grid, block) -> str:
     block = block if isinstance(block, int) else block_text(block)
     if not grid:
         return f"? × {block}"
-    shown = str(grid[0]) if list(grid[1:]) == [1, 1] else "(" + ", ".join(map(str, grid)) + ")"
+    shown = str(grid[0]) if list(grid[1:]) == [1, 1] else f"({block_text(tuple(grid))})"  # one token: (16×16)
     return f"{shown} × {block}"
 
 

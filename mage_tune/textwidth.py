@@ -79,6 +79,15 @@ def _token_width(value) -> int:
     return max((len(item) for line in str(value).splitlines() for item, _ in _items(line)), default=0)
 
 
+def fits_whole_items(rows: list[list], headers: list[str]) -> bool:
+    """Whether `table` can fit these columns into `columns()` without splitting a word or knob=value item."""
+    width = columns()
+    if width is None:
+        return True
+    floors = [max(_token_width(v) for v in col) for col in zip(headers, *rows, strict=True)]
+    return sum(floors) + 2 * (len(floors) - 1) <= width
+
+
 def _cell_lines(value, width: int) -> list[str]:
     """A cell's text in lines of at most `width`: wrapped at spaces and after commas, between knob=value items and
     words, never inside one; only a piece longer than the whole width is cut (the last resort of `table`)."""

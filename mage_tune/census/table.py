@@ -6,6 +6,7 @@ import re
 
 from mage_tune.arch import ARCH_NAMES
 from mage_tune.census.model import Census, View
+from mage_tune.textwidth import fits_whole_items
 from mage_tune.textwidth import table as fit_table  # fits 100 columns (or the terminal); --wide: all of it
 
 
@@ -197,19 +198,30 @@ def rows(c: Census) -> list[tuple[str, str]]:
 
 
 def render(columns: list[tuple[str, list[tuple[str, str]]]], mark_differences: bool = True) -> str:
-    """columns: (header, rows) per kernel; a row whose values differ across columns is marked with '≠'."""
+    """columns: (header, rows) per kernel; a row whose values differ across columns is marked with '≠'. Where the
+    kernels are too many to fit the width without splitting a word, they are shown in groups, each beside the first
+    (ours), the marks still saying what differs across all of them."""
     keys: list[str] = []
     for _, column in columns:
         for key, _ in column:
             if key not in keys:
                 keys.append(key)
-    table = []
+    values = {key: [dict(column).get(key, "-") for _, column in columns] for key in keys}
+    marks = {}
     for key in keys:
-        values = [dict(column).get(key, "-") for _, column in columns]
         # Equal values are equal whatever their source: "32 [ptxas -v]" and "32 [cuobjdump]" are not marked.
-        same = {re.sub(r"\s*\[[^\]]*\]$", "", str(v)) for v in values}
-        mark = "≠" if mark_differences and len(columns) > 1 and len(same) > 1 else ""
-        table.append([mark, key, *values])
-    headers = ["", "property", *[header for header, _ in columns]]
+        same = {re.sub(r"\s*\[[^\]]*\]$", "", str(v)) for v in values[key]}
+        marks[key] = "≠" if mark_differences and len(columns) > 1 and len(same) > 1 else ""
 
-    return fit_table(table, headers)
+    def rows_of(group: list[int]) -> tuple[list[list], list[str]]:
+        table = [[marks[key], key, *(values[key][i] for i in group)] for key in keys]
+        return table, ["", "property", *(columns[i][0] for i in group)]
+
+    groups, rest = [], list(range(1, len(columns)))
+    while rest:
+        n = len(rest)
+        while n > 1 and not fits_whole_items(*rows_of([0, *rest[:n]])):
+            n -= 1
+        groups.append([0, *rest[:n]])
+        rest = rest[n:]
+    return "\n\n".join(fit_table(*rows_of(group)) for group in groups or [[0]])

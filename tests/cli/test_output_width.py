@@ -85,6 +85,22 @@ def test_every_command_fits_100_columns(args):
     assert not too_wide(result.output), "\n".join(too_wide(result.output))
 
 
+def test_compare_with_every_triton_config_shows_them_in_groups_beside_ours():
+    """Nine kernels do not fit 100 columns whole: groups of them, each beside ours, every item and name whole."""
+    result = run("compare", "matmul", *MM, "--config", "all", "--json")
+    kernels = json.loads(result.output)["kernels"]
+    shown = run("compare", "matmul", *MM, "--config", "all").output
+    assert not too_wide(shown) and len(kernels) > 4
+    groups = shown.split("\n\n")
+    tables = [g for g in groups if "property" in g]
+    assert len(tables) >= 2 and all("ours: matmul" in t for t in tables)
+    items = {item for line in shown.splitlines() for item in line.split()}
+    assert {"matmul_kernel", "(16×16)"} <= items
+    for k in kernels[1:]:
+        assert all(f"{key}={value}" in items for key, value in k["config"].items()), k["config"]
+    assert sum(t.count("triton:") for t in tables) == len(kernels) - 1
+
+
 def test_render_prints_the_source_and_space_lists_configs_within_100_columns():
     """render's CUDA source lines are the template's own (exempt); its exit code and the --list lines are not (the
     first 20,000 of the 857,665: every line is made alike, and the whole list takes a minute)."""
