@@ -87,6 +87,7 @@ def counters(family, dims, arch, source_options, settings, baseline_labels, as_j
 
 def format_counters(record: dict) -> str:
     """Metric rows, one column per profiled kernel; the census's static prediction for the variant first."""
+    from mage_tune.kernels.base import shape_words
     from mage_tune.measure.counters import pick
     from mage_tune.textwidth import table as fit_table
 
@@ -116,7 +117,7 @@ def format_counters(record: dict) -> str:
     for stall in stall_names:
         table.append([f"stall: {stall} (warps/issue)", ""] + [f"{k['stalls'].get(stall, 0):.2f}" for _, k in columns])
     lines = [
-        f"{record['family']} {record['shape']}  variant {record['variant']}",
+        f"{record['family']} {shape_words(record['shape'])}  variant {record['variant']}",
         f"census: occupancy limiter {occ.get('limiter', '?')}, {occ.get('blocks_per_sm', '?')} blocks/SM"
         + ("; DRAM traffic predicted: the bytes the kernel must move" if not record["flops"] else ""),
         fit_table(table, headers),

@@ -372,4 +372,8 @@ def prune(db_url, keep_text, dry_run):
         if not dry_run:
             store.drop(run.name)
         dropped += 1
-    click.echo(f"{dropped} run(s) {'to drop' if dry_run else 'dropped'}; kept toolchain: {keep}", err=True)
+    click.echo(
+        f"{dropped} run(s) {'to drop' if dry_run else 'dropped'}; kept toolchain: "
+        + ", ".join(f"{k} {v}" for k, v in keep.items()),
+        err=True,
+    )

@@ -71,6 +71,11 @@ def block_json(block: tuple[int, int, int]) -> int | list[int]:
     return block[0] if block[1:] == (1, 1) else list(block)
 
 
+def shape_words(shape: Mapping[str, int]) -> str:
+    """A shape for a person: m=4096 n=4096 k=4096."""
+    return " ".join(f"{k}={v}" for k, v in shape.items())
+
+
 def block_text(block: tuple[int, int, int]) -> str:
     """A block for a person: 256, or 32×8 (×z where z > 1)."""
     dims = block if block[2] > 1 else block[:2] if block[1] > 1 else block[:1]
@@ -572,7 +577,7 @@ class Family(ABC):
             if size > self.max_elements:
                 what = "the output" if name == OUT else f"output {name}"
                 raise ConfigError(
-                    f"{self.name} {shape}: {what} would hold {size} elements, over this family's limit of "
+                    f"{self.name} {shape_words(shape)}: {what} would hold {size} elements, over this family's limit of "
                     f"{self.max_elements}"
                 )
 

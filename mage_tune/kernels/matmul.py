@@ -20,7 +20,7 @@ import numpy as np
 from mage_tune import gpu
 from mage_tune.arch import Arch
 from mage_tune.errors import ConfigError, InputError
-from mage_tune.kernels.base import Baseline, Config, CudaFamily, Knob, Launch, Shape
+from mage_tune.kernels.base import Baseline, Config, CudaFamily, Knob, Launch, Shape, shape_words
 from mage_tune.triton_ref import compile_jit
 
 FLOAT = 4  # bytes
@@ -231,7 +231,8 @@ class Matmul(CudaFamily):
         m, n, k = shape["m"], shape["n"], shape["k"]
         for name, size in (("A", m * k), ("B", k * n), ("C", m * n)):
             if size > self.max_elements:
-                raise ConfigError(f"matrix {name} of {shape} would hold {size} elements, over {self.max_elements}")
+                where = shape_words(shape)
+                raise ConfigError(f"matrix {name} at {where} would hold {size} elements, over {self.max_elements}")
 
     # --- baselines and comparison ---------------------------------------------------------------------------------
     def baseline_kernels(self, shape: Shape) -> list[Baseline]:

@@ -79,7 +79,7 @@ from mage_tune import gpu
 from mage_tune.arch import Arch
 from mage_tune.cuda_driver import Driver
 from mage_tune.errors import ConfigError
-from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape
+from mage_tune.kernels.base import SCALAR_TYPES, Baseline, Config, CudaFamily, Knob, Launch, Scalar, Shape, shape_words
 from mage_tune.kernels.matmul_3xtf32 import FAMILY as PROBLEM
 from mage_tune.kernels.matmul_bf16 import (
     FUNC_MAX_DYNAMIC_SHARED,
@@ -352,7 +352,7 @@ class Matmul3xTF32SM90(CudaFamily):
         scratch = 2 * (shape["m"] + shape["n"]) * padded_k(shape["k"])
         if scratch > 4 * self.max_elements:
             raise ConfigError(
-                f"the split operands of {shape} would hold {scratch} floats, over {4 * self.max_elements}"
+                f"the split operands at {shape_words(shape)} would hold {scratch} floats, over {4 * self.max_elements}"
             )
 
     # --- baselines and launching ----------------------------------------------------------------------------------

@@ -265,6 +265,7 @@ from mage_tune.kernels.base import (
     Scalar,
     Shape,
     Variant,
+    shape_words,
     tile_extents,
 )
 from mage_tune.kernels.matmul import triton_matmul_kernels
@@ -871,7 +872,8 @@ class MatmulBF16(CudaFamily):
         m, n, k = shape["m"], shape["n"], shape["k"]
         for name, size in (("A", m * k), ("B", k * n), ("C", m * n)):
             if size > self.max_elements:
-                raise ConfigError(f"matrix {name} of {shape} would hold {size} elements, over {self.max_elements}")
+                where = shape_words(shape)
+                raise ConfigError(f"matrix {name} at {where} would hold {size} elements, over {self.max_elements}")
 
     # --- baselines, launching, comparison ------------------------------------------------------------------------
     def reference_configs(self) -> list[dict]:

@@ -8,7 +8,7 @@ import math
 from mage_tune.arch import ARCHS, SM_COUNT_UNKNOWN_PART, Arch, nominal_bandwidth_gbs, peak_tflops
 from mage_tune.census.features import diff, features_json, fmt, spearman
 from mage_tune.kernels import recorded
-from mage_tune.kernels.base import output_tiles, tile_area_inside
+from mage_tune.kernels.base import output_tiles, shape_words, tile_area_inside
 from mage_tune.measure.counters import pick
 from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
 from mage_tune.textwidth import short_config, table
@@ -37,7 +37,8 @@ def explain_bench(record: dict, counters: dict | None = None, regime: str = "col
         floor_text = f"(bytes over the best copy bandwidth, {session['copy_gbs'] / 1e3:.2f} TB/s)"
     env = record["environment"]
     lines = [
-        f"{record['family']} {record['shape']} on {env.get('gpu', '?')} ({regime}, session 0 of this record)",
+        f"{record['family']} {shape_words(record['shape'])} on {env.get('gpu', '?')} ({regime}, session 0 of this "
+        "record)",
         f"winner: {best['label']} at {t:.2f} µs; floor {floor:.2f} µs {floor_text}: {floor / t:.0%} of the floor",
     ]
     for kind, name in (
