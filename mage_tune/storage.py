@@ -132,6 +132,12 @@ def open_storage(url: str | None, run_dir: Path):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return _rdb_storage(_driver_url(url), heartbeat_s(grace), grace)
+    except ImportError:  # Optuna's words for a missing database driver name no driver: these do
+        scheme = url.split("://", 1)[0]
+        raise InputError(
+            f"cannot open storage {redact(url)}: no Python driver for {scheme} is installed (e.g. `pip install "
+            "psycopg2-binary` for postgresql://, `pip install pymysql` with mysql+pymysql://)"
+        ) from None
     except Exception as exc:  # sqlalchemy raises many types for a bad URL or an unreachable server
         first = (str(exc).strip().splitlines() or [""])[0]
         raise InputError(f"cannot open storage {redact(url)}: {type(exc).__name__}: {redact(first)}") from None

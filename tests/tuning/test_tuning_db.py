@@ -388,6 +388,12 @@ def test_the_default_database_sits_beside_the_compile_cache_not_in_it(tmp_path, 
     assert default_url() == f"sqlite:///{tmp_path}/tuning.db"
 
 
+def test_a_database_whose_driver_is_missing_names_what_to_install(tmp_path):
+    out = cli("db", "list", "--db", "mysql://user:secret@host/db", cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "secret" not in out.stderr
+    assert "no Python driver for mysql is installed" in out.stderr and "pip install pymysql" in out.stderr
+
+
 @pytest.mark.parametrize("db", ["junk://x", "not-a-url.cu"])
 def test_a_search_with_a_db_that_names_no_database_is_refused_before_it_starts(db, tmp_path):
     """A --db that is no database URL is the user's input, refused in one line (exit 2) like `db list` refuses it;
