@@ -9,41 +9,65 @@ from mage_tune.textwidth import wrap
 
 
 @click.command()
-def doctor():
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema mage-tune.doctor/1) instead of tables.")
+def doctor(as_json):
     """Show NVRTC, ptxas, cuobjdump, nvdisasm, nvcc (optional) and the GPU libraries: where found, version, or how to
-    get them."""
+    get them. Exit 1 where a required tool is missing or a GPU is here but cannot be used."""
+    import json
+
+    tools = _tools()
+    mode, usable = _mode()
+    missing = any(t["version"] == "missing" and t["required"] for t in tools)
+    if as_json:
+        archs = [{"arch": row[0], "cc": row[1], "assemblable": row[-1] == "yes"} for row in _arch_rows()]
+        out = {"schema": "mage-tune.doctor/1", "tools": tools, "archs": archs, "mode": mode, "usable": usable}
+        click.echo(json.dumps(out, indent=1))
+    else:
+        table = [
+            [t["tool"] if t["first"] else "", t["version"], _shown(t["path"]) if t["path"] else t["where"], t["note"]]
+            for t in tools
+        ]
+        click.echo(fit_table(table, ["tool", "version", "where", "note"], optional=("note",)))
+        click.echo()
+        headers = ["arch", "cc", "SMs", "warps/SM", "blocks/SM", "smem/block", "ptxas can assemble"]
+        click.echo(fit_table(_arch_rows(), headers))
+        click.echo("\n" + wrap(mode))
+    if missing or not usable:
+        raise click.exceptions.Exit(1)
+
+
+def _tools() -> list[dict]:
+    """Each tool found (a program's fallbacks after it, first False), or missing with its fix in the note."""
     from mage_tune import toolchain
     from mage_tune.errors import ToolchainError
 
-    table = []
-    missing = 0
+    def tool(name, version, path="", where="", note="", first=True, required=True):
+        return {"tool": name, "version": version, "path": path, "where": where, "note": note, "first": first,
+                "required": required}  # fmt: skip
+
+    tools = []
     try:
-        table.append(["nvrtc", toolchain.nvrtc_version(), "cuda-bindings", ""])
+        tools.append(tool("nvrtc", toolchain.nvrtc_version(), where="cuda-bindings"))
     except ToolchainError as exc:
-        missing += 1
-        table.append(["nvrtc", "missing", "", exc.message])
+        tools.append(tool("nvrtc", "missing", note=exc.message))
     for name in toolchain.PROGRAMS:
         found = toolchain.candidates(name)
         if not found:
-            missing += 1
-            table.append([name, "missing", "", toolchain.FIXES[name]])
-        for i, tool in enumerate(found):
-            origin = tool.origin if i == 0 else f"{tool.origin}; fallback"
-            table.append([name if i == 0 else "", tool.version or "?", _shown(tool.path), origin])
+            tools.append(tool(name, "missing", note=toolchain.FIXES[name]))
+        for i, found_tool in enumerate(found):
+            origin = found_tool.origin if i == 0 else f"{found_tool.origin}; fallback"
+            tools.append(tool(name, found_tool.version or "?", found_tool.path, note=origin, first=i == 0))
     nvcc = toolchain.nvcc()  # optional: NVRTC compiles by default; --compiler nvcc asks for it
     if nvcc is None:
-        table.append(["nvcc", "missing", "", "optional (--compiler nvcc): " + toolchain.FIXES["nvcc"]])
+        note = "optional (--compiler nvcc): " + toolchain.FIXES["nvcc"]
+        tools.append(tool("nvcc", "missing", note=note, required=False))
     else:
-        table.append(["nvcc", nvcc.version or "?", _shown(nvcc.path), f"{nvcc.origin}; optional (--compiler nvcc)"])
+        note = f"{nvcc.origin}; optional (--compiler nvcc)"
+        tools.append(tool("nvcc", nvcc.version or "?", nvcc.path, note=note, required=False))
     for lib in ("triton", "cupy", "torch", "optuna"):
-        table.append([lib, _version(lib), "python package", "" if lib in ("triton", "optuna") else "GPU extra"])
-    click.echo(fit_table(table, ["tool", "version", "where", "note"], optional=("note",)))
-    click.echo()
-    click.echo(_arch_table())
-    mode, usable = _mode()
-    click.echo("\n" + wrap(mode))
-    if missing or not usable:
-        raise click.exceptions.Exit(1)
+        note = "" if lib in ("triton", "optuna") else "GPU extra"
+        tools.append(tool(lib, _version(lib), where="python package", note=note, required=False))
+    return tools
 
 
 def _shown(path: str) -> str:
@@ -73,7 +97,7 @@ def _mode() -> tuple[str, bool]:
     return f"mode: static: search scores with the census model and bench refuses: {why}", True
 
 
-def _arch_table() -> str:
+def _arch_rows() -> list[list]:
     """One row per arch mage-tune knows: its limits, and whether a ptxas found here can assemble it (SASS view)."""
     from mage_tune.arch import ARCHS, assemblable
 
@@ -91,8 +115,7 @@ def _arch_table() -> str:
                 "yes" if ok else "no: PTX view only (needs a newer ptxas)",
             ]
         )
-    headers = ["arch", "cc", "SMs", "warps/SM", "blocks/SM", "smem/block", "ptxas can assemble"]
-    return fit_table(rows, headers)
+    return rows
 
 
 def _version(package: str) -> str:

@@ -404,3 +404,18 @@ def test_doctor_lists_every_tool_the_readme_names_with_paths_whole():
     for tool in shown:
         assert _shown(tool.path) in out.split(), tool.path  # one cell, whole
         assert _shown(tool.path).endswith(Path(tool.path).name)
+
+
+def test_doctor_json_holds_what_the_tables_show():
+    """`doctor --json` for a script (a CI step checking the toolchain): every tool with its full path, the archs."""
+    from mage_tune import toolchain
+
+    result = run("doctor", "--json")
+    found = json.loads(result.output)
+    assert found["schema"] == "mage-tune.doctor/1" and found["mode"].startswith("mode: ")
+    paths = {t["path"] for t in found["tools"] if t["tool"] == "ptxas"}
+    assert paths == {tool.path for tool in toolchain.candidates("ptxas")}
+    assert {"nvrtc", "nvcc", "ptxas", "cuobjdump", "nvdisasm", "triton", "torch"} <= {t["tool"] for t in found["tools"]}
+    assert {"sm_80", "sm_90a"} <= {a["arch"] for a in found["archs"]}
+    missing = [t for t in found["tools"] if t["version"] == "missing" and t["required"]]
+    assert result.exit_code == (1 if missing or not found["usable"] else 0)
