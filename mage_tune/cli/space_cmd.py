@@ -150,15 +150,26 @@ def _stream_json(fam, shape: dict, arch: Arch, limit: int | None, exact: bool) -
 )
 def render(family, dims, arch, source_options, settings):
     """Print the source of one config of FAMILY (a CUDA family's rendered template; a Triton family's kernel and
-    the launch options of the config); a CUDA family's compile options for the config, when it has any, follow
-    the first line."""
+    the launch options of the config) under comment lines naming the family, shape, arch and config; a CUDA
+    family's compile options for the config, when it has any, follow the first line."""
     fam, shape = family_and_shape(family, dims, source_options)
     arch = family_arch(fam, arch)  # --arch's name becomes an Arch here, once
     config = fam.parse_settings(settings, shape, arch)
-    click.echo(f"// {fam.name} {config} {shape} {arch}")
+    import textwrap
+
+    from mage_tune.kernels.base import CudaFamily, shape_words
+
+    mark = "//" if isinstance(fam, CudaFamily) else "#"  # the header is a comment of the source's language
+    click.echo(f"{mark} {fam.name} {shape_words(shape)} {arch}")
     flags = _compile_flags(fam, config, shape)
     if flags:
-        click.echo(f"// compiled with: {' '.join(flags)}")
+        click.echo(f"{mark} compiled with: {' '.join(flags)}")
+    # the config as comment lines of 100 columns at most (matmul-bf16's 17 knobs took 250 on one)
+    knobs = " ".join(f"{k}={v}" for k, v in config.items())
+    click.echo(
+        textwrap.fill(knobs, 100, initial_indent=f"{mark} config: ", subsequent_indent=f"{mark}   ",
+                      break_long_words=False, break_on_hyphens=False)
+    )  # fmt: skip
     click.echo(fam.render(config, shape), nl=False)
 
 

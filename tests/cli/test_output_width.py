@@ -105,6 +105,11 @@ def test_render_prints_the_source_and_space_lists_configs_within_100_columns():
     """render's CUDA source lines are the template's own (exempt); its exit code and the --list lines are not (the
     first 20,000 of the 857,665: every line is made alike, and the whole list takes a minute)."""
     assert run("render", "layernorm", "--d", "768").exit_code == 0
+    shown = run("render", "matmul-bf16", *MM).output.splitlines()  # 17 knobs: the header's config wraps
+    assert shown[0] == "// matmul-bf16 m=1024 n=1024 k=1024 sm_90a" and shown[1].startswith("// config: bm=")
+    assert shown[2].startswith("//   ") and all(len(line) <= 100 for line in shown[:3])
+    triton = run("render", str(ROOT / "examples" / "rmsnorm" / "triton_family.py"), "--d", "1024").output
+    assert triton.startswith("# triton_rmsnorm m=4096 d=1024 sm_90\n# config: BLOCK=")  # Python's comments
     listed = run("space", "layernorm", "--d", "768", "--list", "--limit", "20000")
     assert listed.exit_code == 0 and not too_wide(listed.output)
 
