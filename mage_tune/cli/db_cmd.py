@@ -86,7 +86,7 @@ def list_runs(db_url, family, as_json, shipped):
     for e in entries:
         if e.value is not None and e.outcome in ("measured", "modelled"):
             best[e.run.name] = min(best.get(e.run.name, float("inf")), e.value)
-    for run, n in sorted(runs, key=lambda r: (r[0].family, r[0].shape_key(), r[0].name)):
+    for run, n in sorted(runs, key=lambda r: (r[0].family, r[0].shape_order(), r[0].name)):
         if family and family not in (run.family, run.origin):
             continue
         toolchain = " ".join(f"{k} {v}" for k, v in run.toolchain.items() if k in COMPILERS)

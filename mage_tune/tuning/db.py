@@ -84,8 +84,20 @@ class RunInfo:
     family_digest: str = ""  # sha256 of the family's file when the run was made
     defaults: dict = field(default_factory=dict)  # the family's knob defaults then: configs print as what differs
 
+    def ordered_shape(self) -> dict:
+        """The shape in its built-in family's order of dimensions (m, n, k), however the record keeps its keys."""
+        from mage_tune.kernels.registry import builtin_named, load_family
+
+        name = builtin_named(self.family)  # this package's own code only: a record names no other
+        dims = load_family(name).dims if name else ()
+        return {**{d: self.shape[d] for d in dims if d in self.shape}, **self.shape}
+
     def shape_key(self) -> str:
-        return "-".join(f"{k}{v}" for k, v in self.shape.items())
+        return "-".join(f"{k}{v}" for k, v in self.ordered_shape().items())
+
+    def shape_order(self) -> tuple:
+        """What sorts shapes as a person reads them: by each dimension's size, not by its text."""
+        return tuple(self.ordered_shape().items())
 
 
 @dataclass(frozen=True)

@@ -445,3 +445,17 @@ def test_an_export_of_a_family_the_database_lacks_writes_nothing(tmp_path):
     out = cli("db", "export", str(tmp_path / "fam.jsonl"), "--family", "nosuch", db=db)
     assert out.returncode == 2 and "no run of family nosuch in the tuning database" in out.stderr
     assert not (tmp_path / "fam.jsonl").exists()
+
+
+def test_a_shape_reads_in_its_family_s_order_of_dimensions_and_sorts_by_size():
+    from mage_tune.tuning.db import RunInfo
+
+    def run(family: str, shape: dict) -> RunInfo:
+        return RunInfo("r", family, family, shape, "sm_90a", "measured-cold-median-us/1")
+
+    assert run("matmul-bf16", {"k": 1100, "m": 4500, "n": 3000}).shape_key() == "m4500-n3000-k1100"
+    assert run("layernorm", {"d": 768, "m": 4096}).shape_key() == "m4096-d768"
+    assert run("path/to/family.py", {"d": 768, "m": 4096}).shape_key() == "d768-m4096"  # as recorded
+    shapes = [{"d": 512, "m": 16384}, {"d": 512, "m": 4096}, {"d": 8192, "m": 1024}]
+    ordered = sorted((run("layernorm", s) for s in shapes), key=RunInfo.shape_order)
+    assert [r.shape_key() for r in ordered] == ["m1024-d8192", "m4096-d512", "m16384-d512"]
