@@ -184,6 +184,11 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
     _check_family_name(family, {name for run, _ in runs for name in (run.family, run.origin)}, where)
     source = shipped_data.entries(family=family, arch=arch) if shipped else store.entries(family, arch)
     entries = [e for e in source if shape is None or e.run.shape == shape]
+    # A built-in's config it cannot build today (a knob or value since retired, or an edited record) is no answer
+    buildable, retired = [], []
+    for e in entries:
+        (retired if e.measured and recorded.config_problem(e.run.origin, e.config) else buildable).append(e)
+    entries = buildable
     out, rows = [], []
     for _, group in sorted(measured_by_shape(entries).items()):
         picks, seen = [], []
@@ -209,6 +214,12 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
                     "baselines": e.run.baselines,
                 }
             )
+    if retired:
+        why = recorded.config_problem(retired[0].run.origin, retired[0].config)
+        click.echo(
+            f"left out: {len(retired)} measured trial(s) whose config {family} cannot build today (e.g. {why})",
+            err=True,
+        )
     if as_json:
         click.echo(json.dumps(out, indent=1))
         return

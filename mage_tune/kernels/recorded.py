@@ -101,3 +101,19 @@ def family_for(recorded: dict, named: str | None = None) -> tuple[Family | None,
         )
         sys.stderr.write(wrap(note, NOTE_WIDTH) + "\n")
     return family, ""
+
+
+def config_problem(origin: str, config: dict) -> str:
+    """What is wrong with a recorded config of a built-in family ("" when nothing, or when `origin` names no
+    built-in: a record never loads a family file): a knob the family does not have, or a value outside its domain.
+    A knob the record lacks is no problem (an older record, made before the knob, ran at its default)."""
+    family = builtin(origin)
+    if family is None:
+        return ""
+    knobs = {k.name: k for k in family.knobs}
+    for key, value in config.items():
+        if key not in knobs:
+            return f"{family.name} has no knob {key!r}"
+        if value not in knobs[key].domain:
+            return f"{family.name}'s knob {key} has no value {value!r}"
+    return ""

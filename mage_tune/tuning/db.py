@@ -336,7 +336,7 @@ def _set_context(study, run: RunInfo) -> None:
 def import_lines(path: Path) -> list[tuple[RunInfo, list[dict]]]:
     """An export's runs and trials (plain or .gz, streamed); every line is checked against the export schema and a
     line outside it is refused with its file, line and the reason, before anything is written."""
-    by_run: dict[str, tuple[RunInfo, list[dict]]] = {}
+    by_run: dict[str, tuple[RunInfo, list[dict], int]] = {}  # the run, its trials, the line it is first on
     for line in reader.lines(path):
         why = line.problem or schema.problem("export line", line.data)
         if why:
@@ -351,8 +351,14 @@ def import_lines(path: Path) -> list[tuple[RunInfo, list[dict]]]:
             "census": data.get("census") or {},
             "source": data.get("source", ""),
         }
-        by_run.setdefault(run.name, (run, []))[1].append(row)
-    return list(by_run.values())
+        first = by_run.setdefault(run.name, (run, [], line.number))
+        if first[0] != run:  # one run, two contexts: an edited line, which would ride on the other's context
+            raise InputError(
+                f"run {run.name!r} is given another context here than on line {first[2]}", file=str(path),
+                line=line.number,
+            )  # fmt: skip
+        first[1].append(row)
+    return [(run, rows) for run, rows, _ in by_run.values()]
 
 
 class Recorder:

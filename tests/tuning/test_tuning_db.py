@@ -250,6 +250,16 @@ def test_bad_inputs_are_one_line_errors(filled, tmp_path):
     out = cli("db", "import", str(lines), db=filled)
     assert out.returncode == 2 and f"{lines}:2" in out.stderr and "'fast' is not of type" in out.stderr
 
+    # one run's lines must agree on its context: an edited one would ride on the first's run
+    by_run: dict[str, list[str]] = {}
+    for x in exported:
+        by_run.setdefault(json.loads(x)["run"]["name"], []).append(x)
+    same = max(by_run.values(), key=len)  # a run of several trials
+    second = json.loads(same[1])
+    lines.write_text(same[0] + "\n" + json.dumps({**second, "run": {**second["run"], "arch": "sm_80"}}) + "\n")
+    out = cli("db", "import", str(lines), db=filled)
+    assert out.returncode == 2 and f"{lines}:2: run " in out.stderr and "than on line 1" in out.stderr
+
     out = cli("db", "export", str(tmp_path / "no" / "such" / "dir.jsonl"), db=filled)
     assert out.returncode == 2 and "cannot write" in out.stderr and "Traceback" not in out.stderr
 
@@ -459,3 +469,19 @@ def test_a_shape_reads_in_its_family_s_order_of_dimensions_and_sorts_by_size():
     shapes = [{"d": 512, "m": 16384}, {"d": 512, "m": 4096}, {"d": 8192, "m": 1024}]
     ordered = sorted((run("layernorm", s) for s in shapes), key=RunInfo.shape_order)
     assert [r.shape_key() for r in ordered] == ["m1024-d8192", "m4096-d512", "m16384-d512"]
+
+
+def test_query_leaves_out_configs_the_family_cannot_build(tmp_path):
+    """A record may hold a config of knobs or values since retired (or edited in): imported as the history it is,
+    never ranked as an answer by `db query`, which says how many it left out."""
+    db = "sqlite:///" + str(tmp_path / "db.sqlite")
+    assert cli("db", "import", str(SEARCH_DIR), db=db).returncode == 0
+    exported = [json.loads(x) for x in cli("db", "export", "-", db=db).stdout.splitlines()]
+    best = min((x for x in exported if x["value"] is not None), key=lambda x: x["value"])
+    forged = {**best, "number": 10_000, "value": best["value"] / 10, "config": {**best["config"], "bogus": 3}}
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(json.dumps(forged) + "\n")
+    assert cli("db", "import", str(edited), db=db).returncode == 0
+    out = cli("db", "query", "matmul", "--json", db=db)
+    assert out.returncode == 0 and "left out: 1 measured trial(s)" in out.stderr and "no knob 'bogus'" in out.stderr
+    assert all("bogus" not in row["config"] for row in json.loads(out.stdout))
