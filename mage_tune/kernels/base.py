@@ -354,6 +354,7 @@ class Family(ABC):
     origin: str = ""  # how the registry found it (a built-in name, path.py:NAME, or entry-point name); set there
     # "a": the family builds for the arch-specific target of a device's arch only (wgmma: sm_90 -> sm_90a)
     arch_features: ClassVar[str] = ""
+    source_suffix: ClassVar[str] = ".cu"  # a variant's source file: what a run directory's best/ keeps it as
 
     _REQUIRED: ClassVar[tuple[str, ...]] = ("name", "dims", "knobs")
 

@@ -53,6 +53,7 @@ class TritonFamily(Family):
     output: str
 
     _REQUIRED: ClassVar[tuple[str, ...]] = ("name", "dims", "kernel", "output")
+    source_suffix: ClassVar[str] = ".py"  # the kernel's Python source
 
     # --- what a Triton family gives ---------------------------------------------------------------------------
     def scalars(self, shape: Shape) -> dict[str, int | float]:

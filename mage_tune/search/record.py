@@ -9,7 +9,8 @@ baselines.jsonl    baselines measured in the same run, with their session's ceil
                    family's own config, `as shipped`, among them: kind "shipped")
 shipped.json       the family's as_shipped config: its label and config, its modelled value in a static search, or
                    why it was left out (not valid at the shape, or it does not build)
-best/              the best kernel: kernel.cu, kernel.ptx, kernel.sass, census.json, best.json
+best/              the best kernel: kernel.cu (kernel.py, a Triton family's), kernel.ptx, kernel.sass, census.json,
+                   best.json
 report.md          tables rebuilt by `mage-tune report`
 
 Reading is defensive: a line that is not a sound record (cut by a kill, edited by hand, not UTF-8) is reported on
@@ -312,14 +313,14 @@ def best_trial(run_dir: Path) -> dict | None:
     return min(scored, key=lambda t: t["value"]) if scored else None
 
 
-def write_best(run_dir: Path, variant, census, best: dict) -> None:
+def write_best(run_dir: Path, variant, census, best: dict, suffix: str = ".cu") -> None:
     folder = run_dir / "best"
     try:
         folder.mkdir(exist_ok=True)
     except OSError as exc:
         raise _write_failed(folder, exc) from None
     art = variant.artifact
-    write_atomic(folder / "kernel.cu", variant.source)
+    write_atomic(folder / f"kernel{suffix}", variant.source)
     write_atomic(folder / "kernel.ptx", art.ptx or "")
     write_atomic(folder / "kernel.sass", art.sass or "")
     write_atomic(folder / "census.json", json.dumps(census.to_json(), indent=1))

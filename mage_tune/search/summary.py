@@ -17,7 +17,7 @@ def write_summary(spec: SearchSpec, family: Family) -> dict:
         return {}
     variant = family.build(best["config"], spec.shape, spec.arch)
     census = census_variant(variant)
-    record.write_best(spec.run_dir, variant, census, best)
+    record.write_best(spec.run_dir, variant, census, best, family.source_suffix)
     for name, text in family.best_files(ranked_configs(spec.run_dir)).items():  # e.g. a triton.Config list
         record.write_atomic(spec.run_dir / "best" / name, text)
     (spec.run_dir / "report.md").write_text(report.markdown(spec.run_dir))

@@ -69,6 +69,8 @@ def test_triton_family_by_path_ends_with_a_triton_config_list(outside, tmp_path)
     listed = json.loads((run_dir / "best" / "triton_configs.json").read_text())
     best = json.loads((run_dir / "best" / "best.json").read_text())
     assert listed[0] == best["config"]  # best first
+    assert "def rmsnorm_kernel(" in (run_dir / "best" / "kernel.py").read_text()  # its source, as Python
+    assert not (run_dir / "best" / "kernel.cu").exists()
 
 
 def test_autotuned_kernel_brings_its_configs(tmp_path):
