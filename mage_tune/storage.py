@@ -80,6 +80,14 @@ def _driver_url(url: str) -> str:
     return url
 
 
+def _no_driver(url: str) -> str:
+    scheme = url.split("://", 1)[0]
+    return (
+        f"cannot open storage {redact(url)}: no Python driver for {scheme} is installed (e.g. `pip install "
+        "psycopg2-binary` for postgresql://, `pip install pymysql` with mysql+pymysql://)"
+    )
+
+
 def check_url(url: str) -> None:
     """Refuse what cannot name a database, without connecting: not a URL nor a journal, a scheme no installed
     SQLAlchemy dialect serves, another application's SQLite file. Whether the database can be reached (a server, a
@@ -93,10 +101,14 @@ def check_url(url: str) -> None:
     from sqlalchemy.engine import make_url
 
     try:
-        make_url(_driver_url(url)).get_dialect()
+        dialect = make_url(_driver_url(url)).get_dialect()
     except Exception as exc:  # ArgumentError for a malformed URL, NoSuchModuleError for an unknown scheme
         first = (str(exc).strip().splitlines() or [""])[0]
         raise InputError(f"not a database URL {redact(url)}: {type(exc).__name__}: {redact(first)}") from None
+    try:
+        dialect.import_dbapi()
+    except ImportError:
+        raise InputError(_no_driver(url)) from None
     if url.startswith("sqlite:///"):
         refuse_foreign_sqlite(Path(unquote(url.removeprefix("sqlite:///"))))
 
@@ -133,11 +145,7 @@ def open_storage(url: str | None, run_dir: Path):
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return _rdb_storage(_driver_url(url), heartbeat_s(grace), grace)
     except ImportError:  # Optuna's words for a missing database driver name no driver: these do
-        scheme = url.split("://", 1)[0]
-        raise InputError(
-            f"cannot open storage {redact(url)}: no Python driver for {scheme} is installed (e.g. `pip install "
-            "psycopg2-binary` for postgresql://, `pip install pymysql` with mysql+pymysql://)"
-        ) from None
+        raise InputError(_no_driver(url)) from None
     except Exception as exc:  # sqlalchemy raises many types for a bad URL or an unreachable server
         first = (str(exc).strip().splitlines() or [""])[0]
         raise InputError(f"cannot open storage {redact(url)}: {type(exc).__name__}: {redact(first)}") from None

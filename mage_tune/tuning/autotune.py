@@ -41,7 +41,7 @@ from mage_tune import gpu, measure, toolchain
 from mage_tune.arch import get_arch
 from mage_tune.census import census_variant
 from mage_tune.census.features import features
-from mage_tune.errors import InputError, MageError, MeasureError
+from mage_tune.errors import ConfigError, InputError, MageError, MeasureError
 from mage_tune.kernels.base import OUT, Family
 from mage_tune.kernels.recorded import family_digest
 from mage_tune.kernels.registry import load_family
@@ -179,6 +179,8 @@ class RememberingAutotuner:
                                  'or "off"')  # fmt: skip
             check_url(_url(db))  # a URL no installed driver serves, another application's SQLite file
         self.family_specs = _specs(family)
+        for spec in self.family_specs:
+            _check_family_spec(spec, self.name)
         self.db = db
         self.rounds = int(rounds)
         self.cache: dict[tuple, object] = {}  # key -> triton.Config, as Triton's Autotuner keeps it
@@ -644,6 +646,31 @@ def _specs(family) -> list:
     if isinstance(family, str | Family):
         return [family]
     return list(family)
+
+
+def _check_family_spec(spec, name: str) -> None:
+    """What can be told of a family at decoration without importing a family file (which may import the very module
+    being decorated): a name is a known one, and a Triton family (a CUDA template has no kernel to remember for);
+    a path is an existing .py file."""
+    from mage_tune.kernels.registry import looks_like_path
+    from mage_tune.kernels.triton_family import TritonFamily
+
+    if not isinstance(spec, str):
+        return
+    if looks_like_path(spec):
+        path = Path(spec.rpartition(":")[0] if ":" in spec and not spec.endswith(".py") else spec)
+        if path.suffix != ".py" or not path.is_file():
+            raise InputError(f"autotune of {name}: family {spec!r}: no such family file (path/family.py[:NAME])")
+        return
+    try:
+        fam = load_family(spec)  # a name: a built-in or an installed plug-in
+    except ConfigError as exc:
+        raise ConfigError(f"autotune of {name}: {exc}") from None
+    if not isinstance(fam, TritonFamily):
+        raise InputError(
+            f"autotune of {name}: family {spec!r} is a CUDA template family; autotune remembers Triton kernels (give "
+            "a Triton family, path/family.py[:NAME])"
+        )
 
 
 def _url(db) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tuning_data import ARCH, GPU
 
-from mage_tune.errors import InputError, MeasureError
+from mage_tune.errors import ConfigError, InputError, MeasureError
 from mage_tune.kernels.registry import load_family
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.tuning import autotune as at
@@ -139,12 +139,18 @@ def test_names_that_are_not_arguments_are_refused():
         ({"rounds": 0}, "rounds must be a whole number of replays, at least 1; got 0"),
         ({"rounds": 2.5}, "rounds must be a whole number"),
         ({"db": "mysql+nodriver://x/y"}, "not a database URL"),
+        ({"db": "mysql://x/y"}, "no Python driver for mysql is installed"),  # the dialect is there, its driver not
+        ({"family": "no/such/family.py"}, "no such family file"),
+        ({"family": "layernorm"}, "is a CUDA template family; autotune remembers Triton kernels"),
         ({"db": 7}, 'db is 7: a URL, a SQLite file, a TuningDB, None or "off"'),
     ],
 )
 def test_what_can_be_told_without_a_gpu_is_refused_at_decoration(options, message):
     with pytest.raises(InputError, match=message):
         at.autotune(**{"configs": CONFIGS, "key": ["N"], **options})(Kernel())
+    if "family" in options:  # a name nothing knows: the known ones
+        with pytest.raises(ConfigError, match=r"autotune of .*: unknown kernel family 'layernrom'; did you mean"):
+            at.autotune(configs=CONFIGS, key=["N"], family="layernrom")(Kernel())
 
 
 def test_another_application_s_sqlite_file_is_refused_at_decoration(tmp_path):
