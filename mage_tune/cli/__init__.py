@@ -79,21 +79,29 @@ class HelpContext(click.Context):
 
 
 def _with_wide(command: click.Command) -> click.Command:
-    """Every command takes --wide: output at full width instead of fitting 100 columns (or the terminal's width)."""
-    if not any(p.name == "wide" for p in command.params):
-        from mage_tune import textwidth
+    """Every command takes --wide: output at full width instead of fitting 100 columns (or the terminal's width); a
+    group's subcommands too (`db list --wide` as well as `db --wide list`)."""
+    from mage_tune import textwidth
 
-        command.params.append(
-            click.Option(
-                ["--wide"],
-                is_flag=True,
-                expose_value=False,
-                is_eager=True,
-                callback=lambda ctx, param, value: textwidth.set_wide(value),
-                help="Print everything at full width (default: fit 100 columns, or the terminal when wider).",
+    def top(ctx, param, value):  # every run of a command sets it, so no earlier run's --wide stays in force
+        textwidth.set_wide(value)
+
+    def sub(ctx, param, value):  # after the group's own: --wide at either place holds
+        if value:
+            textwidth.set_wide(True)
+
+    for each in [command, *getattr(command, "commands", {}).values()]:
+        if not any(p.name == "wide" for p in each.params):
+            each.params.append(
+                click.Option(
+                    ["--wide"],
+                    is_flag=True,
+                    expose_value=False,
+                    is_eager=True,
+                    callback=top if each is command else sub,
+                    help="Print everything at full width (default: fit 100 columns, or the terminal when wider).",
+                )
             )
-        )
-    for each in [command, *getattr(command, "commands", {}).values()]:  # a group's subcommands too (db)
         each.context_class = HelpContext
     return command
 

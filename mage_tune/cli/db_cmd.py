@@ -57,7 +57,7 @@ def db():
 @db.command("list")
 @DB_OPTION
 @click.option("--family", default=None, help="Only this family (name or origin).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array, one object per run, instead of a table.")
 @click.option(
     "--shipped",
     is_flag=True,
@@ -168,7 +168,7 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
     from mage_tune.errors import InputError
     from mage_tune.kernels import recorded
     from mage_tune.storage import redact
-    from mage_tune.textwidth import short_config, table
+    from mage_tune.textwidth import constant_columns, short_config, table, wrap
     from mage_tune.tuning import shipped as shipped_data
     from mage_tune.tuning.db import measured_by_shape
 
@@ -199,7 +199,7 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
             if len(picks) == top:
                 break
         for rank, e in enumerate(picks, 1):
-            base = ", ".join(f"{k} {v:.1f}" for k, v in best_baselines(e.run.baselines).items())
+            base = ", ".join(f"{k}={v:.1f}" for k, v in best_baselines(e.run.baselines).items())
             config = short_config(e.run.defaults or recorded.defaults(asdict(e.run)), e.config)
             rows.append([e.run.shape_key(), rank, f"{e.value:.2f}", e.run.gpu or "-", config, base])
             out.append(
@@ -216,10 +216,8 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
             )
     if retired:
         why = recorded.config_problem(retired[0].run.origin, retired[0].config)
-        click.echo(
-            f"left out: {len(retired)} measured trial(s) whose config {family} cannot build today (e.g. {why})",
-            err=True,
-        )
+        said = f"left out: {len(retired)} measured trial(s) whose config {family} cannot build today (e.g. {why})"
+        click.echo(wrap(said), err=True)
     if as_json:
         click.echo(json.dumps(out, indent=1))
         return
@@ -229,9 +227,11 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
         if not shipped and [e for e in shipped_data.entries(family=family, arch=arch) if e.value is not None]:
             click.echo(f"{shipped_data.LABEL} has some: `mage-tune db query {family} --shipped`", err=True)
         return
-    click.echo(
-        table(rows, ["shape", "#", "µs", "GPU", "config (≠ defaults)", "baselines (same run)"], "simple", fit=True)
-    )
+    headers = ["shape", "#", "µs", "GPU", "config (≠ defaults)", "baselines, µs (same run)"]
+    rows, headers, same = constant_columns(rows, headers)  # what every row shares (the GPU), said once
+    if same:
+        click.echo(wrap(same))
+    click.echo(table(rows, headers, "simple", fit=True))
 
 
 @db.command()

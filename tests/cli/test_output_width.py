@@ -151,6 +151,13 @@ def test_wide_prints_at_full_width_and_a_wider_terminal_is_used():
     assert too_wide(roomy.output) and not too_wide(roomy.output, 300)
 
 
+def test_wide_is_taken_after_a_db_subcommand_as_before_it_and_holds_for_that_run_only():
+    args = ("query", "matmul-3xtf32", "--shipped")
+    after, before = run("db", *args, "--wide"), run("db", "--wide", *args)
+    assert after.exit_code == 0 and after.output == before.output and too_wide(after.output)
+    assert not too_wide(run("db", *args).output)  # the next run fits again
+
+
 @pytest.mark.skipif(has_gpu(), reason="the error path of a GPU command, where no GPU is present")
 def test_bench_without_a_gpu_fits():
     result = run("bench", "layernorm", "--d", "768")
