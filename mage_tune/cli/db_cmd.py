@@ -359,6 +359,7 @@ def prune(db_url, keep_text, dry_run):
     """Drop the runs made with another compiler (NVRTC, nvcc, ptxas versions) than the one kept: their binaries and
     times no longer say what this toolchain would give."""
     from mage_tune import toolchain
+    from mage_tune.textwidth import wrap
     from mage_tune.tuning.db import versions
 
     keep = {k: v for k, v in versions(toolchain.fingerprint()).items() if k in COMPILERS}
@@ -379,7 +380,7 @@ def prune(db_url, keep_text, dry_run):
         if not differs:
             continue
         made_with = ", ".join(f"{k} {run.toolchain[k]}" for k in differs)
-        click.echo(f"{'would drop' if dry_run else 'dropping'} {run.name} ({n} trials; made with {made_with})")
+        click.echo(wrap(f"{'would drop' if dry_run else 'dropping'} {run.name} ({n} trials; made with {made_with})"))
         if not dry_run:
             store.drop(run.name)
         dropped += 1
