@@ -87,7 +87,7 @@ def list_runs(db_url, family, as_json, shipped):
         if e.value is not None and e.outcome in ("measured", "modelled"):
             best[e.run.name] = min(best.get(e.run.name, float("inf")), e.value)
     for run, n in sorted(runs, key=lambda r: (r[0].family, r[0].shape_order(), r[0].name)):
-        if family and family not in (run.family, run.origin):
+        if family and not run.is_of(family):
             continue
         toolchain = " ".join(f"{k} {v}" for k, v in run.toolchain.items() if k in COMPILERS)
         b = best.get(run.name)
@@ -139,7 +139,7 @@ def _shipped_summary(family: str | None) -> None:
 
     groups: dict[tuple[str, str, str], list] = {}
     for run, n in shipped_data.runs():
-        if not family or family in (run.family, run.origin):
+        if not family or run.is_of(family):
             groups.setdefault((run.family, run.arch, run.gpu), []).append((run, n))
     if not groups:
         return
@@ -266,7 +266,7 @@ def export(out, db_url, fmt, family, gpu, arch, top, no_shipped, force):
 
     store = _open(db_url)
     if fmt == "jsonl":
-        if family and not any(family in (run.family, run.origin) for run, _ in store.runs()):
+        if family and not any(run.is_of(family) for run, _ in store.runs()):
             from mage_tune.storage import redact
 
             where = redact(store.url)

@@ -66,6 +66,14 @@ def versions(toolchain: dict) -> dict[str, str]:
     return {name: str(v).split(" (", 1)[0] for name, v in sorted((toolchain or {}).items()) if v}
 
 
+def _file_and_attr(spec: str) -> tuple[str, str]:
+    """path/family.py[:NAME] as (path, NAME or "")."""
+    if ":" in spec and not spec.endswith(".py"):
+        path, _, attr = spec.rpartition(":")
+        return path, attr
+    return spec, ""
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """One run's context: what every trial of it shares."""
@@ -83,6 +91,23 @@ class RunInfo:
     run_id: str = ""  # given once to a run (run.json's UUID, or a digest of an older record's content)
     family_digest: str = ""  # sha256 of the family's file when the run was made
     defaults: dict = field(default_factory=dict)  # the family's knob defaults then: configs print as what differs
+
+    def is_of(self, family: str) -> bool:
+        """Whether `family` names this run's family: its name or origin as recorded, or the same family file by
+        another path from here (`../examples/f.py` in a subfolder of where `examples/f.py` was searched)."""
+        if family in (self.family, self.origin):
+            return True
+        from mage_tune.kernels.registry import looks_like_path
+
+        if not (looks_like_path(family) and looks_like_path(self.origin)):
+            return False
+        (given, attr), (recorded, recorded_attr) = _file_and_attr(family), _file_and_attr(self.origin)
+        if attr != recorded_attr:
+            return False
+        here = Path(given).resolve()
+        if Path(recorded).is_absolute():
+            return here == Path(recorded).resolve()
+        return here == Path(recorded).resolve() or here.as_posix().endswith("/" + Path(recorded).as_posix())
 
     def ordered_shape(self) -> dict:
         """The shape in its built-in family's order of dimensions (m, n, k), however the record keeps its keys."""
@@ -213,7 +238,7 @@ class TuningDB:
     ) -> Iterator[Entry]:
         """The trials of the sound runs, each (run, trial number) once; a damaged trial row is skipped, said once."""
         for run, _ in self.runs():
-            if (family and family not in (run.family, run.origin)) or (arch and run.arch != arch):
+            if (family and not run.is_of(family)) or (arch and run.arch != arch):
                 continue
             if objective and run.objective != objective:
                 continue

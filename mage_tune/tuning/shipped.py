@@ -48,7 +48,7 @@ def entries(family: str | None = None, arch: str | None = None, path: Path | Non
     """The shipped trials of the family named `family` (its name or origin), on `arch` where given."""
     out = []
     for run, trials in _runs(path or PATH):
-        if (family and family not in (run.family, run.origin)) or (arch and run.arch != arch):
+        if (family and not run.is_of(family)) or (arch and run.arch != arch):
             continue
         out.extend(trials)
     return out

@@ -486,3 +486,20 @@ def test_query_leaves_out_configs_the_family_cannot_build(tmp_path):
     said = " ".join(out.stderr.split())  # the note wraps to the terminal
     assert out.returncode == 0 and "left out: 1 measured trial(s)" in said and "no knob 'bogus'" in said
     assert all("bogus" not in row["config"] for row in json.loads(out.stdout))
+
+
+def test_a_family_file_is_found_by_any_path_to_it(tmp_path, monkeypatch):
+    """A run records a family file relative to where it was searched (examples/f.py); from a subfolder, by an
+    absolute path or with its NAME, the same file names the same runs; another file or NAME does not."""
+    from mage_tune.tuning.db import RunInfo
+
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "f.py").write_text("")
+    (tmp_path / "sub").mkdir()
+    run = RunInfo("r", "rms", "examples/f.py", {"d": 8}, "sm_90", "measured-cold-median-us/1")
+    named = RunInfo("r", "rms", "examples/f.py:FAST", {"d": 8}, "sm_90", "measured-cold-median-us/1")
+    monkeypatch.chdir(tmp_path / "sub")
+    assert run.is_of("rms") and run.is_of("examples/f.py")
+    assert run.is_of("../examples/f.py") and run.is_of(str(tmp_path / "examples" / "f.py"))
+    assert named.is_of("../examples/f.py:FAST") and not named.is_of("../examples/f.py")
+    assert not run.is_of("../examples/g.py") and not run.is_of("rmsnorm")
