@@ -19,17 +19,13 @@ COMPILERS = ("nvrtc", "nvcc", "ptxas")  # what decides a binary; the disassemble
 def _check_family_name(family: str, recorded: set[str], where: str) -> None:
     """An InputError for a family name that is neither known here nor recorded in `where` (a misspelt name would
     otherwise answer as an empty table); a family file's path is taken as given."""
-    from difflib import get_close_matches
-
     from mage_tune.errors import InputError
-    from mage_tune.kernels.registry import known_names, looks_like_path
+    from mage_tune.kernels.registry import did_you_mean, known_names, looks_like_path
 
     names = {*known_names(), *recorded}
     if family in names or looks_like_path(family):
         return
-    close = get_close_matches(family, sorted(names), n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
-    raise InputError(f"no family {family!r} is known here or recorded in {where}{hint}")
+    raise InputError(f"no family {family!r} is known here or recorded in {where}{did_you_mean(family, names)}")
 
 
 def _open(db_url, create: bool = False):

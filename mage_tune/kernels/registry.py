@@ -53,6 +53,12 @@ def known_names() -> list[str]:
     return [*BUILTINS, *sorted(n for n in _entry_points() if n not in BUILTINS)]
 
 
+def did_you_mean(spec: str, names) -> str:
+    """ "; did you mean A or B?" for the names closest to a misspelt one ("" where none is close)."""
+    close = difflib.get_close_matches(spec, sorted(names), n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
 def looks_like_path(spec: str) -> bool:
     path = spec.rpartition(":")[0] if spec.count(":") and not spec.endswith(".py") else spec
     return path.endswith(".py") or "/" in path or Path(path).is_file()
@@ -77,8 +83,7 @@ def load_family(spec: str) -> Family:
         where = f"entry point {points[spec].value}"
         return _adopt(_instance(found, where), spec, where)
     names = known_names()
-    close = difflib.get_close_matches(spec, names, n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(close)}?" if close else "."
+    hint = did_you_mean(spec, names) or "."
     raise ConfigError(
         f"unknown kernel family {spec!r}{hint} Known: {', '.join(names)}; or give a family file, path/to/family.py"
     )
@@ -98,7 +103,8 @@ def _builtin_by_file(file_name: str, attr: str) -> str | None:
     return None
 
 
-def _path_and_attr(spec: str) -> tuple[str, str]:
+def split_family_spec(spec: str) -> tuple[str, str]:
+    """path/family.py[:NAME] as (path, NAME or "")."""
     return (
         (spec.rpartition(":")[0], spec.rpartition(":")[2]) if ":" in spec and not spec.endswith(".py") else (spec, "")
     )
@@ -108,7 +114,7 @@ def builtin_at(spec: str) -> str | None:
     """The built-in name of `path/to/module.py[:NAME]` where that file is this package's own module of a built-in
     (what a user typed): one family, one origin, whichever way it was asked for. Another file of the same name (a
     copy being edited) stays a family file of its own."""
-    path_text, attr = _path_and_attr(spec)
+    path_text, attr = split_family_spec(spec)
     try:
         path = Path(path_text)
         if path.suffix != ".py" or not path.is_file():
@@ -126,7 +132,7 @@ def builtin_named(origin: str) -> str | None:
     BUILTINS, so a record can name only this package's own code."""
     if origin in BUILTINS:
         return origin
-    path_text, attr = _path_and_attr(origin)
+    path_text, attr = split_family_spec(origin)
     parts = path_text.replace("\\", "/").split("/")
     if len(parts) < 3 or parts[-3:-1] != ["mage_tune", "kernels"]:
         return None

@@ -321,7 +321,7 @@ def report_bench(record: dict, top: int = 10, regime: str = "cold") -> str:
     variants = [r for r in results if r["kind"] == "variant"]
     failed = [r for r in results if not r["ok"]]
     timed = timed_results(record, "variant", regime, session=None)
-    shape = " ".join(f"{k}={v}" for k, v in record["shape"].items())
+    shape = shape_words(record["shape"])
     lines = [
         f"{record['family']} {shape} on {env.get('gpu', '?')}: {len(variants)} variant(s), "
         f"{sum(r['ok'] for r in variants)} passed the check, {len(timed)} timed ({regime}); "

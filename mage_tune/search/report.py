@@ -11,6 +11,7 @@ from mage_tune.census import census_artifact
 from mage_tune.census.features import diff, features, fmt, spearman
 from mage_tune.errors import MageError
 from mage_tune.kernels import recorded
+from mage_tune.kernels.base import shape_words
 from mage_tune.measure import shipped as shipped_config
 from mage_tune.measure.baselines import is_context
 from mage_tune.search import record
@@ -241,7 +242,7 @@ def terminal(run_dir: Path) -> str:
     best = scored(run_dir)[:1]
     counts = outcome_counts(run_dir)
     lines = [
-        f"search {meta.get('family', '?')} {' '.join(f'{k}={v}' for k, v in meta.get('shape', {}).items())} on "
+        f"search {meta.get('family', '?')} {shape_words(meta.get('shape', {}))} on "
         f"{meta.get('arch', '?')}; trials by outcome: "
         + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none recorded"),
         *filter(None, [shipped_line(run_dir)]),

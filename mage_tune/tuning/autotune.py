@@ -44,8 +44,8 @@ from mage_tune.census.features import features
 from mage_tune.errors import ConfigError, InputError, MageError, MeasureError
 from mage_tune.kernels.base import OUT, Family
 from mage_tune.kernels.recorded import family_digest
-from mage_tune.kernels.registry import load_family
-from mage_tune.kernels.triton_family import LAUNCH_OPTIONS
+from mage_tune.kernels.registry import load_family, looks_like_path, split_family_spec
+from mage_tune.kernels.triton_family import LAUNCH_OPTIONS, TritonFamily
 from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.storage import check_url, redact, sqlite_url
@@ -652,13 +652,10 @@ def _check_family_spec(spec, name: str) -> None:
     """What can be told of a family at decoration without importing a family file (which may import the very module
     being decorated): a name is a known one, and a Triton family (a CUDA template has no kernel to remember for);
     a path is an existing .py file."""
-    from mage_tune.kernels.registry import looks_like_path
-    from mage_tune.kernels.triton_family import TritonFamily
-
     if not isinstance(spec, str):
         return
     if looks_like_path(spec):
-        path = Path(spec.rpartition(":")[0] if ":" in spec and not spec.endswith(".py") else spec)
+        path = Path(split_family_spec(spec)[0])
         if path.suffix != ".py" or not path.is_file():
             raise InputError(f"autotune of {name}: family {spec!r}: no such family file (path/family.py[:NAME])")
         return

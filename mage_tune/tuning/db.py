@@ -29,6 +29,7 @@ import optuna
 
 from mage_tune.compile import cache_dir, cache_root
 from mage_tune.errors import InputError
+from mage_tune.kernels.registry import builtin_named, load_family, looks_like_path, split_family_spec
 from mage_tune.records import reader, schema
 from mage_tune.storage import holds_optuna, open_storage, redact, refuse_foreign_sqlite, sqlite_url
 
@@ -66,14 +67,6 @@ def versions(toolchain: dict) -> dict[str, str]:
     return {name: str(v).split(" (", 1)[0] for name, v in sorted((toolchain or {}).items()) if v}
 
 
-def _file_and_attr(spec: str) -> tuple[str, str]:
-    """path/family.py[:NAME] as (path, NAME or "")."""
-    if ":" in spec and not spec.endswith(".py"):
-        path, _, attr = spec.rpartition(":")
-        return path, attr
-    return spec, ""
-
-
 @dataclass(frozen=True)
 class RunInfo:
     """One run's context: what every trial of it shares."""
@@ -97,11 +90,9 @@ class RunInfo:
         another path from here (`../examples/f.py` in a subfolder of where `examples/f.py` was searched)."""
         if family in (self.family, self.origin):
             return True
-        from mage_tune.kernels.registry import looks_like_path
-
         if not (looks_like_path(family) and looks_like_path(self.origin)):
             return False
-        (given, attr), (recorded, recorded_attr) = _file_and_attr(family), _file_and_attr(self.origin)
+        (given, attr), (recorded, recorded_attr) = split_family_spec(family), split_family_spec(self.origin)
         if attr != recorded_attr:
             return False
         here = Path(given).resolve()
@@ -111,8 +102,6 @@ class RunInfo:
 
     def ordered_shape(self) -> dict:
         """The shape in its built-in family's order of dimensions (m, n, k), however the record keeps its keys."""
-        from mage_tune.kernels.registry import builtin_named, load_family
-
         name = builtin_named(self.family)  # this package's own code only: a record names no other
         dims = load_family(name).dims if name else ()
         return {**{d: self.shape[d] for d in dims if d in self.shape}, **self.shape}
