@@ -10,7 +10,7 @@
 #   bench-MxNxK.json     the default tile alone, as a pair and as a quad beside cuBLAS BF16 and the Triton tutorial
 #                        matmul (Triton's TMA matmul cannot take such a pitch either), at an off-pitch shape (K and
 #                        N off, K alone, N alone) and at its padded neighbour, to show what the copies cost
-#   unseen/              bf16_unseen_shapes.sh at the off-pitch shape: a 100-trial search from the shipped data,
+#   unseen/              unseen_shapes.sh at the off-pitch shape: a 100-trial search from the shipped data,
 #                        its best re-timed in the harness and outside it (SEARCH=0: not run)
 # Each step has its own time limit and leaves its log whatever the others do.
 out=${OUT:-/tmp/w}
@@ -34,5 +34,5 @@ JSON
       --configs "$out/configs.json" --rounds 7 --out "$out/bench-$shape.json"
   done
   [ "${SEARCH:-1}" = 0 ] && exit 0
-  OUT="$out/unseen" SEARCH_S=130 RETIME_S=60 bash "$(dirname "$0")/bf16_unseen_shapes.sh" 2900x4700x3100
+  OUT="$out/unseen" SEARCH_S=130 RETIME_S=60 bash "$(dirname "$0")/unseen_shapes.sh" 2900x4700x3100
 fi
