@@ -11,7 +11,7 @@ An archive is read with Python's tarfile into a private temporary folder once pe
 
     python analysis/archives.py extract records/CAMPAIGN.tar.xz [DEST]    (DEST default: runs/CAMPAIGN)
     python analysis/archives.py list records/CAMPAIGN.tar.xz
-    python analysis/archives.py pack FOLDER... [--out records]           (one deterministic archive per folder)
+    python analysis/archives.py pack FOLDER... [--out records] [--force] (one deterministic archive per folder)
 
 `pack` leaves out what is derivable or duplicated: study.db (Optuna's copy of trials.jsonl), a winner's
 best/kernel.ptx and best/kernel.sass (compiled again from best/kernel.cu by `mage-tune census`); members are in
@@ -26,6 +26,7 @@ import calendar
 import glob
 import io
 import lzma
+import os
 import re
 import sys
 import tarfile
@@ -129,14 +130,18 @@ def _date(name: str) -> int:
     return calendar.timegm(time.strptime(found[0], "%Y-%m-%d")) if found else 0
 
 
-def pack(folder: Path, out_dir: Path) -> tuple[Path, list[str], list[str]]:
-    """One deterministic archive of `folder`'s files: (its path, the members, what was left out)."""
+def pack(folder: Path, out_dir: Path, force: bool = False) -> tuple[Path, list[str], list[str]]:
+    """One deterministic archive of `folder`'s files: (its path, the members, what was left out). An archive of that
+    name is replaced only with `force`, and then whole (written beside it, then renamed over it)."""
     files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
     members, skipped = [], []
     archive = out_dir / (folder.name + SUFFIX)
+    if (archive.exists() or archive.is_symlink()) and not force:
+        raise RecordsError(f"{archive}: exists; give --force to replace it")
     mtime = _date(folder.name)
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "w:xz", format=tarfile.PAX_FORMAT, preset=9 | lzma.PRESET_EXTREME) as tar:
+    partial = out_dir / f".{archive.name}.partial"
+    with tarfile.open(partial, "w:xz", format=tarfile.PAX_FORMAT, preset=9 | lzma.PRESET_EXTREME) as tar:
         for path in files:
             relative = path.relative_to(folder).as_posix()
             if _left_out(relative):
@@ -149,6 +154,7 @@ def pack(folder: Path, out_dir: Path) -> tuple[Path, list[str], list[str]]:
             info.uname = info.gname = ""
             tar.addfile(info, io.BytesIO(data))
             members.append(relative)
+    os.replace(partial, archive)
     return archive, members, skipped
 
 
@@ -163,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     packing = commands.add_parser("pack", help="one archive per campaign folder")
     packing.add_argument("folders", nargs="+", type=Path)
     packing.add_argument("--out", type=Path, default=RECORDS)
+    packing.add_argument("--force", action="store_true", help="replace an archive of the same name")
     args = parser.parse_args(argv)
     try:
         if args.command == "extract":
@@ -179,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{info.size:>10}  {info.name}")
         else:
             for folder in args.folders:
-                archive, members, skipped = pack(folder, args.out)
+                archive, members, skipped = pack(folder, args.out, args.force)
                 print(f"{archive}: {len(members)} members, {archive.stat().st_size} bytes; left out {len(skipped)}")
                 for relative in skipped:
                     print(f"  left out {relative}")

@@ -143,7 +143,7 @@ def bench(
         raise OptionConflict("--configs lists the configs itself: leave out --set, --all and --source")
     if regime not in REGIMES:
         raise InputError(f"regime={regime!r}: one of {', '.join(REGIMES)}")
-    if out and Path(out).exists() and not force:
+    if out and (Path(out).exists() or Path(out).is_symlink()) and not force:
         raise InputError("exists; give --force to replace it, or another --out", file=str(out))
     device.require_gpu()
     say(f"measuring on the GPU: {device.gpu_mode()[1]}")

@@ -39,16 +39,20 @@ ROWS = (  # (label, picked field, format)
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Also write the record here.")
-def counters(family, dims, arch, source_options, settings, baseline_labels, as_json, out_path):
+@click.option("--force", is_flag=True, help="Replace the --out record if it exists.")
+def counters(family, dims, arch, source_options, settings, baseline_labels, as_json, out_path, force):
     """Profile one cold launch of a variant (and of named baselines) with Nsight Compute (`--clock-control none`):
     achieved occupancy, DRAM traffic and throughput, issue and FMA-pipe use, bank conflicts and stall reasons,
     beside what the census predicts from the binary alone (registers, occupancy, bytes the kernel must move)."""
     from mage_tune.arch import get_arch
     from mage_tune.census import census_artifact
-    from mage_tune.errors import ConfigError
+    from mage_tune.errors import ConfigError, InputError
     from mage_tune.measure import baseline_jobs, device, variant_job
     from mage_tune.measure.counters import profile
+    from mage_tune.search.record import write_atomic
 
+    if out_path and (Path(out_path).exists() or Path(out_path).is_symlink()) and not force:
+        raise InputError("exists; give --force to replace it, or another --out", file=out_path)  # before profiling
     device.require_gpu()
     click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     fam, shape = family_and_shape(family, dims, source_options)
@@ -81,7 +85,7 @@ def counters(family, dims, arch, source_options, settings, baseline_labels, as_j
         "profiled": {label: [dataclasses.asdict(k) for k in ks] for label, ks in profiled.items()},
     }
     if out_path:
-        Path(out_path).write_text(json.dumps(record, indent=1))
+        write_atomic(Path(out_path), json.dumps(record, indent=1))  # replaces a link in its place, never follows
     click.echo(json.dumps(record, indent=1) if as_json else format_counters(record))
 
 

@@ -51,6 +51,11 @@ class Knob:
     help: str
     free: bool = False  # no constraint reads it: every value is valid wherever the others are (enumeration skips it)
 
+    def allows(self, value) -> bool:
+        """Whether `value` is one of the domain's, its type included: a record's 16.0 or true is not the knob's 16 or
+        1. A value read from data reaches a kernel's source only when it is exactly one the family offers."""
+        return any(type(value) is type(allowed) and value == allowed for allowed in self.domain)
+
     def parse(self, text: str):
         for value in self.domain:
             if str(value) == text:
@@ -648,11 +653,25 @@ class Family(ABC):
         a knob existed were measured with its default, so this is also how they are read."""
         return {k.name: config.get(k.name, k.domain[0]) for k in self.knobs}
 
+    def value_problems(self, config: Config) -> list[str]:
+        """The keys of `config` that are no knob of the family and the values their knob does not offer (`allows`);
+        empty when there are none. Every config is checked so before it is built: a recorded one is data, and its
+        values are written into the kernel's source."""
+        knobs = {k.name: k for k in self.knobs}
+        problems = []
+        for key, value in config.items():
+            knob = knobs.get(key)
+            if knob is None:
+                problems.append(f"unknown knob {key!r} for {self.name}; knobs: {', '.join(knobs)}")
+            elif not knob.allows(value):
+                allowed = ", ".join(map(str, knob.domain))
+                problems.append(f"knob {key}: {value!r} is not allowed; allowed: {allowed}")
+        return problems
+
     def complete(self, fixed: Config, shape: Shape, arch: Arch) -> Config:
-        for key, value in fixed.items():
-            if value not in self.knob(key).domain:
-                allowed = ", ".join(map(str, self.knob(key).domain))
-                raise ConfigError(f"knob {key}: {value!r} is not allowed; allowed: {allowed}")
+        problems = self.value_problems(fixed)
+        if problems:
+            raise ConfigError("; ".join(problems))
         if len(fixed) == len(self.knobs):
             problems = self.violations(fixed, shape, arch)
             if problems:
@@ -713,7 +732,20 @@ class Family(ABC):
                 return candidate
         return None
 
+    def config_problems(self, config: Config) -> list[str]:
+        """`value_problems`, and the knobs `config` sets no value for: empty for a config a build takes."""
+        missing = [k.name for k in self.knobs if k.name not in config]
+        return self.value_problems(config) + ([f"no value for {', '.join(missing)}"] if missing else [])
+
+    def check_values(self, config: Config) -> None:
+        """A ConfigError unless `config` sets every knob, each to a value its knob offers: what a build checks even
+        of a config whose constraints were just checked (its values are written into the kernel's source)."""
+        problems = self.config_problems(config)
+        if problems:
+            raise ConfigError(f"{config_label(self.name, config)} is not valid: {'; '.join(problems)}")
+
     def check_valid(self, config: Config, shape: Shape, arch: Arch) -> None:
+        self.check_values(config)
         problems = self.violations(config, shape, arch)
         if problems:
             raise ConfigError(f"{config_label(self.name, config)} is not valid: {'; '.join(problems)}")
@@ -872,7 +904,9 @@ class CudaFamily(Family):
 
     def build(self, config: Config, shape: Shape, arch: Arch, *, checked: bool = False) -> Variant:
         arch = get_arch(arch)  # a caller's arch name ("sm_90a") is taken too: records and choices keep names
-        if not checked:
+        if checked:
+            self.check_values(config)
+        else:
             self.check_valid(config, shape, arch)
         source = self.render(config, shape)
         launch = self.launch(config, shape, arch)

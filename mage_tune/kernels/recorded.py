@@ -92,6 +92,10 @@ def family_for(recorded: dict, named: str | None = None) -> tuple[Family | None,
                 f"the record's family {origin or '?'} is not a built-in one and records never load code: name its "
                 "file with --family to use it"
             )
+    shape = recorded.get("shape")
+    missing = [d for d in family.dims if not isinstance(shape, dict) or d not in shape]
+    if missing:
+        return None, f"the record's shape has no {', '.join(missing)}, which {family.name} needs"
     recorded_digest = recorded.get("family_digest")
     if recorded_digest and recorded_digest != family_digest(family) and (origin, recorded_digest) not in _said:
         _said.add((origin, recorded_digest))
@@ -114,6 +118,6 @@ def config_problem(origin: str, config: dict) -> str:
     for key, value in config.items():
         if key not in knobs:
             return f"{family.name} has no knob {key!r}"
-        if value not in knobs[key].domain:
+        if not knobs[key].allows(value):
             return f"{family.name}'s knob {key} has no value {value!r}"
     return ""

@@ -194,7 +194,9 @@ class TritonFamily(Family):
         return Launch(grid3, 32 * int(config.get("num_warps", DEFAULT_NUM_WARPS)), 0)
 
     def build(self, config: Config, shape: Shape, arch: Arch, *, checked: bool = False) -> Variant:
-        if not checked:
+        if checked:
+            self.check_values(config)
+        else:
             self.check_valid(config, shape, arch)
         sig, consts, values = self.signature(config, shape)
         options = self.options(config)
@@ -253,8 +255,9 @@ class TritonFamily(Family):
         names = set(self.constexpr_names())
         lines = ["import triton", "", "# best first, as mage-tune ranked them", "CONFIGS = ["]
         for config in configs:
+            self.check_values(config)  # a run's trials are data: only values the knobs offer are written as code
             kwargs = {k: v for k, v in config.items() if k in names}
-            options = "".join(f", {k}={v}" for k, v in self.options(config).items())
+            options = "".join(f", {k}={v!r}" for k, v in self.options(config).items())
             lines.append(f"    triton.Config({kwargs!r}{options}),")
         lines.append("]")
         return {

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from mage_tune.errors import InputError
-from mage_tune.records import reader
+from mage_tune.kernels.recorded import builtin
+from mage_tune.records import reader, schema
 
 
 def read_json(path: str | Path) -> object:
@@ -70,6 +71,13 @@ def check_bench(record: dict, label: str) -> None:
     for key, kind in (("family", str), ("environment", dict), ("census", dict), ("results", list)):
         if not isinstance(record.get(key), kind):
             raise bad(f"{key!r} missing or not a {kind.__name__}")
+    family = builtin(str(record.get("family_origin") or record["family"]))  # this package's own, never a file
+    missing = [d for d in family.dims if d not in record["shape"]] if family is not None else []
+    if missing:
+        raise bad(f"the shape has no {', '.join(missing)}, which {family.name} needs")
+    environment_problem = schema.problem("environment", record["environment"])
+    if environment_problem:
+        raise bad(f"environment.{environment_problem}")
     sessions = record.get("sessions")
     if not isinstance(sessions, list) or not sessions:
         raise bad("no 'sessions' (the measured copy bandwidth and FMA rate every floor is computed from)")

@@ -18,13 +18,17 @@ SCORED = ("measured", "modelled", "duplicate")
 OUTCOMES = ("measured", "modelled", "pruned", "compile_error", "failed", "duplicate")  # how a recorded trial ended
 
 _TEXT = {"type": "string", "maxLength": 4096}
+# A name (GPU, arch, family, a knob's value): one line of printable text, for it is shown and written into the files
+# an export makes (as literals only; tuning/exports.py), and a newline or control character in one is no name.
+_NAME = {"type": "string", "maxLength": 1024, "pattern": "^[^\\x00-\\x1f\\x7f]*$"}
 _SCALAR = {"type": ["string", "number", "boolean", "null"]}
+_KNOB_VALUE = {"anyOf": [{"type": ["number", "boolean", "null"]}, _NAME]}
 _COUNT = {"type": "integer", "minimum": 0}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _OUTCOME = {"enum": list(OUTCOMES)}
 _TIME_OR_NULL = {"type": ["number", "null"], "exclusiveMinimum": 0}  # a trial's value: µs, modelled or measured
 
-CONFIG = {"type": "object", "maxProperties": 512, "additionalProperties": _SCALAR}  # knob -> scalar value
+CONFIG = {"type": "object", "maxProperties": 512, "additionalProperties": _KNOB_VALUE}  # knob -> scalar value
 CENSUS = {"type": "object", "maxProperties": 4096, "additionalProperties": _SCALAR}  # feature -> scalar
 SHAPE = {
     "type": "object",
@@ -106,18 +110,18 @@ RUN = {  # a run's context in the tuning database (a study's user attrs) and in 
     "type": "object",
     "required": ["name", "family", "shape"],
     "properties": {
-        "name": {"type": "string", "pattern": "^run:", "maxLength": 1024},
-        "family": {**_TEXT, "minLength": 1},
-        "origin": _TEXT,
+        "name": {**_NAME, "pattern": "^run:[^\\x00-\\x1f\\x7f]*$"},
+        "family": {**_NAME, "minLength": 1},
+        "origin": _NAME,
         "shape": SHAPE,
-        "arch": _TEXT,
-        "objective": _TEXT,
-        "gpu": _TEXT,
-        "toolchain": {"type": "object", "additionalProperties": _TEXT},
+        "arch": _NAME,
+        "objective": _NAME,
+        "gpu": _NAME,
+        "toolchain": {"type": "object", "additionalProperties": _NAME},
         "baselines": {"type": "object", "additionalProperties": {"type": "number"}},
         "where": _TEXT,
-        "run_id": _TEXT,
-        "family_digest": _TEXT,
+        "run_id": _NAME,
+        "family_digest": _NAME,
         "defaults": CONFIG,
     },
 }
@@ -143,7 +147,24 @@ EXPORT_LINE = {
     },
 }
 
-SCHEMAS = {"trial": TRIAL, "baseline": BASELINE, "run": RUN, "entry": ENTRY, "export line": EXPORT_LINE}
+ENVIRONMENT = {  # a bench record's device and toolchain (measure/device.py): what its readers take from it
+    "type": "object",
+    "properties": {
+        "gpu": _NAME,
+        "toolchain": {"type": "object", "additionalProperties": _NAME},
+        "sm_count": {"type": "integer", "minimum": 1},
+        "compute_capability": _NAME,
+    },
+}
+
+SCHEMAS = {
+    "trial": TRIAL,
+    "baseline": BASELINE,
+    "run": RUN,
+    "entry": ENTRY,
+    "export line": EXPORT_LINE,
+    "environment": ENVIRONMENT,
+}
 
 
 @cache
@@ -161,6 +182,8 @@ def problem(kind: str, data: object) -> str:
         return _not_finite(data)
     where = ".".join(str(p) for p in error.absolute_path)
     message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+    if error.validator == "pattern" and "\\x00" in str(error.validator_value):
+        message = f"{error.instance!r:.80} holds a newline or another control character: not a name"
     return f"{where}: {message}" if where else message
 
 

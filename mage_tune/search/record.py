@@ -61,7 +61,9 @@ def _write_failed(path: Path, exc: OSError, kept: str = "") -> RecordError:
 def _append(path: Path, data: dict) -> None:
     line = (json.dumps(data, default=str) + "\n").encode()
     try:
-        with open(path, "ab+") as f:  # one write per line: concurrent workers never interleave inside a line
+        # never through a symbolic link: a run directory someone shared must not make a search append elsewhere
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
+        with open(fd, "rb+") as f:  # one write per line: concurrent workers never interleave inside a line
             f.seek(0, os.SEEK_END)
             if f.tell():
                 f.seek(-1, os.SEEK_END)
@@ -154,6 +156,24 @@ def make_run_dir(run_dir: Path) -> None:
         raise InputError("cannot write in the run directory (read-only)", file=str(run_dir))
 
 
+def refuse_links(run_dir: Path) -> None:
+    """An InputError where the run directory, or its best/, holds a symbolic link: mage-tune writes there (trials,
+    report.md, plots, the best kernel's files), and a link in a run directory someone shared would send those
+    writes to a file of the user's elsewhere."""
+    for folder in (run_dir, run_dir / "best"):
+        try:
+            entries = list(folder.iterdir()) if folder.is_dir() else []
+        except OSError as exc:
+            raise InputError(f"cannot read the run directory: {exc.strerror or exc}", file=str(folder)) from None
+        for entry in sorted(entries):
+            if entry.is_symlink():
+                raise InputError(
+                    "a symbolic link in a run directory, where mage-tune writes: remove it (or use another run "
+                    "directory) so that nothing is written through it",
+                    file=str(entry),
+                )
+
+
 def _describe(identity: dict) -> str:
     shape = " ".join(f"{k}={v}" for k, v in (identity.get("shape") or {}).items())
     return (
@@ -206,6 +226,7 @@ def claim(run_dir: Path, identity: dict, about: dict | None = None) -> str:
     it and the other compares against it), with the run's id and `about` (what readers need and a resumed search
     does not have to match: the family's digest and defaults)."""
     path = run_dir / IDENTITY
+    refuse_links(run_dir)
     if not path.exists():
         if (run_dir / "trials.jsonl").exists():
             legacy = _legacy_identity(run_dir)
@@ -315,6 +336,7 @@ def best_trial(run_dir: Path) -> dict | None:
 
 def write_best(run_dir: Path, variant, census, best: dict, suffix: str = ".cu") -> None:
     folder = run_dir / "best"
+    refuse_links(run_dir)
     try:
         folder.mkdir(exist_ok=True)
     except OSError as exc:

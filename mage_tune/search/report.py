@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,7 @@ def top_table(run_dir: Path, n: int = 10, fit: bool = False) -> str:
     rows = []
     for t in scored(run_dir)[:n]:
         census = t.get("census", {})
-        config = short_config(defaults, t["config"]) if "config" in t else t["label"]
+        config = short_config(defaults, t["config"]) if "config" in t else _name(t)
         source = t.get("source", "")
         rows.append([t["number"], f"{t['value']:.2f}", source, config, *(fmt(census.get(c)) for c in CENSUS_COLUMNS)])
     unit = "µs (model)" if (scored(run_dir)[:1] or [{}])[0].get("outcome") == "modelled" else "µs (cold)"
@@ -116,11 +117,17 @@ def source_table(run_dir: Path, fit: bool = False) -> str:
     return table(source_rows(run_dir), headers, "simple" if fit else "github", fit=fit)
 
 
+def _name(trial: dict) -> str:
+    """A trial's label as its search wrote it, else its knobs (a record edited or cut by hand may lack either)."""
+    config = trial.get("config") or {}
+    return trial.get("label") or " ".join(f"{k}={v}" for k, v in config.items()) or f"trial {trial['number']}"
+
+
 def _check(result: dict) -> str:
     """A recorded baseline's check: "ok", why it failed, or a context-only baseline's error over its tolerance (timed
     all the same, never the best)."""
     if not result["ok"]:
-        return result["error"]
+        return result.get("error") or "failed"
     if is_context(result) and result.get("error"):
         return f"context only: {result['error']}"
     return "ok"
@@ -135,7 +142,7 @@ def baseline_table(run_dir: Path, best_us: float | None, fit: bool = False) -> s
         rows.append(
             [
                 r["label"],
-                r["session"],
+                r.get("session", "-"),
                 _check(r),
                 fmt(t),
                 ratio,
@@ -277,7 +284,7 @@ def explain_text(run_dir: Path, with_triton: bool = True, family: str | None = N
     if not trials:
         return "no scored trial in this run"
     best = trials[0]
-    lines = [f"winner: trial {best['number']} {best['label']} at {best['value']:.2f} µs"]
+    lines = [f"winner: trial {best['number']} {_name(best)} at {best['value']:.2f} µs"]
     for other in trials[1:4]:
         knobs = diff(best.get("config", {}), other.get("config", {}))
         cdiff = diff(best.get("census", {}), other.get("census", {}))
@@ -347,7 +354,8 @@ def plots(run_dir: Path) -> list[Path]:
 
 def write_markdown(run_dir: Path) -> record.RecordError | None:
     """Write report.md whole; the error (read-only or full run directory) is returned, for the caller to raise once
-    it has printed what it could."""
+    it has printed what it could. A run directory holding a symbolic link is refused first (record.refuse_links)."""
+    record.refuse_links(run_dir)
     try:
         record.write_atomic(run_dir / "report.md", markdown(run_dir))
     except record.RecordError as exc:
@@ -357,10 +365,10 @@ def write_markdown(run_dir: Path) -> record.RecordError | None:
 
 def _save(plt, fig, path: Path) -> Path:
     fig.tight_layout()
+    image = io.BytesIO()
     try:
-        fig.savefig(path, dpi=90)
-    except OSError as exc:
-        raise record.RecordError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+        fig.savefig(image, format="png", dpi=90)
     finally:
         plt.close(fig)
+    record.write_atomic(path, image.getvalue())  # replaces a link in its place, never writes through one
     return path

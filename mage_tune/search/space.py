@@ -66,7 +66,7 @@ class Space:
         more, and no constraint broken. `valid`: whether its constraints hold, where the caller has just checked
         them (a search's trial); None checks them here."""
         knobs = self.problem.family.knobs
-        if set(config) != {k.name for k in knobs} or any(config[k.name] not in k.domain for k in knobs):
+        if set(config) != {k.name for k in knobs} or any(not k.allows(config[k.name]) for k in knobs):
             return False
         return not self.problem.violations(config) if valid is None else valid
 

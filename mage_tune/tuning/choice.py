@@ -308,8 +308,7 @@ def as_measured(problem: Problem, config: Config) -> Config | None:
     """A recorded config as it ran (a knob it does not name was newer than the record: its default), if the family
     as it is now takes it at `shape`; None otherwise (a knob the family no longer has, a value out of its domain,
     a constraint broken here)."""
-    knobs = {k.name: k for k in problem.family.knobs}
-    if any(k not in knobs or v not in knobs[k].domain for k, v in config.items()):
+    if problem.family.value_problems(config):
         return None
     full = problem.family.with_defaults(config)
     return None if problem.violations(full) else full

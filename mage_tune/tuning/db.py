@@ -131,6 +131,10 @@ class Entry:
         return self.outcome == "measured" and self.value is not None and math.isfinite(self.value)
 
 
+# What makes two records one run: the same trials under any other of these would be measured elsewhere.
+CONTEXT_FIELDS = ("family", "origin", "shape", "arch", "objective", "gpu", "toolchain", "run_id")
+
+
 def run_name(study: str, run_id: str) -> str:
     """The run's study name in the database: unique per run id, so a run is held once however often, from
     wherever, and by how many processes at once it is imported (the storage's unique study name decides)."""
@@ -275,6 +279,7 @@ class TuningDB:
         lacks (by trial number), so importing a run directory again completes what a failed write left out. Each run
         is written by one importer at a time (a lock study), and made by creating its uniquely named study, so
         concurrent imports of one run add each trial once."""
+        self._refuse_other_contexts([run for run, _ in loaded])
         added = present = 0
         for run, rows in loaded:
             with self._import_lock(run.name):
@@ -304,6 +309,26 @@ class TuningDB:
                             r.get("source", ""),
                         )
         return added, present
+
+    def _refuse_other_contexts(self, runs: list[RunInfo]) -> None:
+        """An InputError, before anything is written, where a run is held already with another context (GPU, shape,
+        toolchain, ...): its trials would be ranked under the held run's context, which warm starts and choices
+        trust. Where it came from (`where`) and its baselines may differ: the same run imported again."""
+        held = self.run_names()
+        for run in runs:
+            if run.name not in held:
+                continue
+            attrs = optuna.load_study(study_name=run.name, storage=self.storage).user_attrs
+            if "family" not in attrs or schema.problem("run", {**attrs, "name": run.name}):
+                continue  # being written right now, or damaged: `runs` skips it and says so
+            kept = run_from({**attrs, "name": run.name})
+            differ = [k for k in CONTEXT_FIELDS if getattr(kept, k) != getattr(run, k)]
+            if differ:
+                raise InputError(
+                    f"run {run.name!r} is in {self._shown()} with another {', '.join(differ)}: not imported "
+                    "(nothing of this import was written)",
+                    file=run.where or None,
+                )
 
     @contextlib.contextmanager
     def _import_lock(self, name: str):

@@ -43,6 +43,13 @@ CPP_KEYWORDS = frozenset((
 LOCALS = ("mt_i", "mt_e", "mt_s", "mt_t", "mt_best", "mt_best_distance")
 
 
+def comment_text(text: str) -> str:
+    """`text` (a GPU's or family's name, read from records) as words safe inside a comment or a docstring of the
+    code an export writes: letters, digits, spaces and plain punctuation kept, anything else (a newline, a quote,
+    a backslash, `*/`) as "?". The names themselves are written as string literals (repr, JSON), never as code."""
+    return re.sub(r"[^\w .,:;()+=@#%-]", "?", text, flags=re.ASCII)[:200]
+
+
 def _entries(kernel: TunedKernel, gpu: str, arch: Arch) -> list:
     """(shape, choice) of every shape measured on this GPU and arch whose choice is measured there."""
     out = []
@@ -73,8 +80,9 @@ def triton_module(kernel: TunedKernel, gpu: str, arch: Arch, top: int = 3) -> tu
     dims = tuple(family.dims)
     entries = _entries(kernel, gpu, arch)
     lines = [
-        f'"""triton.Configs of {family.name} per key on {gpu or "an unnamed GPU"} ({arch}), best first, as measured',
-        "(`mage-tune db export --format triton`). It imports triton alone: no mage-tune, no database.",
+        f'"""triton.Configs of {comment_text(family.name)} per key on {comment_text(gpu or "an unnamed GPU")}',
+        f"({arch}), best first, as measured (`mage-tune db export --format triton`). It imports triton alone: no",
+        "mage-tune, no database.",
         "",
         f"    configs_for({', '.join(dims)})   # the list for that key, else for the nearest key",
         "",
@@ -180,8 +188,9 @@ def cpp_header(kernel: TunedKernel, gpu: str, arch: Arch) -> tuple[str, int]:
     knobs = [(k.name, identifier(k.name, taken), _ctype(k.domain)) for k in family.knobs]
     params = ", ".join(f"long long {c}" for _, c in dims)
     lines = [
-        f"// {family.name} on {gpu or 'an unnamed GPU'} ({arch}): launch parameters per measured shape, the fastest",
-        "// config measured at each (`mage-tune db export --format header`; docs/exports.md).",
+        f"// {comment_text(family.name)} on {comment_text(gpu or 'an unnamed GPU')} ({arch}): launch parameters per",
+        "// measured shape, the fastest config measured at each (`mage-tune db export --format header`;",
+        "// docs/exports.md).",
         f"// dispatch({', '.join(c for _, c in dims)}): the entry of that shape, else of the nearest: Euclidean",
         "// distance over log2 of each dimension, ties to the earlier entry; its config is not checked at the new",
         "// shape, and its grid is for its own shape. Host code; NVRTC sees the table alone (constant expressions).",

@@ -56,6 +56,18 @@ def test_pack_is_deterministic_and_leaves_out_what_is_derivable(campaign, tmp_pa
         assert (campaign / info.name).stat().st_size == info.size
 
 
+def test_pack_replaces_an_archive_only_when_asked(campaign, tmp_path):
+    archives = _archives()
+    first, _, _ = archives.pack(campaign, tmp_path / "a")
+    kept = first.read_bytes()
+    (campaign / "later.txt").write_text("a file added since")
+    with pytest.raises(archives.RecordsError, match="exists; give --force"):
+        archives.pack(campaign, tmp_path / "a")
+    assert first.read_bytes() == kept
+    again, members, _ = archives.pack(campaign, tmp_path / "a", force=True)
+    assert again == first and "later.txt" in members and sorted(p.name for p in first.parent.iterdir()) == [first.name]
+
+
 def test_record_sets_by_archive_member_and_glob(campaign, tmp_path):
     archives = _archives()
     archive, _, _ = archives.pack(campaign, tmp_path / "records")
