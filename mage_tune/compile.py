@@ -557,7 +557,9 @@ def compiler_notes(notes: tuple[str, ...]) -> tuple[str, ...]:
 def _fallback_note(nvrtc_error: MageError, nvcc_version: str, label: str) -> str:
     """One line: NVRTC's first error, and that nvcc compiled the file instead."""
     first = nvrtc_error.message.split(" (", 1)[0]  # the error, without NVRTC's whole log
-    where = f"line {nvrtc_error.line}: " if nvrtc_error.line else ""
+    # the line of the file it is in: a header's (cuda.h line 56) is named with it, never passed as the source's
+    elsewhere = nvrtc_error.file and Path(nvrtc_error.file).name != Path(label).name
+    where = (f"{nvrtc_error.file}:" if elsewhere else "line ") + f"{nvrtc_error.line}: " if nvrtc_error.line else ""
     how = "rejected it" if isinstance(nvrtc_error, CompileError) else "could not compile it"
     return f"{label}: NVRTC {how} ({where}{first}){_FALLBACK_TAIL}{nvcc_version}"
 

@@ -36,8 +36,20 @@ _OPCODE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[A-Za-z0-9_:]+)*$")
 _GUARD = re.compile(r"^@!?%?[\w$]+\s+")
 _BOUNDS = re.compile(r"\.(reqntid|maxntid|minnctapersm|maxnreg)\s+([\d\s,]+)")
 _CLUSTER = re.compile(r"\.(reqnctapercluster|maxclusterrank|explicitcluster)\b\s*([\d\s,]*)")
-_REG_DECL = re.compile(r"\.reg\s+\.(\w+)\s+%?[\w$]+<(\d+)>")
+# `.reg .b32 %r<12>;`, `.reg .pred p;`, `.reg .b64 a, b;`, `.reg .v4 .b32 v;` (inline asm declares single names)
+_REG_DECL = re.compile(r"\.reg\s+((?:\.\w+\s+)+)(.+)", re.S)
+_REG_NAME = re.compile(r"^%?[\w$]+(?:<(\d+)>)?$")
 _SHARED_DECL = re.compile(r"^(\.extern\s+)?\.shared\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$]+)((?:\[\d*\])*)")
+
+
+def _count_registers(regs: Counter, types: list[str], names: str) -> None:
+    """Add one `.reg` declaration's registers by type: N for a name<N>, 1 for a plain name, times a vector's width."""
+    kind = types[-1].lstrip(".")
+    width = next((int(t[2:]) for t in types[:-1] if re.fullmatch(r"\.v\d+", t)), 1)
+    for name in names.split(","):
+        found = _REG_NAME.match(name.strip())
+        if found:
+            regs[kind] += width * (int(found.group(1)) if found.group(1) else 1)
 
 
 def _gc_paused(fn):
@@ -181,7 +193,7 @@ def _kernel(
         if first == ".":
             reg = _REG_DECL.match(stmt)
             if reg:
-                regs[reg.group(1)] += int(reg.group(2))
+                _count_registers(regs, reg.group(1).split(), reg.group(2))
             decl = _SHARED_DECL.match(stmt)
             if decl:
                 shared[decl.group(3)] = _decl_bytes(decl)

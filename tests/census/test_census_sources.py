@@ -216,3 +216,61 @@ def test_sass_listing_honours_block(tmp_path):
     assert c.resources.registers == usage["REG"]
     (from_cubin,) = census_path(cubin, block=128)
     assert c.occupancy == from_cubin.occupancy is not None and c.sass == from_cubin.sass
+
+
+TEMPLATED = """
+#include "scale_impl.cuh"
+template <int N>
+__global__ void __launch_bounds__(128) scale(const float* __restrict__ a, float* b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) b[i] = N * a[i];
+}
+template __global__ void scale<4>(const float*, float*, int);  // types only: no names to take
+template __global__ void shift<2>(const float*, float*, int);
+"""
+HEADER_KERNEL = """
+template <int N>
+__global__ void shift(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + N;
+}
+"""
+
+
+def test_parameter_names_come_from_a_definition_never_an_instantiation(tmp_path):
+    source = tmp_path / "templated.cu"
+    source.write_text(TEMPLATED)
+    (tmp_path / "scale_impl.cuh").write_text(HEADER_KERNEL)
+    by_name = {c.demangled: c for c in census_path(source, arch="sm_80")}
+    scale, shift = by_name["scale<4>"], by_name["shift<2>"]
+    assert set(scale.ptx.params) == {"a", "b"}  # from the template's definition, not `const float*` of the line
+    assert (scale.ptx.params["a"].loads, scale.ptx.params["b"].stores) == (1, 1)
+    # defined in a header the census does not read: PTX's own parameter numbers, each parameter's traffic its own
+    assert set(shift.ptx.params) == {"param_0", "param_1"}
+    assert (shift.ptx.params["param_0"].loads, shift.ptx.params["param_1"].stores) == (1, 1)
+
+
+INLINE_REGISTERS = r"""
+extern "C" __global__ void flags(unsigned long long* out, int v) {
+    unsigned long long r;
+    asm volatile("{\n\t.reg .pred p;\n\t.reg .b64 a, b;\n\t"
+                 "setp.ne.s32 p, %1, 0;\n\tselp.b64 a, 1, 2, p;\n\tmov.b64 b, a;\n\tmov.b64 %0, b;\n\t}"
+                 : "=l"(r) : "r"(v));
+    *out = r;
+}
+"""
+
+
+def test_every_register_declaration_is_counted(tmp_path):
+    source = tmp_path / "flags.cu"
+    source.write_text(INLINE_REGISTERS)
+    art = load(source, "sm_80")
+    (c,) = census_path(source, arch="sm_80")
+    declared: dict[str, int] = {}
+    for types, names in re.findall(r"\.reg\s+((?:\.\w+\s+)+)([^;]+);", art.ptx):
+        kind = types.split()[-1].lstrip(".")
+        for name in names.split(","):
+            found = re.search(r"<(\d+)>", name)
+            declared[kind] = declared.get(kind, 0) + (int(found.group(1)) if found else 1)
+    assert c.ptx.registers_declared == declared
+    assert declared["pred"] >= 1 and declared["b64"] >= 2  # the asm block's own, beside the compiler's %p<N>, %rd<N>
