@@ -208,7 +208,7 @@ def estimate_variant(family, variant, census: Census) -> tuple[float, dict]:
         family.walk_steps(variant.config, shape, math.prod(variant.launch.grid)),
     )
     twin = family.walk_twin(variant.config)
-    if twin is not None and not family.violations(twin, shape, variant.arch):
+    if twin is not None and not family.config_problems(twin) and not family.violations(twin, shape, variant.arch):
         built = family.build(twin, shape, variant.arch, checked=True)
         twin_time, _ = estimate_variant(family, built, census_variant(built))
         time, parts = max(time, twin_time), {**parts, "t_twin_us": twin_time}
