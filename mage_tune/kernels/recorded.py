@@ -92,8 +92,8 @@ def family_for(recorded: dict, named: str | None = None) -> tuple[Family | None,
                 f"the record's family {origin or '?'} is not a built-in one and records never load code: name its "
                 "file with --family to use it"
             )
-    shape = recorded.get("shape")
-    missing = [d for d in family.dims if not isinstance(shape, dict) or d not in shape]
+    shape = recorded.get("shape")  # where the record holds one: a run's identity may keep it elsewhere
+    missing = [d for d in family.dims if d not in shape] if isinstance(shape, dict) else []
     if missing:
         return None, f"the record's shape has no {', '.join(missing)}, which {family.name} needs"
     recorded_digest = recorded.get("family_digest")
