@@ -332,8 +332,10 @@ def test_records_are_read_with_bounds(tmp_path):
     assert out.returncode == 2 and "not a regular file" in out.stderr and str(trials) in out.stderr
     trials.unlink()
     trials.symlink_to("/dev/zero")
-    out = cli("report", str(run), timeout=60)
+    out = cli("db", "import", str(run), db=sqlite(tmp_path, "zero.sqlite"), timeout=60)  # reads only
     assert out.returncode == 2 and "not a regular file" in out.stderr
+    out = cli("report", str(run), timeout=60)  # writes report.md there: a link in the folder is refused first
+    assert out.returncode == 2 and "symbolic link" in out.stderr and str(trials) in out.stderr
     trials.unlink()
     good = {"number": 0, "outcome": "measured", "value": 3.0, "config": {"threads": 128}, "label": "ok"}
     bad = [
