@@ -77,7 +77,7 @@ def _fits(output: str) -> bool:
 
 def test_there_are_records_and_the_index_names_each():
     index = (RECORDS / "README.md").read_text()
-    listed = set(re.findall(r"^\| \[(h200-[\w-]+)\]", index, re.M))
+    listed = set(re.findall(r"^\| \[([a-z0-9]+-\d{4}-\d{2}-\d{2}[\w-]*)\]", index, re.M))
     assert len(ARCHIVES) >= 15 and listed == {_campaign(a) for a in ARCHIVES}
     for archive in ARCHIVES:
         assert f"## {_campaign(archive)}\n" in index and f"`records/{archive.name}`" in index
