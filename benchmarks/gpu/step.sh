@@ -56,3 +56,12 @@ retime_benches() {
   step retime.log "$limit" python "$(dirname "${BASH_SOURCE[0]}")/retime_independent.py" "${benches[@]}" \
     --family matmul-bf16 --top "$top" --rounds 3 --regimes "$regimes" --json "$out/retime.json"
 }
+
+# `bundle_out DIR`: everything under DIR (a device call's $OUT) as one DIR/out.tar.xz, Optuna's study.db left out
+# (trials.jsonl holds the trials): the device returns at most 8 files, two folders down, so a call that wrote run
+# directories ends with this, and `mkdir -p runs/CAMPAIGN/callN && tar -xJf …/out.tar.xz -C runs/CAMPAIGN/callN` here.
+bundle_out() {
+  local dir=$1 bundle
+  bundle=$(mktemp /tmp/out.XXXXXX.tar.xz)
+  tar -cJf "$bundle" --exclude=study.db -C "$dir" . && find "$dir" -mindepth 1 -delete && mv "$bundle" "$dir/out.tar.xz"
+}
