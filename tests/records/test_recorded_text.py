@@ -76,7 +76,7 @@ def test_a_recorded_gpu_name_is_never_code_in_an_export(tmp_path):
     assert comments[0].startswith("// ") and all(c not in comments[0][3:] for c in ("\\", '"', "'", "*/"))
 
 
-@pytest.mark.parametrize("field", ["gpu", "arch", "family", "origin"])
+@pytest.mark.parametrize("field", ["gpu", "arch", "family", "origin"], ids=lambda f: f"run.{f}")  # not the gpu mark
 def test_a_name_with_a_newline_is_refused_at_import(tmp_path, field):
     (info, rows) = run("layernorm", {"m": 1024, "d": 768}, [get_family("layernorm").defaults()])
     line = {"schema": "mage-tune.tuning-db/2", "run": {**info.__dict__, field: "x\nimport os"}, **rows[0]}
