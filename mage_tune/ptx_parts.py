@@ -14,10 +14,16 @@ _BLANKED = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:[^\"\\\n]|\\.)*\"", re.S)  # com
 _KERNEL = re.compile(r"\s*(?:\.(?:visible|weak)\s+)?\.entry\b")
 
 
+def blanked(text: str) -> str:
+    """`text` with its comments and string literals as spaces (PTX's and C's are written alike): same length, so
+    positions found in it hold in `text`."""
+    return _BLANKED.sub(lambda m: " " * len(m.group(0)), text)
+
+
 def top_level_items(ptx: str) -> list[tuple[str, bool]] | None:
     """The module as (text, is_kernel) items in order; their texts joined give the module back exactly. An item ends
     at a `;` or a closing `}` outside every brace. None when the braces do not balance."""
-    scan = _BLANKED.sub(lambda m: " " * len(m.group(0)), ptx)
+    scan = blanked(ptx)
     items, start, depth = [], 0, 0
     for m in re.finditer(r"[;{}]", scan):
         char = m.group(0)
@@ -57,7 +63,7 @@ def entry_params(ptx: str, kernel: str) -> list[tuple[str, str, int]] | None:
     """The parameters of `.entry kernel(...)` as (name, kind, bytes): kind "float" for .f16/.f32/.f64, "int" for
     .u/.s/.b/.pred types (PTX keeps no signedness for a C parameter), "bytes" for an aggregate (`.b8 name[N]`, a
     struct passed by value); None when the module has no such entry."""
-    scan = _BLANKED.sub(lambda m: " " * len(m.group(0)), ptx)
+    scan = blanked(ptx)
     found = re.search(r"\.entry\s+" + re.escape(kernel) + r"\s*\(", scan)
     if found is None:
         return None

@@ -41,6 +41,7 @@ from mage_tune.measure import device, shipped
 from mage_tune.measure.baselines import is_context
 from mage_tune.measure.records import BenchRun, Result
 from mage_tune.measure.summary import check_text, rows
+from mage_tune.outputs import refuse_existing_out
 from mage_tune.problem import Problem
 from mage_tune.search.record import write_atomic
 
@@ -143,8 +144,7 @@ def bench(
         raise OptionConflict("--configs lists the configs itself: leave out --set, --all and --source")
     if regime not in REGIMES:
         raise InputError(f"regime={regime!r}: one of {', '.join(REGIMES)}")
-    if out and (Path(out).exists() or Path(out).is_symlink()) and not force:
-        raise InputError("exists; give --force to replace it, or another --out", file=str(out))
+    refuse_existing_out(out or None, force)
     device.require_gpu()
     say(f"measuring on the GPU: {device.gpu_mode()[1]}")
     fam, shape = family_and_shape(family, shape, include_dirs, defines, compiler_options)

@@ -24,6 +24,7 @@ from mage_tune.census.elf import ElfFacts, parse_elf
 from mage_tune.census.model import SCHEMA, Census, Cluster, ParamAccess, Resources, View
 from mage_tune.census.names import demangle, demangle_all, ordered, select
 from mage_tune.census.occupancy import Occupancy, occupancy
+from mage_tune.census.source_params import source_param_names
 from mage_tune.compile import (
     Artifact,
     SourceOptions,
@@ -49,77 +50,6 @@ __all__ = [
     "census_variant",
     "demangle",
 ]
-
-
-# Words that end a parameter's type, never its name: a parameter written without a name (`int`, `const float *`,
-# as an explicit instantiation writes them) has no name to give.
-# fmt: off
-_TYPE_WORDS = frozenset((
-    "void", "bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "const", "volatile",
-    "restrict", "__restrict__", "__restrict", "struct", "class", "enum", "typename", "auto", "size_t", "half",
-    "__half", "__nv_bfloat16", "float2", "float4", "int2", "int4",
-))
-# fmt: on
-
-
-def _source_param_names(source: str | None, kernel: str, count: int) -> list[str]:
-    """Parameter names of `kernel` (its readable name, `ns::k<64, 8>` or `k`) from the one __global__ definition
-    of that name in the CUDA source (PTX keeps only `k_param_N`); [] where the source does not say them for sure:
-    no definition or several that differ, a parameter without a name, or not `count` of them (a pack, a default)."""
-    if not source:
-        return []
-    base = re.sub(r"<.*", "", kernel).split("(")[0].split("::")[-1].strip()
-    if not re.fullmatch(r"[A-Za-z_]\w*", base):
-        return []
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
-    found = set()
-    for m in re.finditer(r"\b" + re.escape(base) + r"\s*(?:<[^;{}()]*>\s*)?\(", text):
-        since = max(text.rfind(";", 0, m.start()), text.rfind("}", 0, m.start()), text.rfind("{", 0, m.start()))
-        if "__global__" not in text[since + 1 : m.start()]:
-            continue  # a call or a host function of that name
-        close = _closing(text, m.end() - 1)
-        if close < 0 or not text[close + 1 :].lstrip().startswith("{"):
-            continue  # a declaration or an explicit instantiation: its parameters may have no names
-        found.add(tuple(_param_name(p) for p in _top_level_split(text[m.end() : close])))
-    if len(found) != 1:
-        return []
-    names = list(found.pop())
-    if len(names) != count or "" in names or len(set(names)) != len(names):
-        return []
-    return names
-
-
-def _closing(text: str, open_at: int) -> int:
-    """The index of the parenthesis that closes the one at `open_at`, or -1."""
-    depth = 0
-    for i in range(open_at, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            return i
-    return -1
-
-
-def _top_level_split(params: str) -> list[str]:
-    """A parameter list split at its own commas, not those inside <...>, (...) or [...]."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(params):
-        if c in "<([":
-            depth += 1
-        elif c in ">)]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(params[start:i])
-            start = i + 1
-    last = params[start:]
-    return [*parts, last] if last.strip() or parts else []
-
-
-def _param_name(param: str) -> str:
-    """The name one parameter declares ("" where it declares none): its last word outside <...> and brackets."""
-    plain = re.sub(r"<[^<>]*>", " ", param.split("=")[0])
-    plain = re.sub(r"\[[^\]]*\]", " ", plain)
-    words = re.findall(r"[A-Za-z_]\w*", plain)
-    return words[-1] if len(words) >= 2 and words[-1] not in _TYPE_WORDS else ""
 
 
 def _rename_params(view: View | None, kernel: ptx_view.Kernel, names: list[str]) -> View | None:
@@ -171,7 +101,7 @@ def census_artifact(
         k = next((k for k in module.kernels if k.name == name), None) if module else None
         ptx = ptx_view.view(k) if k else None
         if k is not None:
-            names_here = param_names or _source_param_names(art.source, readable[name], len(k.params))
+            names_here = param_names or source_param_names(art.source, readable[name], len(k.params))
             ptx = _rename_params(ptx, k, names_here)
         sass = sass_view.view(sass_funcs[name]) if name in sass_funcs else None
         facts = elf.get(name)

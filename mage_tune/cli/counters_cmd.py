@@ -46,13 +46,13 @@ def counters(family, dims, arch, source_options, settings, baseline_labels, as_j
     beside what the census predicts from the binary alone (registers, occupancy, bytes the kernel must move)."""
     from mage_tune.arch import get_arch
     from mage_tune.census import census_artifact
-    from mage_tune.errors import ConfigError, InputError
+    from mage_tune.errors import ConfigError
     from mage_tune.measure import baseline_jobs, device, variant_job
     from mage_tune.measure.counters import profile
+    from mage_tune.outputs import refuse_existing_out
     from mage_tune.search.record import write_atomic
 
-    if out_path and (Path(out_path).exists() or Path(out_path).is_symlink()) and not force:
-        raise InputError("exists; give --force to replace it, or another --out", file=out_path)  # before profiling
+    refuse_existing_out(out_path, force)  # before profiling
     device.require_gpu()
     click.echo(f"measuring on the GPU: {device.gpu_mode()[1]}", err=True)
     fam, shape = family_and_shape(family, dims, source_options)

@@ -65,8 +65,7 @@ class Space:
         """Whether `config` (a record's, say) is one of the space's: every knob set to a value of its domain, none
         more, and no constraint broken. `valid`: whether its constraints hold, where the caller has just checked
         them (a search's trial); None checks them here."""
-        knobs = self.problem.family.knobs
-        if set(config) != {k.name for k in knobs} or any(not k.allows(config[k.name]) for k in knobs):
+        if self.problem.family.config_problems(config):
             return False
         return not self.problem.violations(config) if valid is None else valid
 
