@@ -300,6 +300,10 @@ MAX_ACCUMULATORS = 128  # FP32 accumulators per consumer thread: what 232 regist
 # with no spill (as it does the other column splits of 132-144); split by rows, nothing over 128 has been compiled,
 # so the space leaves it out.
 COLUMNS_ACCUMULATORS = 144
+# Three consumer warpgroups (a 192-row tile split by rows, one m64 each) get 152 registers each (128 × (40 + 3 × 152)
+# <= 512 threads × 128, what the block launches with): room for 96 accumulators, a 192 × 192 tile's
+THREE_CONSUMER_REGISTERS = 152
+THREE_CONSUMER_ACCUMULATORS = 96
 PRODUCER_REGISTERS = 40
 REGISTER_FILE = 65536  # 32-bit registers per SM (and per block)
 MAX_REGISTERS = 255  # per thread, ptxas's limit
@@ -378,7 +382,12 @@ class MatmulBF16(CudaFamily):
         ),
         Knob("bk", (BK,), "k-tile depth: 64 bf16, one 128-byte swizzled row (the only depth of this layout)"),
         Knob("stages", (4, 2, 3, 5, 6), "shared-memory stages in the ring: tensor copies in flight ahead of wgmma"),
-        Knob("consumers", (2, 1), "consumer warpgroups (block = 128 × (1 + consumers) threads)"),
+        Knob(
+            "consumers",
+            (2, 1, 3),
+            "consumer warpgroups (block = 128 × (1 + consumers) threads; three, each 64 rows of a 192-row tile, hold "
+            "152 registers each, so at most 96 accumulators: 192 × 192)",
+        ),
         Knob(
             "cluster",
             (1, 2, 4),
@@ -508,7 +517,9 @@ class MatmulBF16(CudaFamily):
     @staticmethod
     def max_accumulators(config: Config) -> int:
         """The most FP32 accumulators per consumer thread the space admits (see COLUMNS_ACCUMULATORS)."""
-        return COLUMNS_ACCUMULATORS if config.get("split") == "columns" else MAX_ACCUMULATORS
+        if config.get("split") == "columns":
+            return COLUMNS_ACCUMULATORS
+        return THREE_CONSUMER_ACCUMULATORS if config["consumers"] == 3 else MAX_ACCUMULATORS
 
     def accumulators(self, config: Config) -> int:
         """FP32 accumulators per consumer thread: M_SUB tiles of 64 × wgmma_n over 128 threads."""
@@ -540,13 +551,14 @@ class MatmulBF16(CudaFamily):
     @staticmethod
     def consumer_registers(config: Config) -> int:
         """What setmaxnreg.inc asks for each consumer thread: the block's share once the producer gave up its own."""
-        return 232 if config["consumers"] == 2 else 240
+        return {1: 240, 2: 232, 3: THREE_CONSUMER_REGISTERS}[config["consumers"]]
 
     @staticmethod
     def launch_registers(config: Config) -> int:
         """Registers per thread at launch, as ptxas 13 sets them for a kernel with setmaxnreg (read off the
         compiles; the tests hold it): the consumers' count, capped by __launch_bounds__(threads, 1) at 65536 / threads
-        rounded down to 8 (a warp's registers come in 256s) and at 255: 168 for 384 threads, 240 for 256."""
+        rounded down to 8 (a warp's registers come in 256s) and at 255: 168 for 384 threads, 240 for 256, 128 for
+        512."""
         cap = min(MAX_REGISTERS, REGISTER_FILE // MatmulBF16.threads(config) // 8 * 8)
         return min(cap, MatmulBF16.consumer_registers(config))
 
@@ -620,8 +632,11 @@ class MatmulBF16(CudaFamily):
                     f"gives each consumer bn / 2 = {self.wgmma_n(c)}: every column would go out as epilogue=direct "
                     "stores them (take epilogue=direct)"
                 )
-        elif c["bm"] == 192:
-            out.append("bm=192 (three m64 tiles) is for split=columns: two consumers each take its every row")
+        elif c["bm"] == 192 and c["consumers"] != 3:
+            out.append(
+                "bm=192 (three m64 tiles) is for split=columns (two consumers each take its every row) or "
+                f"consumers=3 (one m64 each), not consumers={c['consumers']}"
+            )
         if c.get("schedule") == "pingpong" and c["consumers"] != 2:
             out.append(f"schedule=pingpong alternates tiles between two consumer warpgroups, not {c['consumers']}")
         pool = self.threads(c) * self.launch_registers(c)
@@ -705,15 +720,18 @@ class MatmulBF16(CudaFamily):
             "transposed=1 with epilogue=tma needs a 2-byte C (stmatrix .trans): an FP32 output takes epilogue=direct",
             "pairing=beside needs cluster=2 and multicast=1 (it lays out a multicast pair's tiles)",
             "split=columns needs consumers=2 and schedule=cooperative, and without transposed=1 bn=128 or 256 (the "
-            "second consumer's columns start on a 64-column box of B); bm=192 needs split=columns; epilogue=tma "
+            "second consumer's columns start on a 64-column box of B); bm=192 needs split=columns or consumers=3; "
+            "epilogue=tma "
             "needs a consumer width (bn / 2 with split=columns) of at least one chunk of C (64 2-byte or 32 FP32 "
             "columns)",
             "staging=1 needs epilogue=tma (it counts the TMA-store epilogue's chunks of C)",
             "stagger > 0 needs consumers=2, schedule=cooperative, persistent=1, stream_k=0 and stagger <= stages - 2",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
-            f"consumer thread; with split=columns bm / 64 × bn / 4 <= {COLUMNS_ACCUMULATORS} (a 192 × 192 tile's)",
-            f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 232 or 240) registers <= threads × the registers "
-            "the block launches with (168 for 384 threads, 240 for 256): always true in this space",
+            f"consumer thread ({THREE_CONSUMER_ACCUMULATORS} with three consumers); with split=columns bm / 64 × bn / 4 "
+            f"<= {COLUMNS_ACCUMULATORS} (a 192 × 192 tile's)",
+            f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 240, 232 or {THREE_CONSUMER_REGISTERS} for one, "
+            "two or three) registers <= threads × the registers the block launches with (240 for 256 threads, 168 "
+            "for 384, 128 for 512): always true in this space",
             "shared memory 1024 + stages × ((bm + bn, rounded up to 64 unless transposed=1) × 64 × 2 + 16) bytes "
             "(+ consumers × staging × 8192 bytes with epilogue=tma, + 16 with pingpong) <= the arch's opt-in limit "
             "(227 KB)",
