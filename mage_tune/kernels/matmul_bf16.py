@@ -727,8 +727,8 @@ class MatmulBF16(CudaFamily):
             "staging=1 needs epilogue=tma (it counts the TMA-store epilogue's chunks of C)",
             "stagger > 0 needs consumers=2, schedule=cooperative, persistent=1, stream_k=0 and stagger <= stages - 2",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
-            f"consumer thread ({THREE_CONSUMER_ACCUMULATORS} with three consumers); with split=columns bm / 64 × bn / 4 "
-            f"<= {COLUMNS_ACCUMULATORS} (a 192 × 192 tile's)",
+            f"consumer thread ({THREE_CONSUMER_ACCUMULATORS} with three consumers); with split=columns "
+            f"bm / 64 × bn / 4 <= {COLUMNS_ACCUMULATORS} (a 192 × 192 tile's)",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 240, 232 or {THREE_CONSUMER_REGISTERS} for one, "
             "two or three) registers <= threads × the registers the block launches with (240 for 256 threads, 168 "
             "for 384, 128 for 512): always true in this space",

@@ -108,6 +108,11 @@ COVER = [
     {"stagger": 1},
     {"bm": 192, "bn": 192, "split": "columns", "transposed": 1, "stagger": 2},
     {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1, "stagger": 3},
+    # three consumer warpgroups, one m64 of a 192-row tile each: alone, paired (one staging chunk), a quad, Cᵀ's tiles
+    {"bm": 192, "bn": 192, "consumers": 3, "stages": 3},
+    {"bm": 192, "bn": 192, "consumers": 3, "stages": 4, "staging": 1, "cluster": 2, "multicast": 1},
+    {"bm": 192, "bn": 176, "consumers": 3, "stages": 3, "cluster": 4, "multicast": 1, "epilogue": "direct"},
+    {"bm": 192, "bn": 160, "consumers": 3, "stages": 3, "cluster": 2, "multicast": 1, "transposed": 1},
 ]
 # Stream-K over the wgmma loop shapes and both epilogues: the partial sums' slot layout follows (bm, consumers, bn)
 STREAM_K = [
@@ -116,6 +121,17 @@ STREAM_K = [
     {"bn": 192, "stages": 3, "epilogue": "direct", "stream_k": 1},
     {"bm": 256, "bn": 128, "stages": 3, "raster": 0, "stream_k": 1},
     {"bm": 128, "bn": 64, "consumers": 1, "stages": 5, "epilogue": "direct", "raster": 16, "stream_k": 1},
+    {"bm": 192, "bn": 192, "consumers": 3, "stages": 3, "stream_k": 1},
+    {
+        "bm": 192,
+        "bn": 128,
+        "consumers": 3,
+        "stages": 4,
+        "epilogue": "direct",
+        "cluster": 2,
+        "multicast": 1,
+        "stream_k": 1,
+    },
     # clusters: blocks in pairs each walking its own tiles; a pair or a quad walking its tiles together, the slot
     # and flag of each block of a walker, the lower block of an odd pair and the quad's blocks past M or N idle
     {"bm": 64, "bn": 128, "consumers": 1, "stages": 3, "cluster": 2, "stream_k": 1},
@@ -235,6 +251,7 @@ def test_persistent_blocks_walk_many_tiles_and_lap_the_ring():
         # a consumer behind the other through every tile, the leader's ring shorter by as many stages
         {"bm": 128, "bn": 64, "consumers": 2, "stages": 3, "stagger": 1},
         {"bn": 128, "cluster": 2, "multicast": 1, "stagger": 2},
+        {"bm": 192, "bn": 64, "consumers": 3, "stages": 2},  # three consumers, each one m64 of the tile
     ]
     _check(SPEC, shape, settings)
 
@@ -580,6 +597,8 @@ def test_repeated_launches_are_bit_identical(spec, shape):
         {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1},  # one staging chunk per consumer
         {"bm": 192, "bn": 192, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1},  # columns split
         {"bm": 192, "bn": 160, "split": "columns", "transposed": 1, "stream_k": 1, "epilogue": "direct"},
+        {"bm": 192, "bn": 192, "consumers": 3, "stages": 4, "staging": 1, "cluster": 2, "multicast": 1},  # three
+        {"bm": 192, "bn": 192, "consumers": 3, "stages": 3, "cluster": 2, "multicast": 1, "stream_k": 1},
         {"stagger": 2},  # the second consumer two k-tiles behind
         {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "staging": 1, "stagger": 3},
     ]

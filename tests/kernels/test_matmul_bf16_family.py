@@ -68,6 +68,7 @@ LOOPS = [
     ({"bm": 64, "consumers": 2, "schedule": "pingpong"}, 256),
     ({"bm": 128, "consumers": 1}, 128),
     ({"bm": 256, "consumers": 2}, 128),
+    ({"bm": 192, "consumers": 3}, 192),
 ]
 # The other knobs' settings the fine widths' configs take in turn: both epilogues, every cluster mode, stream-K (not
 # with ping-pong), one tile per block.
@@ -185,6 +186,12 @@ COVER = [
     {"stagger": 1},
     {"bm": 192, "bn": 192, "split": "columns", "transposed": 1, "cluster": 2, "multicast": 1, "stagger": 2},
     {"bn": 128, "stages": 6, "cluster": 2, "multicast": 1, "pairing": "beside", "epilogue": "direct", "stagger": 2},
+    # three consumer warpgroups, one m64 of a 192-row tile each (152 registers, at most 96 accumulators)
+    {"bm": 192, "bn": 192, "consumers": 3, "stages": 3},
+    {"bm": 192, "bn": 192, "consumers": 3, "stages": 4, "staging": 1, "cluster": 2, "multicast": 1},
+    {"bm": 192, "bn": 176, "consumers": 3, "stages": 3, "cluster": 4, "multicast": 1, "epilogue": "direct"},
+    {"bm": 192, "bn": 160, "consumers": 3, "stages": 3, "cluster": 2, "multicast": 1, "transposed": 1},
+    {"bm": 192, "bn": 128, "consumers": 3, "stages": 4, "cluster": 2, "multicast": 1, "stream_k": 1},
     # the column split's other wgmma loops (m64 tiles per consumer, N = bn / 2), transposed (any bn / 2 of 8s)
     *(
         {"bm": 64 * m_sub, "bn": 2 * n, "split": "columns", "transposed": 1}
