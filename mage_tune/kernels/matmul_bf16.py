@@ -25,7 +25,8 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  copies of B (boxes 64 × 64, a last one whole where BN is not a multiple of 64), after waiting for the
                  stage's `empty` barrier and arming its `full` barrier with the bytes to come
                  (mbarrier.arrive.expect_tx)
-  warpgroups 1.. setmaxnreg.inc to 232 (two consumers) or 240 (one); wait on `full`, then 4 k16 steps × M_SUB wgmma
+  warpgroups 1.. setmaxnreg.inc to 232 (two consumers), 240 (one) or 152 (three: 192-row tiles split by rows, 96
+                 accumulators at most); wait on `full`, then 4 k16 steps × M_SUB wgmma
                  per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's stage
                  (one arrival per warp on `empty`); at a tile's end wait_group 0 and store (see "the epilogues")
   schedule       cooperative: the consumers split each tile (its rows, BM / consumers each, or with split=columns its
@@ -224,9 +225,10 @@ the copies take about 55 µs (torch's strided copies took 90; records/h200-2026-
 columns fit a ragged N better (B's last box copied whole, wgmma reading part of it; C's columns past the last whole
 store chunk stored from registers): at the unseen 5000 × 2600 × 4000 a search found the 224-column quad, 0.994 ×
 cuBLAS BF16 (a search there without them ended at 1.052 ×), and at 2900 × 4704 × 3104 a 224-column pair runs
-1.077 × (1.097 ×); 192-row tiles over three consumer warpgroups were correct but slower at every ragged shape tried,
-and were taken out (same records). Widths of any multiple of 8 (the last box read in part from 8 to 56 columns) and
-stream-K walked by clusters (a pair or quad shares the last wave's k-tiles as one walker) are correct on the GPU
+1.077 × (1.097 ×); 192-row tiles over three consumer warpgroups were correct but slower at every ragged shape tried
+there (K of 2200-3100), and were taken out (same records), then brought back for long K (below). Widths of any
+multiple of 8 (the last box read in part from 8 to 56 columns) and stream-K walked by clusters (a pair or quad
+shares the last wave's k-tiles as one walker) are correct on the GPU
 (records/h200-2026-12-04-wave-fill), but odd multiples of 8 ran 2-4 % slower per tile than the next multiple of 16
 (the knob keeps multiples of 16), and neither beat the 224-column pair at 2900 × 4704 × 3104: a 216-column pair,
 whose 264 pairs of tiles fill four waves of 66 clusters exactly, ran 122.62 µs against the 224-column pair's 119.55
@@ -239,6 +241,15 @@ found it: 1.015 × cuBLAS in the bench, 0.997-1.006 × outside the harness. Pair
 correct and won at no shape benched.
 matmul-f16's GPU tests passed there too, and its search at 3000 × 4096 × 3584, started from matmul-bf16's shipped
 trials, ended at 1.002 × cuBLAS FP16.
+At a long K the tile count decides (records/h100-2026-12-05-three-consumers.tar.xz, on an H100): at 4500 × 3000 × 8800
+the 128 × 256 tiles make 3.27 waves, and stream-K, which shares the last wave's k-tiles, left the best of them (a pair)
+at 1.06 × cuBLAS BF16, where with whole waves (4224 × 3072 × 8800, 3 × 132 tiles) a single 128 × 256 block matched
+cuBLAS cycle for cycle under sustained load. Nsight Compute put the loss in stream-K itself: the tensor pipe busy 92 %
+of the active cycles against 96 % without it and cuBLAS's 96 %, and 31 MB more DRAM traffic (the shares of the last
+wave read their k-ranges out of step, so the L2 serves them less). cuBLAS runs 192 × 192 tiles there, 2.91 waves; with
+three consumer warpgroups of one m64n192 each (the column split's m64n96 steps keep its tensor pipe 81 % busy) a
+192 × 192 pair (four stages, one staging chunk) runs 1.019-1.022 × cuBLAS BF16, and 0.34 × at 3000 × 4500 × 8800, where
+cuBLAS's heuristics pick a slow kernel.
 """
 
 from __future__ import annotations

@@ -192,6 +192,7 @@ COVER = [
     {"bm": 192, "bn": 176, "consumers": 3, "stages": 3, "cluster": 4, "multicast": 1, "epilogue": "direct"},
     {"bm": 192, "bn": 160, "consumers": 3, "stages": 3, "cluster": 2, "multicast": 1, "transposed": 1},
     {"bm": 192, "bn": 128, "consumers": 3, "stages": 4, "cluster": 2, "multicast": 1, "stream_k": 1},
+    {"bm": 192, "bn": 64, "consumers": 3, "stages": 5, "cluster": 2, "multicast": 1, "epilogue": "direct"},
     # the column split's other wgmma loops (m64 tiles per consumer, N = bn / 2), transposed (any bn / 2 of 8s)
     *(
         {"bm": 64 * m_sub, "bn": 2 * n, "split": "columns", "transposed": 1}
