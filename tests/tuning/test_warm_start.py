@@ -41,5 +41,6 @@ def test_many_new_knob_values_are_seeded_by_the_model_s_pick_else_in_knob_order(
 
     # 208, then 176 and 240 (32 off, in the knob's order), then new values of other knobs on the base's 256
     assert widths(ByWidth()) == [208, 176, 240, 256, 256, 256]
-    # bm's three new values (bn kept, or the nearest valid: 192 rows take split=columns and bn=128), then bn's
-    assert widths(None) == [256, 64, 128, 80, 96, 112]
+    # bm's three new values (bn kept, or the nearest valid: 256 rows take bn=64, 192 rows three consumers and bn=64),
+    # then bn's
+    assert widths(None) == [256, 64, 64, 80, 96, 112]
