@@ -26,13 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the retimer beside this file: one launch path
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # profile_configs beside this file: one launch path
 
-from retime_independent import _cupy_launch, _device_dtype, _torch_baseline
+from profile_configs import dims, inputs, launch_paths
 
 from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
-from mage_tune.measure import variant_job
 from mage_tune.measure.device import environment
 from mage_tune.outputs import refuse_existing
 
@@ -182,10 +181,6 @@ def under_load(run, seconds: float, nvml: Nvml) -> dict:
     }
 
 
-def _dims(text: str) -> dict[str, int]:
-    return {k: int(v) for k, v in (part.split("=", 1) for part in text.split(","))}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("family")
@@ -202,25 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     import cupy
     import torch
 
-    family, shape, arch = get_family(args.family), _dims(args.dims), get_arch(args.arch)
-    configs = json.loads(args.configs.read_text())
-    made = family.make_inputs(shape, np.random.default_rng(1))
-    bufs = {k: torch.from_numpy(v).cuda().to(_device_dtype(family, k)) for k, v in made.items()}
-    bufs["__out__"] = torch.empty(family.output_shape(shape), device="cuda", dtype=_device_dtype(family, "__out__"))
-    held = {k: v.double().cpu().numpy() for k, v in bufs.items() if k != "__out__"}
-    expected = family.reference(held, shape)
+    family, shape, arch = get_family(args.family), dims(args.dims), get_arch(args.arch)
+    bufs, expected = inputs(family, shape)
     nvml = Nvml(cupy.cuda.runtime.deviceGetPCIBusId(torch.cuda.current_device()))
-
-    paths = []
-    for config in configs:
-        variant = family.build(family.with_defaults(config), shape, arch)
-        own = family.launcher(variant_job(variant), shape)
-        run = (lambda own=own: own(bufs)) if own is not None else _cupy_launch(variant, bufs, family, shape)
-        grid = list(getattr(own, "grid", None) or variant.launch.grid)  # a persistent grid of clusters is cut
-        paths.append({"label": variant.label, "config": dict(variant.config), "grid": grid, "run": run})
-    baseline = _torch_baseline(family, bufs, shape)
-    if baseline is not None:
-        paths.append({"label": "torch", "config": {}, "run": baseline})
+    paths = launch_paths(family, json.loads(args.configs.read_text()), shape, arch, bufs)
     for path in paths:
         bufs["__out__"].fill_(float("nan"))
         path["run"]()

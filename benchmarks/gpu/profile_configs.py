@@ -33,8 +33,38 @@ RANGE = "mage-profile"
 WARMUP = 3
 
 
-def _dims(text: str) -> dict[str, int]:
+def dims(text: str) -> dict[str, int]:
+    """A shape from `m=3072,n=5000,k=3072`."""
     return {k: int(v) for k, v in (part.split("=", 1) for part in text.split(","))}
+
+
+def inputs(family, shape: dict) -> tuple[dict, object]:
+    """The family's inputs on the GPU in its device dtypes, an output buffer (`__out__`), and the float64 reference
+    of the inputs as the device holds them."""
+    import torch
+
+    made = family.make_inputs(shape, np.random.default_rng(1))
+    bufs = {k: torch.from_numpy(v).cuda().to(_device_dtype(family, k)) for k, v in made.items()}
+    bufs["__out__"] = torch.empty(family.output_shape(shape), device="cuda", dtype=_device_dtype(family, "__out__"))
+    held = {k: v.double().cpu().numpy() for k, v in bufs.items() if k != "__out__"}
+    return bufs, family.reference(held, shape)
+
+
+def launch_paths(family, configs: list[dict], shape: dict, arch, bufs: dict) -> list[dict]:
+    """Each config built and its launch on `bufs` (the family's own launcher, else a cupy launch), then the torch
+    baseline where the family has one: dicts of label, config, grid (the launched one: a persistent grid of clusters
+    is cut to those the device holds) and run."""
+    paths = []
+    for config in configs:
+        variant = family.build(family.with_defaults(config), shape, arch)
+        own = family.launcher(variant_job(variant), shape)
+        run = (lambda own=own: own(bufs)) if own is not None else _cupy_launch(variant, bufs, family, shape)
+        grid = list(getattr(own, "grid", None) or variant.launch.grid)
+        paths.append({"label": variant.label, "config": dict(variant.config), "grid": grid, "run": run})
+    baseline = _torch_baseline(family, bufs, shape)
+    if baseline is not None:
+        paths.append({"label": "torch", "config": {}, "grid": None, "run": baseline})
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,23 +78,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    family, shape, arch = get_family(args.family), _dims(args.dims), get_arch(args.arch)
-    configs = json.loads(args.configs.read_text())
-    made = family.make_inputs(shape, np.random.default_rng(1))
-    bufs = {k: torch.from_numpy(v).cuda().to(_device_dtype(family, k)) for k, v in made.items()}
-    bufs["__out__"] = torch.empty(family.output_shape(shape), device="cuda", dtype=_device_dtype(family, "__out__"))
-    held = {k: v.double().cpu().numpy() for k, v in bufs.items() if k != "__out__"}
-    expected = family.reference(held, shape)
-
-    launches = []
-    for config in configs:
-        variant = family.build(family.with_defaults(config), shape, arch)
-        own = family.launcher(variant_job(variant), shape)
-        run = (lambda own=own: own(bufs)) if own is not None else _cupy_launch(variant, bufs, family, shape)
-        launches.append((variant.label, dict(variant.config), run))
-    baseline = _torch_baseline(family, bufs, shape)
-    if baseline is not None:
-        launches.append(("torch", {}, baseline))
+    family, shape, arch = get_family(args.family), dims(args.dims), get_arch(args.arch)
+    bufs, expected = inputs(family, shape)
+    launches = [
+        (p["label"], p["config"], p["run"])
+        for p in launch_paths(family, json.loads(args.configs.read_text()), shape, arch, bufs)
+    ]
 
     order = []
     for label, config, run in launches:
