@@ -330,6 +330,15 @@ def _environment(folder: str):
     )
 
 
+def value_distance(old: object, new: object) -> float:
+    """How far a knob's value moves, for ranking repairs: |new - old| / max(|new|, |old|) for numbers (a bn of
+    256 is nearer 192 than 64, a stage count of 4 nearer 5 than 2), 1 for any other change (a name, a flag)."""
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (old, new))
+    if not numbers or old == new:
+        return 0.0 if old == new else 1.0
+    return abs(new - old) / max(abs(new), abs(old))
+
+
 class Family(ABC):
     """A kernel family. Subclass `CudaFamily` or `TritonFamily` (which implement `build`).
 
@@ -706,16 +715,23 @@ class Family(ABC):
         min_changes: int = 0,
     ) -> Config | None:
         """`config` itself when valid, else the valid config with the fewest other knobs changed (at most
-        `max_changes`, none of `keep`; the first in knob and domain order); None when none is that close.
-        `min_changes=1`: the caller has found `config` invalid already, so it is not checked again."""
+        `max_changes`, none of `keep`), of those the one whose new values lie nearest the old (`value_distance`
+        summed; ties in knob and domain order); None when none is that close. `min_changes=1`: the caller has found
+        `config` invalid already, so it is not checked again."""
         others = [k for k in self.knobs if k.name not in keep]
         for count in range(min_changes, max_changes + 1):
+            candidates = []
             for picked in itertools.combinations(others, count):
                 alternatives = [[v for v in k.domain if v != config[k.name]] for k in picked]
                 for values in itertools.product(*alternatives):
-                    candidate = {**config, **{k.name: v for k, v in zip(picked, values, strict=True)}}
-                    if not self.violations(candidate, shape, arch):
-                        return candidate
+                    distance = sum(value_distance(config[k.name], v) for k, v in zip(picked, values, strict=True))
+                    candidates.append((distance, {k.name: v for k, v in zip(picked, values, strict=True)}))
+            # sorted is stable: equal distances keep knob and domain order; checked nearest first, so the first
+            # valid one is the answer and no more constraints are evaluated than before
+            for _, changes in sorted(candidates, key=lambda pair: pair[0]):
+                candidate = {**config, **changes}
+                if not self.violations(candidate, shape, arch):
+                    return candidate
         return None
 
     def redrawn_valid(

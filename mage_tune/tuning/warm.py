@@ -6,7 +6,8 @@
    trained on those records cannot know what they do), each tried once on the best nearest config, changing as few
    other knobs as its constraints need.
 3. Then a model trained on the database (tuning/learned.py) ranks a random sample of valid configs without
-   compiling, the best few are compiled and censused, and the model with census features picks among them.
+   compiling, the best few are compiled and censused, and the model with census features picks among them: its
+   best, each a few knobs from the others (not one config in six rasters).
 
 With nothing measured at all, the family's defaults (where valid at the shape) are the one seed.
 
@@ -40,6 +41,7 @@ from mage_tune.tuning.db import Entry, measured_by_shape, shape_distance
 NEAREST_SHAPES = 3
 PER_SHAPE = 2
 MODEL_PICKS = 6
+PICKS_APART = 3  # knobs in which each model pick differs from every earlier one (where the shortlist has such)
 NEW_VALUE_PICKS = 6
 POOL = 3000
 COMPILED = 24
@@ -150,6 +152,20 @@ def random_valid(problem: Problem, count: int, seed: int) -> list[Config]:
     return out
 
 
+def spread_picks(ranked: list[Config]) -> list[Config]:
+    """MODEL_PICKS of `ranked` (best first), each PICKS_APART knobs or more from every earlier pick, then the best
+    of the rest where too few are that far apart. A model's shortlist tends to be one config in variants the model
+    cannot tell apart (at 4500 x 3000 x 8800 all six of matmul-bf16's picks were one 128 x 240 tile in other rasters
+    and staggers): one trial of each measures as much, and the polish walks a winner's one-knob neighbours anyway."""
+    picks: list[Config] = []
+    for config in ranked:
+        if all(sum(config[k] != p[k] for k in config) >= PICKS_APART for p in picks):
+            picks.append(config)
+            if len(picks) == MODEL_PICKS:
+                return picks
+    return picks + [c for c in ranked if c not in picks][: MODEL_PICKS - len(picks)]
+
+
 def model_seeds(
     problem: Problem,
     rows: list[learned.Row],
@@ -172,7 +188,7 @@ def model_seeds(
     full = learned.fit(rows, with_census=True, seed=seed)
     note = f"model: {plain.rows} measured trials over {plain.runs} runs; ranked {len(pool)} configs"
     if full is None:
-        picks = shortlist[:MODEL_PICKS]
+        picks = spread_picks(shortlist)
         return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note + " (no census features yet)", plain
 
     built: list[tuple[float, Config]] = []
@@ -183,7 +199,7 @@ def model_seeds(
         row = learned.features(problem, config, census_features(census))
         built.append((full.predict([row])[0], config))
     built.sort(key=lambda p: p[0])
-    picks = [c for _, c in built[:MODEL_PICKS]]
+    picks = spread_picks([c for _, c in built])
     note += f", compiled and censused the best {len(shortlist)}, census model on {full.rows} trials"
     return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note, plain
 

@@ -27,7 +27,13 @@ from mage_tune.cli import cli
 from mage_tune.compile import build_from_cu
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family, matmul_bf16, pitch_copy
-from mage_tune.kernels.base import builtin_template_dir, output_tiles, tile_area_inside, tile_extents
+from mage_tune.kernels.base import (
+    builtin_template_dir,
+    output_tiles,
+    tile_area_inside,
+    tile_extents,
+    value_distance,
+)
 from mage_tune.kernels.matmul_bf16 import F16, FAMILY, FP32_OUT, Driver, TensorMapLauncher
 from mage_tune.kernels.select import build_all
 from mage_tune.problem import Problem
@@ -481,6 +487,21 @@ def test_every_valid_config_fits_the_shared_memory_and_the_registers():
     assert {(c["schedule"], c["multicast"]) for c in configs} == {
         (s, m) for s in ("cooperative", "pingpong") for m in (0, 1)
     }
+
+
+def test_a_broken_config_is_repaired_to_the_nearest_widths_not_the_first_in_the_domain():
+    """192 rows on two consumers splitting rows break a constraint; of the two-knob repairs the nearest keeps the most
+    of the tile: three consumers at bn=192 where 192 x 192 fits (one staging chunk), bn=128 where it does not, never
+    bn=64 (the first valid width in the knob's order). A number's move counts by its size, a name's as 1."""
+    one_chunk = {**FAMILY.defaults(), "bm": 192, "staging": 1}
+    assert FAMILY.violations(one_chunk, SHAPE, ARCH)
+    repaired = FAMILY.nearest_valid(one_chunk, SHAPE, ARCH, keep=("bm",))
+    assert {k: v for k, v in repaired.items() if v != one_chunk[k]} == {"bn": 192, "consumers": 3}
+    two_chunks = {**FAMILY.defaults(), "bm": 192}
+    repaired = FAMILY.nearest_valid(two_chunks, SHAPE, ARCH, keep=("bm",))
+    assert {k: v for k, v in repaired.items() if v != two_chunks[k]} == {"bn": 128, "consumers": 3}
+    assert value_distance(256, 192) < value_distance(256, 128) < value_distance(256, 64) < 1
+    assert value_distance("rows", "columns") == value_distance(0, 1) == 1 and value_distance(4, 4) == 0
 
 
 OFF_PITCH = [{"m": 1000, "n": 520, "k": 260}, {"m": 1000, "n": 522, "k": 264}, {"m": 2900, "n": 4700, "k": 3100}]

@@ -41,6 +41,26 @@ def test_many_new_knob_values_are_seeded_by_the_model_s_pick_else_in_knob_order(
 
     # 208, then 176 and 240 (32 off, in the knob's order), then new values of other knobs on the base's 256
     assert widths(ByWidth()) == [208, 176, 240, 256, 256, 256]
-    # bm's three new values (bn kept, or the nearest valid: 256 rows take bn=64, 192 rows three consumers and bn=64),
-    # then bn's
-    assert widths(None) == [256, 64, 64, 80, 96, 112]
+    # bm's three new values (bn kept, or the nearest valid width: 256 rows take bn=128, 192 rows three consumers and
+    # bn=128, as 192 x 192 in four stages of two staging chunks overflows shared memory), then bn's
+    assert widths(None) == [256, 128, 128, 80, 96, 112]
+
+
+def test_the_model_s_picks_are_spread_over_configs_a_few_knobs_apart():
+    """The model's ranking of one tile in four rasters and two staggers, then other tiles: the picks take the best
+    of each group first (three knobs apart or more), then fill up with the best of the rest in the model's order."""
+    base = BF16.defaults()
+    same_tile = [{**base, "raster": r, "stagger": s} for s in (0, 1) for r in (8, 0, 4, 16)]
+    other = [
+        {**base, "bm": 192, "bn": 192, "consumers": 3, "staging": 1},
+        {**base, "bn": 224, "split": "columns", "transposed": 1},
+        {**base, "bn": 160, "cluster": 2, "multicast": 1},
+    ]
+    ranked = same_tile + other
+    picks = warm.spread_picks(ranked)
+    assert len(picks) == warm.MODEL_PICKS and len({str(p) for p in picks}) == warm.MODEL_PICKS
+    assert picks[:4] == [same_tile[0], *other]  # each at least PICKS_APART knobs from the ones before
+    assert picks[4:] == same_tile[1:3]  # then the model's order again
+    for i, p in enumerate(picks[:4]):
+        assert all(sum(p[k] != q[k] for k in p) >= warm.PICKS_APART for q in picks[:i])
+    assert warm.spread_picks(same_tile[:2]) == same_tile[:2]  # fewer than MODEL_PICKS: all of them
