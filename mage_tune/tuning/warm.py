@@ -154,9 +154,10 @@ def random_valid(problem: Problem, count: int, seed: int) -> list[Config]:
 
 def spread_picks(ranked: list[Config]) -> list[Config]:
     """MODEL_PICKS of `ranked` (best first), each PICKS_APART knobs or more from every earlier pick, then the best
-    of the rest where too few are that far apart. A model's shortlist tends to be one config in variants the model
-    cannot tell apart (at 4500 x 3000 x 8800 all six of matmul-bf16's picks were one 128 x 240 tile in other rasters
-    and staggers): one trial of each measures as much, and the polish walks a winner's one-knob neighbours anyway."""
+    of the rest where too few are that far apart. A model's shortlist tends to hold one config in variants the model
+    barely tells apart (at 5000 x 2600 x 4000 four of matmul-bf16's six picks were one 128 x 224 tile in other
+    clusters, rasters and stream-K: tests/fixtures/holdout-searches/call6): one trial of each measures as much, and
+    the polish walks a winner's one-knob neighbours anyway."""
     picks: list[Config] = []
     for config in ranked:
         if all(sum(config[k] != p[k] for k in config) >= PICKS_APART for p in picks):
