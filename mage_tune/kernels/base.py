@@ -727,7 +727,7 @@ class Family(ABC):
                     distance = sum(value_distance(config[k.name], v) for k, v in zip(picked, values, strict=True))
                     candidates.append((distance, {k.name: v for k, v in zip(picked, values, strict=True)}))
             # sorted is stable: equal distances keep knob and domain order; checked nearest first, so the first
-            # valid one is the answer and no more constraints are evaluated than before
+            # valid one is the answer and the constraints of the farther ones are never evaluated
             for _, changes in sorted(candidates, key=lambda pair: pair[0]):
                 candidate = {**config, **changes}
                 if not self.violations(candidate, shape, arch):
