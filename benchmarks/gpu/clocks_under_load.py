@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # profile_configs beside this file: one launch path
 
-from profile_configs import dims, inputs, launch_paths
+from profile_configs import config_arguments, dims, inputs, launch_paths
 
 from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
@@ -183,10 +183,7 @@ def under_load(run, seconds: float, nvml: Nvml) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("family")
-    parser.add_argument("--dims", required=True, help="the shape, e.g. m=4500,n=3000,k=8800")
-    parser.add_argument("--configs", required=True, type=Path, help="a JSON list of configs")
-    parser.add_argument("--arch", default="sm_90a")
+    config_arguments(parser, "m=4500,n=3000,k=8800")
     parser.add_argument("--seconds", type=float, default=2.0, help="load per launch path and round")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path)

@@ -67,12 +67,17 @@ def launch_paths(family, configs: list[dict], shape: dict, arch, bufs: dict) -> 
     return paths
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def config_arguments(parser: argparse.ArgumentParser, example: str) -> None:
+    """The arguments of a script that launches a family's configs at one shape (this one, clocks_under_load.py)."""
     parser.add_argument("family")
-    parser.add_argument("--dims", required=True, help="the shape, e.g. m=3072,n=5000,k=3072")
+    parser.add_argument("--dims", required=True, help=f"the shape, e.g. {example}")
     parser.add_argument("--configs", required=True, type=Path, help="a JSON list of configs")
     parser.add_argument("--arch", default="sm_90a")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    config_arguments(parser, "m=3072,n=5000,k=3072")
     parser.add_argument("--out", required=True, type=Path, help="the profiled launches, in order (JSON)")
     args = parser.parse_args(argv)
 

@@ -333,9 +333,10 @@ def _environment(folder: str):
 def value_distance(old: object, new: object) -> float:
     """How far a knob's value moves, for ranking repairs: |new - old| / max(|new|, |old|) for numbers (a bn of
     256 is nearer 192 than 64, a stage count of 4 nearer 5 than 2), 1 for any other change (a name, a flag)."""
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (old, new))
-    if not numbers or old == new:
-        return 0.0 if old == new else 1.0
+    if old == new:
+        return 0.0
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (old, new)):
+        return 1.0
     return abs(new - old) / max(abs(new), abs(old))
 
 
@@ -724,8 +725,8 @@ class Family(ABC):
             for picked in itertools.combinations(others, count):
                 alternatives = [[v for v in k.domain if v != config[k.name]] for k in picked]
                 for values in itertools.product(*alternatives):
-                    distance = sum(value_distance(config[k.name], v) for k, v in zip(picked, values, strict=True))
-                    candidates.append((distance, {k.name: v for k, v in zip(picked, values, strict=True)}))
+                    changes = {k.name: v for k, v in zip(picked, values, strict=True)}
+                    candidates.append((sum(value_distance(config[n], v) for n, v in changes.items()), changes))
             # sorted is stable: equal distances keep knob and domain order; checked nearest first, so the first
             # valid one is the answer and the constraints of the farther ones are never evaluated
             for _, changes in sorted(candidates, key=lambda pair: pair[0]):
