@@ -1,4 +1,4 @@
-"""How well the warm start's time model ranks configs at a shape it never saw, from committed H200 records alone.
+"""How well the warm start's time model ranks configs at a shape it never saw, from the committed records alone.
 
 For every shape of a family with at least `--min-trials` measured configs, the model (mage_tune/tuning/learned.py,
 without census features: bench records carry none) is trained on the records of every *other* shape and asked to
@@ -7,6 +7,11 @@ time, and the regret of the model's top 5 (the fastest measured among them over 
 beside the expected regret of 5 configs drawn at random from the same measured set.
 
     python analysis/model_holdout.py [--family layernorm] [--runs RECORDS...] [--json out.json]
+    python analysis/model_holdout.py --family matmul-bf16 --gpu "NVIDIA H100 80GB HBM3" --min-trials 20
+
+With --gpu the held-out shapes are those measured on that GPU (its trials there), each ranked three times: by a model
+trained on that GPU's other shapes, on the other GPUs' (every shape but the held-out one), and on both: whether
+another GPU's records help a search on this one (the warm start trains on every GPU's, tuning/warm.py).
 
 --runs names where the records are: campaign archives (ARCHIVE or ARCHIVE:FOLDER) or folders on disk; by default
 every archive under records/ (analysis/archives.py).
@@ -64,13 +69,33 @@ def entries_from(folders: list[Path], family: str) -> list[Entry]:
     return out
 
 
-def holdout(family_name: str, entries: list[Entry], min_trials: int, seed: int = 0) -> list[dict]:
+def _key(e: Entry) -> str:
+    return json.dumps(e.run.shape, sort_keys=True)
+
+
+def _ranking(family, arch, train: list[Entry], shape: dict, best_per_config: dict[str, float], seed: int):
+    """Spearman's rho and top-5 regret of a model trained on `train` at `shape`; None where too few to fit."""
+    model = learned.fit(learned.training_rows(family, arch, train), with_census=False, seed=seed)
+    if model is None:
+        return None
+    configs = [json.loads(c) for c in best_per_config]
+    times = list(best_per_config.values())
+    predicted = model.predict([learned.features(Problem(family, shape, arch), c, None) for c in configs])
+    top = sorted(range(len(configs)), key=lambda i: predicted[i])[:TOP]
+    return spearman(predicted, times), min(times[i] for i in top) / min(times), model.runs
+
+
+def holdout(
+    family_name: str, entries: list[Entry], min_trials: int, seed: int = 0, gpu: str | None = None
+) -> list[dict]:
+    """Per held-out shape (of `gpu`'s trials where given, trained on each GPU's other shapes, the other GPUs' and
+    both: the `trained_on` rows)."""
     family = load_family(family_name)
     knobs = {k.name for k in family.knobs}
     by_shape: dict[str, list[Entry]] = {}
     for e in entries:
-        if set(e.config) <= knobs:
-            by_shape.setdefault(json.dumps(e.run.shape, sort_keys=True), []).append(e)
+        if set(e.config) <= knobs and (gpu is None or e.run.gpu == gpu):
+            by_shape.setdefault(_key(e), []).append(e)
     rows = []
     rng = random.Random(seed)
     for key, held in sorted(by_shape.items()):
@@ -80,31 +105,37 @@ def holdout(family_name: str, entries: list[Entry], min_trials: int, seed: int =
             best_per_config[c] = min(best_per_config.get(c, e.value), e.value)
         if len(best_per_config) < min_trials:
             continue
-        train = [e for e in entries if json.dumps(e.run.shape, sort_keys=True) != key]
-        arch = get_arch(held[0].run.arch)
-        model = learned.fit(learned.training_rows(family, arch, train), with_census=False, seed=seed)
-        if model is None:
-            continue
-        shape = json.loads(key)
-        configs = [json.loads(c) for c in best_per_config]
-        times = list(best_per_config.values())
-        predicted = model.predict([learned.features(Problem(family, shape, arch), c, None) for c in configs])
-        best = min(times)
-        top = sorted(range(len(configs)), key=lambda i: predicted[i])[:TOP]
-        random_regret = statistics.mean(
-            min(times[i] for i in rng.sample(range(len(times)), TOP)) / best for _ in range(2000)
-        )
-        rows.append(
-            {
-                "family": family_name,
-                "shape": shape,
-                "configs": len(configs),
-                "trained_on_runs": model.runs,
-                "spearman": spearman(predicted, times),
-                "top5_regret": min(times[i] for i in top) / best,
-                "random5_regret": random_regret,
+        others = [e for e in entries if _key(e) != key]
+        trainings = {"every GPU": others}
+        if gpu is not None:
+            trainings = {
+                "this GPU": [e for e in others if e.run.gpu == gpu],
+                "other GPUs": [e for e in others if e.run.gpu != gpu],
+                "both": others,
             }
+        arch = get_arch(held[0].run.arch)
+        shape = json.loads(key)
+        times = list(best_per_config.values())
+        random_regret = statistics.mean(
+            min(times[i] for i in rng.sample(range(len(times)), TOP)) / min(times) for _ in range(2000)
         )
+        for trained_on, train in trainings.items():
+            ranking = _ranking(family, arch, train, shape, best_per_config, seed)
+            if ranking is None:
+                continue
+            rho, regret, runs = ranking
+            rows.append(
+                {
+                    "family": family_name,
+                    "shape": shape,
+                    "configs": len(best_per_config),
+                    "trained_on": trained_on,
+                    "trained_on_runs": runs,
+                    "spearman": rho,
+                    "top5_regret": regret,
+                    "random5_regret": random_regret,
+                }
+            )
     return rows
 
 
@@ -113,6 +144,9 @@ def main() -> None:
     parser.add_argument("--family", action="append", default=None, help="layernorm and matmul by default")
     parser.add_argument("--runs", nargs="+", default=None, help="archives or folders (default: every records/ archive)")
     parser.add_argument("--min-trials", type=int, default=20)
+    parser.add_argument(
+        "--gpu", default=None, help="hold out this GPU's shapes, trained on its other shapes, the other GPUs' and both"
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--force", action="store_true", help="replace an output file that exists")
     args = parser.parse_args()
@@ -123,7 +157,7 @@ def main() -> None:
     try:
         folders = local_all(args.runs or campaigns())
         for family in args.family or ["layernorm", "matmul"]:
-            rows += holdout(family, entries_from(folders, family), args.min_trials)
+            rows += holdout(family, entries_from(folders, family), args.min_trials, gpu=args.gpu)
     except (MageError, RecordsError) as error:
         raise SystemExit(f"model_holdout.py: {error}") from None
     table = [
@@ -131,19 +165,21 @@ def main() -> None:
             r["family"],
             ",".join(f"{k}={v}" for k, v in r["shape"].items()),
             r["configs"],
+            r["trained_on"],
             f"{r['spearman']:.2f}",
             f"{r['top5_regret']:.3f}",
             f"{r['random5_regret']:.3f}",
         ]
         for r in rows
     ]
-    headers = ["family", "held-out shape", "configs", "Spearman rho", "model top-5 regret", "random-5 regret"]
+    headers = ["family", "held-out shape", "configs", "trained on", "rho", "model top-5 regret", "random-5 regret"]
     print(tabulate(table, headers, tablefmt="github"))
-    for family in sorted({r["family"] for r in rows}):
-        mine = [r for r in rows if r["family"] == family]
+    for family, trained_on in sorted({(r["family"], r["trained_on"]) for r in rows}):
+        mine = [r for r in rows if (r["family"], r["trained_on"]) == (family, trained_on)]
+        regrets = [r["top5_regret"] for r in mine]
         print(
-            f"\n{family}: median rho {statistics.median(r['spearman'] for r in mine):.2f}, median top-5 regret "
-            f"{statistics.median(r['top5_regret'] for r in mine):.3f} (random 5: "
+            f"\n{family}, trained on {trained_on}: median rho {statistics.median(r['spearman'] for r in mine):.2f}, "
+            f"top-5 regret median {statistics.median(regrets):.3f}, mean {statistics.mean(regrets):.3f} (random 5: "
             f"{statistics.median(r['random5_regret'] for r in mine):.3f}) over {len(mine)} held-out shapes"
         )
     if args.json:

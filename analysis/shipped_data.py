@@ -1,18 +1,18 @@
-"""Rebuild the tuning data shipped with the package (mage_tune/data/h200.jsonl.gz) from the committed records.
+"""Rebuild the tuning data shipped with the package (mage_tune/data/tuning.jsonl.gz) from the committed records.
 
-    python analysis/shipped_data.py                 # every records/*.tar.xz -> mage_tune/data/h200.jsonl.gz
+    python analysis/shipped_data.py                 # every records/*.tar.xz -> mage_tune/data/tuning.jsonl.gz
     python analysis/shipped_data.py --check         # exit 1 where the committed file is not what the records give
     python analysis/shipped_data.py ARCHIVE... --out FILE
 
 What it keeps, from every bench record and search run directory of the archives (read as `mage-tune db import`
 reads them, so a variant over today's tolerance is a failed trial): the measured trials of the built-in families
-(layernorm, matmul, matmul-3xtf32 on sm_90; matmul-bf16 and matmul-3xtf32-sm90 on sm_90a) on the H200, but not of
-a family tuned as another (matmul-f16 and matmul-bf16-f32out as matmul-bf16, the fused layer norms as layernorm):
-the warm start and the run-time choice read the other family's trials where it has none, and a few trials of its
-own would hide them. Of those only
+(layernorm, matmul, matmul-3xtf32 on sm_90; matmul-bf16 and matmul-3xtf32-sm90 on sm_90a) on the H200 and the
+H100, but not of a family tuned as another (matmul-f16 and matmul-bf16-f32out as matmul-bf16, the fused layer
+norms as layernorm): the warm start and the run-time choice read the other family's trials where it has none, and a
+few trials of its own would hide them. Of those only
 
-  * per shape, the trials of its TOP_PER_SHAPE fastest distinct configs (each config's fastest measurement): what
-    the choice of a config (mage_tune/tuning/choice.py) and the warm start's nearest seeds read;
+  * per GPU and shape, the trials of its TOP_PER_SHAPE fastest distinct configs (each config's fastest measurement):
+    what the choice of a config (mage_tune/tuning/choice.py) and the warm start's nearest seeds read;
   * per run of at least learned.MIN_RUN_TRIALS measured trials, PER_RUN of them evenly spread over its time ranks
     (fastest and slowest included): what the learned model needs, the spread of each run against its baselines.
 
@@ -50,7 +50,7 @@ from mage_tune.tuning.db import EXPORT_SCHEMA, RunInfo
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # analysis/archives.py
 from archives import RecordsError, campaigns, local
 
-GPU = "NVIDIA H200"
+GPUS = ("NVIDIA H200", "NVIDIA H100 80GB HBM3")  # the records' GPUs
 ARCHES = ("sm_90", "sm_90a")  # the Hopper families compile for sm_90a (wgmma, setmaxnreg)
 TOP_PER_SHAPE = 8
 PER_RUN = 32
@@ -96,7 +96,12 @@ def load(archives: list[Path]) -> dict[str, tuple[RunInfo, dict[int, dict]]]:
                 continue
             for run, rows in loaded:
                 run = _as_builtin(run)
-                if run.family not in BUILTINS or run.origin != run.family or run.gpu != GPU or run.arch not in ARCHES:
+                if (
+                    run.family not in BUILTINS
+                    or run.origin != run.family
+                    or run.gpu not in GPUS
+                    or run.arch not in ARCHES
+                ):
                     continue
                 if get_family(run.family).tuned_as:  # served by the other family's trials (module docstring)
                     continue
@@ -120,12 +125,12 @@ def load(archives: list[Path]) -> dict[str, tuple[RunInfo, dict[int, dict]]]:
 def select(runs: dict[str, tuple[RunInfo, dict[int, dict]]]) -> list[tuple[RunInfo, dict]]:
     """The trials kept (module docstring), sorted by family, run name and trial number."""
     kept: set[tuple[str, int]] = set()
-    by_shape: dict[tuple[str, str], list[tuple[float, str, int, str]]] = {}
+    by_shape: dict[tuple[str, str, str], list[tuple[float, str, int, str]]] = {}
     for name, (run, rows) in runs.items():
         shape = json.dumps(run.shape, sort_keys=True)
         for number, r in rows.items():
             config = json.dumps(r["config"], sort_keys=True)
-            by_shape.setdefault((run.family, shape), []).append((r["value"], name, number, config))
+            by_shape.setdefault((run.family, run.gpu, shape), []).append((r["value"], name, number, config))
         ranked = sorted(rows.values(), key=lambda r: (r["value"], r["number"]))
         if len(ranked) >= learned.MIN_RUN_TRIALS:
             n = len(ranked)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A matmul family (FAMILY, default matmul-bf16; also matmul-f16, matmul-3xtf32-sm90) at shapes no record holds, as a
-# user on a fresh H200 cache gets it: one search per shape whose warm start is the shipped H200 data alone, its three
+# user on a fresh cache gets it: one search per shape whose warm start is the shipped tuning data alone, its three
 # best re-timed beside cuBLAS (in the family's precision) and every Triton config in one bench run, then all of them
 # re-timed outside mage-tune's harness. From the repository root, after `source .whl/use-wheels.sh;
 # export PYTHONPATH=$PWD:$PYTHONPATH MAGE_TUNE_CACHE=/tmp/mtc` (an empty cache: no tuning database yet):

@@ -154,7 +154,7 @@ def _shipped_summary(family: str | None) -> None:
 @click.option("--arch", default=None, help="Only this arch (e.g. sm_90).")
 @click.option("--top", type=click.IntRange(1, 1000), default=3, show_default=True, help="Best configs per shape.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-@click.option("--shipped", is_flag=True, help="Query the shipped H200 data (read-only) instead of the database.")
+@click.option("--shipped", is_flag=True, help="Query the shipped tuning data (read-only) instead of the database.")
 def query(family, db_url, shape_text, arch, top, as_json, shipped):
     """The fastest measured configs of FAMILY per shape, with the baselines measured in the same run."""
     from dataclasses import asdict

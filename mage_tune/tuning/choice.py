@@ -3,23 +3,23 @@
 For a family, a shape, a GPU and an arch, the first of:
 
 1. **measured here**: the fastest measured config at exactly this shape on this GPU;
-2. **nearest measured shape**: the fastest config of the nearest measured shape that is valid at this shape
-   (family.violations); nearest is the Euclidean distance over the shape's dimensions on log2 of each (the warm
-   start's rule, tuning.db.shape_distance), ties to the shape first by its dimensions in the family's order (as
-   the exports' tables sort);
+2. **nearest measured shape**: the fastest config of the nearest shape measured (on this GPU or another) that is
+   valid at this shape (family.violations); nearest is the Euclidean distance over the shape's dimensions on log2 of
+   each (the warm start's rule, tuning.db.shape_distance), another GPU's shapes counted as one dimension twice or
+   half as long further (tuning.db.OTHER_GPU_DISTANCE: this GPU's shape first where both measured it), ties to the
+   shape first by its dimensions in the family's order (as the exports' tables sort);
 3. **model**: where no measured config is valid here, the learned time model (tuning/learned.py, fitted on the
-   same trials when there are enough) ranks a sample of valid configs and its fastest is taken;
+   same trials, every GPU's, when there are enough) ranks a sample of valid configs and its fastest is taken;
 4. **default**: the family's default config at this shape.
 
 A family tuned as another (Family.tuned_as: a fused variant with the other's knobs, such as embedding-layernorm of
 layernorm) that has no trials of its own takes the other family's choice at the other's dimensions of the shape,
 where that config is valid here ("layernorm's measured here", ...), before its own model and default.
 
-The trials are the user's tuning database first, then the shipped H200 data (tuning/shipped.py): per shape, the
-database's trials where it has that shape, else the shipped ones. Only trials on this GPU count where either source
-has any of this family and arch on it; where neither has, those of other GPUs of the arch do, and every pick from
-them is a "nearest measured shape … on GPU" (an exact shape measured on another GPU included). Without a GPU the
-answer is for the GPU and arch given, else this machine's GPU, else those the data holds most trials of.
+The trials are the user's tuning database first, then the shipped data (tuning/shipped.py: H200 and H100): per
+GPU and shape, the database's trials where it has them, else the shipped ones. A pick from another GPU's trials says
+so ("nearest measured shape … on GPU", an exact shape measured there included). Without a GPU the answer is for the
+GPU and arch given, else this machine's GPU, else those the data holds most trials of.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.storage import redact
 from mage_tune.tuning import learned, shipped
-from mage_tune.tuning.db import Entry, TuningDB, measured_by_shape
+from mage_tune.tuning.db import OTHER_GPU_DISTANCE, Entry, TuningDB, measured_by_gpu_and_shape
 from mage_tune.tuning.warm import random_valid
 
 MEASURED_HERE = "measured here"
@@ -47,6 +47,8 @@ MODEL = "model"
 DEFAULT = "default"
 DATABASE = "tuning database"
 MODEL_POOL = 3000  # valid configs the model ranks (as the warm start's)
+
+Measured = tuple[str, str]  # a GPU and a shape (as JSON) measured on it
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class Choice:
     arch: str  # the arch's name, as records keep it
     config: Config
     source: str  # "measured here", "nearest measured shape m=…,d=…[ on GPU]", "model" or "default"
-    data: str  # "tuning database", "the shipped H200 data", both (the model's) or "" (default)
+    data: str  # "tuning database", "the shipped tuning data", both (the model's) or "" (default)
     launch: Launch  # grid, block and dynamic shared memory at this shape
     time_us: float | None = None  # the config's measured time at `measured_shape` (measured and nearest only)
     measured_shape: Shape | None = None
@@ -180,8 +182,8 @@ class TunedKernel:
     def measured_shapes(self, gpu: str, arch: Arch) -> list[Shape]:
         """The shapes measured on `gpu` (the data's rule above) and `arch`, sorted as the nearest's ties are: what
         an export tables."""
-        groups, _, here = self._groups(gpu, arch, None)
-        return [json.loads(k) for k in sorted(groups, key=self._order)] if here else []
+        groups, _ = self._groups(arch, None)
+        return [json.loads(k) for k in sorted((k for g, k in groups if g == gpu), key=self._order)]
 
     def _order(self, key: str) -> tuple[tuple[int, ...], str]:
         """How measured shapes sort: by their dimensions in the family's order (then as JSON)."""
@@ -190,33 +192,30 @@ class TunedKernel:
 
     def ranked(self, shape: Shape, gpu: str, arch: Arch) -> list[Entry]:
         """The trials measured at exactly `shape` on `gpu`, fastest first, one per config valid there."""
-        groups, _, here = self._groups(gpu, arch, shape)
+        groups, _ = self._groups(arch, shape)
         out, seen = [], []
         problem = Problem(self.family, shape, arch)
-        for e in groups.get(shape_key(shape), []) if here else []:
+        for e in groups.get((gpu, shape_key(shape)), []):
             config = as_measured(problem, e.config)
             if config is not None and config not in seen:
                 seen.append(config)
                 out.append(Entry(e.run, e.number, config, e.outcome, e.value, e.census, e.source))
         return out
 
-    def _groups(self, gpu: str, arch: Arch, shape: Shape | None) -> tuple[dict[str, list[Entry]], dict[str, str], bool]:
-        """Measured trials by shape (fastest first), the source of each shape's, and whether they are on `gpu`."""
+    def _groups(self, arch: Arch, shape: Shape | None) -> tuple[dict[Measured, list[Entry]], dict[Measured, str]]:
+        """Measured trials by GPU and shape (fastest first) and the source of each group's: the database's where it
+        measured that shape on that GPU, else the shipped data's."""
         user = [e for e in self.user_entries() if e.run.arch == arch.name]
         ship = [e for e in self.shipped_entries() if e.run.arch == arch.name]
         if shape is not None:
             user = [e for e in user if set(e.run.shape) == set(shape)]
             ship = [e for e in ship if set(e.run.shape) == set(shape)]
-        here = [e for e in user if e.run.gpu == gpu], [e for e in ship if e.run.gpu == gpu]
-        on_gpu = bool(here[0] or here[1])
-        if on_gpu:
-            user, ship = here
-        groups: dict[str, list[Entry]] = {}
-        whence: dict[str, str] = {}
+        groups: dict[Measured, list[Entry]] = {}
+        whence: dict[Measured, str] = {}
         for label, rows in ((shipped.LABEL, ship), (DATABASE, user)):  # the database's last: it wins a shape
-            for k, group in measured_by_shape(rows).items():
+            for k, group in measured_by_gpu_and_shape(rows).items():
                 groups[k], whence[k] = group, label
-        return groups, whence, on_gpu
+        return groups, whence
 
     def _choose(self, problem: Problem, gpu: str) -> Choice:
         if self.family.tuned_as and not (self.user_entries() or self.shipped_entries()):
@@ -224,22 +223,24 @@ class TunedKernel:
             if borrowed is not None:
                 return borrowed
         family, shape = self.family, problem.shape
-        groups, whence, on_gpu = self._groups(gpu, problem.arch, shape)
-        here = shape_key(shape)
-        if on_gpu and here in groups:
+        groups, whence = self._groups(problem.arch, shape)
+        here = (gpu, shape_key(shape))
+        if here in groups:
             for e in groups[here]:
                 config = as_measured(problem, e.config)
                 if config is not None:
                     return self._made(problem, gpu, config, MEASURED_HERE, whence[here], e)
+        apart = OTHER_GPU_DISTANCE**2
         others = sorted(
-            (k for k in groups if k != here or not on_gpu), key=lambda k: (distance2(k, shape), *self._order(k))
+            (k for k in groups if k != here),
+            key=lambda k: (distance2(k[1], shape) + (k[0] != gpu) * apart, k[0] != gpu, *self._order(k[1]), k[0]),
         )
         for k in others:
             for e in groups[k]:
                 config = as_measured(problem, e.config)
                 if config is not None:
                     source = f"nearest measured shape {shape_text(_in_order(e.run.shape, family))}"
-                    if not on_gpu:
+                    if e.run.gpu != gpu:
                         source += f" on {e.run.gpu or 'an unnamed GPU'}"
                     return self._made(problem, gpu, config, source, whence[k], e)
         rows = [e for group in groups.values() for e in group]

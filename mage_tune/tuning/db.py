@@ -453,12 +453,37 @@ def shape_distance(a: dict, b: dict) -> float:
     return math.sqrt(sum((math.log2(max(1, a[k])) - math.log2(max(1, b[k]))) ** 2 for k in keys))
 
 
+# How far another GPU's measurement of a shape counts from this GPU's, as one more dimension of the shape distance:
+# as far as a shape with one dimension twice or half as long. The best config of a shape is mostly the best on
+# another Hopper part, not always (at 4500 x 3000 x 8800 the H200's best ran 1.19 x cuBLAS on an H100, whose own best
+# at a shape 0.2 away ran 1.015 x: records/h100-2026-12-05-long-k-picks.tar.xz).
+OTHER_GPU_DISTANCE = 1.0
+
+
+def run_distance(run: RunInfo, shape: dict, gpu: str) -> float:
+    """shape_distance of the run's shape from `shape`, with OTHER_GPU_DISTANCE as one more dimension where the run
+    is of another GPU than `gpu`."""
+    apart = OTHER_GPU_DISTANCE if run.gpu != gpu else 0.0
+    return math.hypot(shape_distance(run.shape, shape), apart)
+
+
 def measured_by_shape(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
     """Measured entries grouped by shape, fastest first."""
     groups: dict[str, list[Entry]] = {}
     for e in entries:
         if e.measured:
             groups.setdefault(json.dumps(e.run.shape, sort_keys=True), []).append(e)
+    for rows in groups.values():
+        rows.sort(key=lambda e: e.value)
+    return groups
+
+
+def measured_by_gpu_and_shape(entries: Iterable[Entry]) -> dict[tuple[str, str], list[Entry]]:
+    """Measured entries grouped by GPU and shape (as JSON), fastest first: one GPU's times never rank another's."""
+    groups: dict[tuple[str, str], list[Entry]] = {}
+    for e in entries:
+        if e.measured:
+            groups.setdefault((e.run.gpu, json.dumps(e.run.shape, sort_keys=True)), []).append(e)
     for rows in groups.values():
         rows.sort(key=lambda e: e.value)
     return groups

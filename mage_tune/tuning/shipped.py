@@ -1,11 +1,11 @@
-"""The tuning data shipped with the package: measured H200 trials of the built-in families, cut from the committed
-records (records/*.tar.xz) by analysis/shipped_data.py, which says what is kept and why.
+"""The tuning data shipped with the package: measured H200 and H100 trials of the built-in families, cut from the
+committed records (records/*.tar.xz) by analysis/shipped_data.py, which says what is kept and why.
 
-A second, read-only source beside the user's tuning database: the warm start reads it where the user's database
-has nothing for the family, arch and GPU; the choice of a config per shape reads it after the user's data; `db
-list` shows it apart. It is data like any record (docs/trust-model.md): read through the one bounded reader, every
-line checked against the export schema, and served only to the family whose name its runs carry as their origin
-(a built-in one). A damaged or missing file is said once and reads as empty: it never stops a search.
+A second, read-only source beside the user's tuning database: the warm start reads it beside the database's trials,
+the choice of a config per shape after them (per GPU and shape); `db list` shows it apart. It is data like any record
+(docs/trust-model.md): read through the one bounded reader, every line checked against the export schema, and served
+only to the family whose name its runs carry as their origin (a built-in one). A damaged or missing file is said once
+and reads as empty: it never stops a search.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 from mage_tune.errors import MageError
 from mage_tune.tuning.db import Entry, RunInfo, import_lines
 
-PATH = Path(__file__).resolve().parents[1] / "data" / "h200.jsonl.gz"
-LABEL = "the shipped H200 data"
+PATH = Path(__file__).resolve().parents[1] / "data" / "tuning.jsonl.gz"
+LABEL = "the shipped tuning data"
 
 
 @cache

@@ -1,6 +1,6 @@
 """The choice of a config per shape (mage_tune.load(family).choice(shape)), without a GPU: each source in its turn
-(measured here, nearest measured shape, model, default), the user's database before the shipped H200 data, other
-GPUs of the arch only where neither has this one, and the GPU and arch taken from the data where none is given.
+(measured here, nearest measured shape, model, default), the user's database before the shipped data, another
+GPU's shapes one doubling further than this GPU's, and the GPU and arch taken from the data where none is given.
 Every expectation is recomputed here from the runs the test wrote."""
 
 from __future__ import annotations
@@ -123,10 +123,29 @@ def test_the_users_database_before_the_shipped_data(tmp_path):
     assert load("layernorm", db=url, use_shipped=False).choice(other, gpu=h200, arch=ARCH).data == "tuning database"
 
 
-def test_other_gpus_of_the_arch_only_where_none_has_this_one(layernorm_db):
+def test_a_pick_of_another_gpu_s_trials_says_whose(layernorm_db):
     picked = load("layernorm", db=layernorm_db, use_shipped=False).choice(SHAPES[0], gpu="Other GPU", arch=ARCH)
     assert picked.source == f"nearest measured shape m=4096,d=768 on {GPU}"
     assert picked.config == _measured(layernorm_db)[json.dumps(SHAPES[0], sort_keys=True)][0][1]
+
+
+def test_another_gpu_s_shape_counts_one_doubling_further(tmp_path):
+    """This GPU's shape 0.4 away is nearer than another GPU's exact one (1); the other GPU's exact shape is nearer
+    than this GPU's shape 3.9 away (tuning.db.OTHER_GPU_DISTANCE)."""
+    near, far, exact = {"m": 4096, "d": 1024}, {"m": 512, "d": 4096}, {"m": 4096, "d": 768}
+    mine_near, mine_far, theirs = (layernorm_configs(s, 3, i) for i, s in enumerate((near, far, exact)))
+    both = [run("layernorm", near, mine_near), run("layernorm", exact, theirs, gpu="Other GPU")]
+    kernel = load("layernorm", db=make_db(tmp_path / "both.sqlite", both), use_shipped=False)
+    picked = kernel.choice(exact, gpu=GPU, arch=ARCH)
+    assert picked.source == "nearest measured shape m=4096,d=1024"
+    assert picked.config == FAMILY.with_defaults(min(mine_near, key=lambda c: made_up_time(c, near)))
+
+    runs = [run("layernorm", far, mine_far), run("layernorm", exact, theirs, gpu="Other GPU")]
+    kernel = load("layernorm", db=make_db(tmp_path / "far.sqlite", runs), use_shipped=False)
+    picked = kernel.choice(exact, gpu=GPU, arch=ARCH)
+    assert picked.source == "nearest measured shape m=4096,d=768 on Other GPU"
+    assert picked.config == FAMILY.with_defaults(min(theirs, key=lambda c: made_up_time(c, exact)))
+    assert kernel.measured_shapes(GPU, ARCH) == [far]  # an export tables this GPU's shapes alone
 
 
 def test_gpu_and_arch_from_the_data_where_none_is_given(layernorm_db):

@@ -1,7 +1,7 @@
-"""The tuning data shipped with the package (mage_tune/data/h200.jsonl.gz): small, read through the one bounded
-reader with every line inside the export schema, installed with the wheel; the warm start reads it only where the
-user's database has nothing for the family, arch and GPU, and says so; `db list` shows it apart, read-only. The
-rebuild from the records (analysis/shipped_data.py) is checked under the `records` marker."""
+"""The tuning data shipped with the package (mage_tune/data/tuning.jsonl.gz): small, read through the one bounded
+reader with every line inside the export schema, installed with the wheel; the warm start reads it beside the
+user's database, every GPU's trials with the searching GPU's nearest first, and says so; `db list` shows it apart,
+read-only. The rebuild from the records (analysis/shipped_data.py) is checked under the `records` marker."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ from mage_tune.tuning.db import Entry
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = "NVIDIA H200"
+H100 = "NVIDIA H100 80GB HBM3"
+RECORDS_OF = {H200: "records/h200-", H100: "records/h100-"}  # the archives each GPU's runs come from
 
 
 def test_the_file_is_small_schema_valid_and_installed():
@@ -42,9 +44,9 @@ def test_the_file_is_small_schema_valid_and_installed():
         run_ = line.data["run"]
         assert run_["family"] in BUILTINS and run_["origin"] == run_["family"]
         arch = get_family(run_["family"]).target_arch(ARCH).name  # the Hopper families': sm_90a
-        assert (run_["gpu"], run_["arch"], run_["objective"]) == (H200, arch, MEASURED_OBJECTIVE)
+        assert run_["gpu"] in RECORDS_OF and (run_["arch"], run_["objective"]) == (arch, MEASURED_OBJECTIVE)
         assert line.data["outcome"] == "measured" and line.data["value"] > 0
-        assert run_["where"].startswith("records/h200-") and ".tar.xz:" in run_["where"]
+        assert run_["where"].startswith(RECORDS_OF[run_["gpu"]]) and ".tar.xz:" in run_["where"]
     assert len(gzip.decompress(raw).splitlines()) == len(lines) == sum(n for _, n in shipped.runs())
 
     families = {e.run.family for e in shipped.entries()}
@@ -55,6 +57,7 @@ def test_the_file_is_small_schema_valid_and_installed():
     # enough for the learned model of each family not tuned as another (what learned.fit asks) but the FP32 matmul
     # on wgmma, measured at three shapes only: its searches start from the nearest measured configs, without it
     assert "matmul-3xtf32-sm90" in families
+    assert {e.run.gpu for e in shipped.entries("matmul-bf16")} == {H200, H100}  # each GPU's runs, apart
     for name in families - tuned_as - {"matmul-3xtf32-sm90"}:
         arch = get_family(name).target_arch(ARCH)
         rows = learned.training_rows(get_family(name), arch, shipped.entries(name, arch.name))
@@ -76,49 +79,73 @@ def no_model(monkeypatch):
     monkeypatch.setattr(warm, "model_seeds", lambda *args: ([], "model: left out by the test", None))
 
 
+def _note(source: str, ours: list[Entry], gpu: str, with_database: bool) -> str:
+    here = sum(e.run.gpu == gpu for e in ours)
+    whose = "the tuning database's trials with " if with_database else "from "
+    return f"warm start: {whose}{source} ({len(ours)} trials, {here} of them on this GPU)"
+
+
 def test_warm_start_reads_it_beside_the_database(no_model):
     family = get_family("layernorm")
     shape = {"m": 4096, "d": 800}
-    ours = warm.usable_entries(shipped.entries("layernorm", ARCH), shape, H200, False)
+    ours = warm.usable_entries(shipped.entries("layernorm", ARCH), shape, False)
 
     plan = warm.plan(Problem(family, shape, ARCH), [], H200, False, 1, 0)
-    assert plan.notes[0] == f"warm start: from the shipped H200 data ({len(ours)} trials)"
+    assert plan.notes[0] == _note(shipped.LABEL, ours, H200, False)
     assert plan.seeds and all(s.source.startswith(("nearest ", "new value ")) for s in plan.seeds)
-    nearest = warm.nearest_seeds(Problem(family, shape, ARCH), ours)
+    nearest = warm.nearest_seeds(Problem(family, shape, ARCH), ours, H200)
     assert [s.config for s in plan.seeds[: len(nearest)]] == [s.config for s in nearest]
 
     # The user's own trials on this GPU: the shipped ones join them (a first search keeps the records' shapes).
     info, rows = run("layernorm", {"m": 4096, "d": 768}, layernorm_configs({"m": 4096, "d": 768}, 4, 0), gpu=H200)
     mine = [Entry(info, r["number"], r["config"], r["outcome"], r["value"]) for r in rows]
     plan = warm.plan(Problem(family, shape, ARCH), mine, H200, False, 1, 0)
-    assert plan.notes[0] == f"warm start: the tuning database's trials with the shipped H200 data ({len(ours)} trials)"
-    nearest = warm.nearest_seeds(Problem(family, shape, ARCH), mine + ours)
+    assert plan.notes[0] == _note(shipped.LABEL, ours, H200, True)
+    nearest = warm.nearest_seeds(Problem(family, shape, ARCH), mine + ours, H200)
     assert [s.config for s in plan.seeds[: len(nearest)]] == [s.config for s in nearest]
-    assert len(nearest) > len(warm.nearest_seeds(Problem(family, shape, ARCH), mine))  # more shapes than the user's
+    assert len(nearest) > len(warm.nearest_seeds(Problem(family, shape, ARCH), mine, H200))  # more shapes
 
     # A database that imported the shipped file holds its runs already: they are read once, as the user's.
     imported = warm.plan(Problem(family, shape, ARCH), ours, H200, False, 1, 0)
     assert not any("shipped" in n for n in imported.notes)
     assert imported.seeds and all(s.source.startswith(("nearest ", "new value ")) for s in imported.seeds)
 
-    # Trials of another GPU only: this GPU's shipped trials come first.
+    # The user's trials of another GPU join too, but this GPU's shapes come first: the user's shape (0.06 away)
+    # counts as one doubling further, past the three nearest shipped H200 shapes.
     other = [
         Entry(info.__class__(**{**info.__dict__, "gpu": GPU}), e.number, e.config, e.outcome, e.value) for e in mine
     ]
-    assert (
-        warm.plan(Problem(family, shape, ARCH), other, H200, False, 1, 0)
-        .notes[0]
-        .startswith("warm start: from the shipped")
-    )
-    # ... but on a GPU the shipped data does not hold, the user's other GPUs do.
-    assert not any(
-        "shipped" in n for n in warm.plan(Problem(family, shape, ARCH), other, "Third GPU", False, 1, 0).notes
-    )
+    plan = warm.plan(Problem(family, shape, ARCH), other, H200, False, 1, 0)
+    assert plan.notes[0] == _note(shipped.LABEL, ours, H200, True)
+    near = [s.source for s in plan.seeds if s.source.startswith("nearest ")]
+    assert near and not any(" on " in source for source in near)
+    # On a GPU neither holds, both are another GPU's: the nearest shape first, whoever measured it.
+    plan = warm.plan(Problem(family, shape, ARCH), other, "Third GPU", False, 1, 0)
+    assert plan.notes[0] == _note(shipped.LABEL, ours, "Third GPU", True)
+    assert plan.seeds[0].source == f"nearest m4096-d768 on {GPU} #1"
     # A static search (no GPU) never reads it, nor another arch: they start from the family's defaults alone.
     for arch, gpu in ((ARCH, ""), (get_arch("sm_80"), H200)):
         cold = warm.plan(Problem(family, shape, arch), [], gpu, False, 1, 0)
         assert [s.source for s in cold.seeds] == ["default"]
         assert cold.seeds[0].config == family.default_config(shape, arch)
+
+
+def test_the_searching_gpu_s_own_shapes_come_before_another_s_nearer_ones(no_model):
+    """At a long K an H100 search starts from the H100's own long-K shapes before the H200's nearer-looking ones
+    where those are more than a doubling nearer... and from the H200's where its shape is exactly this one and
+    the H100's are further than one doubling (tuning.db.OTHER_GPU_DISTANCE)."""
+    family, arch = get_family("matmul-bf16"), get_arch("sm_90a")
+    ours = shipped.entries("matmul-bf16", "sm_90a")
+    h100_shapes = {json.dumps(e.run.shape, sort_keys=True) for e in ours if e.run.gpu == H100}
+    assert h100_shapes
+    h100_shape = json.loads(sorted(h100_shapes)[0])
+    first = warm.nearest_seeds(Problem(family, h100_shape, arch), ours, H100)[0]
+    assert first.source.startswith("nearest ") and " on " not in first.source  # the H100's own shape
+
+    far = {"m": 8192, "n": 8192, "k": 2048}  # measured on the H200; every H100 shape has K >= 6144, 1.6 doublings
+    assert json.dumps(far, sort_keys=True) not in h100_shapes
+    seeds = warm.nearest_seeds(Problem(family, far, arch), ours, H100)
+    assert seeds[0].source == f"nearest m8192-n8192-k2048 on {H200} #1"
 
 
 def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -132,14 +159,19 @@ def test_db_list_shows_it_apart_and_read_only(tmp_path):
     env.pop("MAGE_TUNE_DB", None)
     done = cli("db", "list", env=env)
     assert done.returncode == 0, done.stderr
-    assert "0 run(s)" in done.stderr and "the shipped H200 data (read-only" in done.stdout
-    table = done.stdout.split("the shipped H200 data")[1]
+    assert "0 run(s)" in done.stderr and f"{shipped.LABEL} (read-only" in done.stdout
+    table = done.stdout.split(shipped.LABEL)[1]
     counts = {}
     for run_, n in shipped.runs():
-        counts.setdefault(run_.family, 0)
-        counts[run_.family] += n
-    for family, n in counts.items():
-        assert any(line.split()[0] == family and line.split()[-1] == str(n) for line in table.splitlines() if line)
+        counts.setdefault((run_.family, run_.gpu), 0)
+        counts[run_.family, run_.gpu] += n
+    assert len({gpu for _, gpu in counts}) == 2  # a row per family and GPU
+    for (family, gpu), n in counts.items():
+        assert any(
+            line.split()[0] == family and gpu in line and line.split()[-1] == str(n)
+            for line in table.splitlines()
+            if line
+        )
     assert json.loads(cli("db", "list", "--json", env=env).stdout) == []  # the database's runs alone
     listed = json.loads(cli("db", "list", "--shipped", "--json", env=env).stdout)
     assert len(listed) == len(shipped.runs()) and all(r["source"] == "shipped" for r in listed)
@@ -178,10 +210,10 @@ def test_a_family_tuned_as_another_starts_from_that_one_s_shipped_trials(no_mode
     assert f16.tuned_as == "matmul-bf16"
     arch = get_arch("sm_90a")
     shape = {"m": 3000, "n": 2600, "k": 3500}
-    theirs = warm.usable_entries(shipped.entries("matmul-bf16", "sm_90a"), shape, H200, False)
+    theirs = warm.usable_entries(shipped.entries("matmul-bf16", "sm_90a"), shape, False)
     assert theirs
     plan = warm.plan(Problem(f16, shape, arch), [], H200, False, 1, 0)
-    assert plan.notes[0] == f"warm start: from matmul-bf16's trials in {shipped.LABEL} ({len(theirs)} trials)"
-    nearest = warm.nearest_seeds(Problem(bf16, shape, arch), theirs)
+    assert plan.notes[0] == _note(f"matmul-bf16's trials in {shipped.LABEL}", theirs, H200, False)
+    nearest = warm.nearest_seeds(Problem(bf16, shape, arch), theirs, H200)
     assert [s.config for s in plan.seeds[: len(nearest)]] == [s.config for s in nearest]
     assert all(f16.violations(s.config, shape, arch) == [] for s in plan.seeds)
