@@ -43,7 +43,7 @@ from archives import RecordsError, campaigns, local_all
 from mage_tune.outputs import refuse_existing
 
 TOP = 5
-H200_TARGETS = ("sm_90", "sm_90a")  # the records' targets: sm_90a for the arch-specific Hopper families
+HOPPER_TARGETS = ("sm_90", "sm_90a")  # the records' targets: sm_90a for the arch-specific Hopper families
 
 
 def entries_from(folders: list[Path], family: str) -> list[Entry]:
@@ -60,7 +60,7 @@ def entries_from(folders: list[Path], family: str) -> list[Entry]:
         except MageError as error:  # an unfinished run directory: said, then left out
             print(f"model_holdout.py: skipped {trials.parent}: {error}", file=sys.stderr)
     for run, rows in loaded:
-        if run.family != family or run.arch not in H200_TARGETS:
+        if run.family != family or run.arch not in HOPPER_TARGETS:
             continue
         for r in rows:
             e = Entry(run, r["number"], r["config"], r["outcome"], r["value"], r.get("census") or {}, "")
@@ -88,17 +88,17 @@ def _ranking(family, arch, train: list[Entry], shape: dict, best_per_config: dic
 def holdout(
     family_name: str, entries: list[Entry], min_trials: int, seed: int = 0, gpu: str | None = None
 ) -> list[dict]:
-    """Per held-out shape (of `gpu`'s trials where given, trained on each GPU's other shapes, the other GPUs' and
-    both: the `trained_on` rows)."""
+    """Per held-out shape and GPU (its trials there; `gpu`'s alone where given), the ranking of a model trained on
+    every other shape (or, with `gpu`, on its other shapes, the other GPUs' and both: the `trained_on` rows)."""
     family = load_family(family_name)
     knobs = {k.name for k in family.knobs}
-    by_shape: dict[str, list[Entry]] = {}
+    by_shape: dict[tuple[str, str], list[Entry]] = {}  # one GPU's trials at a shape: GPUs' times never mix
     for e in entries:
         if set(e.config) <= knobs and (gpu is None or e.run.gpu == gpu):
-            by_shape.setdefault(_key(e), []).append(e)
+            by_shape.setdefault((_key(e), e.run.gpu), []).append(e)
     rows = []
     rng = random.Random(seed)
-    for key, held in sorted(by_shape.items()):
+    for (key, held_gpu), held in sorted(by_shape.items()):
         best_per_config: dict[str, float] = {}
         for e in held:  # one time per config at this shape: the fastest measurement of it (knobs added since at
             c = json.dumps(family.with_defaults(e.config), sort_keys=True)  # their defaults: one config, one time)
@@ -128,6 +128,7 @@ def holdout(
                 {
                     "family": family_name,
                     "shape": shape,
+                    "gpu": held_gpu,
                     "configs": len(best_per_config),
                     "trained_on": trained_on,
                     "trained_on_runs": runs,
@@ -164,6 +165,7 @@ def main() -> None:
         [
             r["family"],
             ",".join(f"{k}={v}" for k, v in r["shape"].items()),
+            r["gpu"].removeprefix("NVIDIA "),
             r["configs"],
             r["trained_on"],
             f"{r['spearman']:.2f}",
@@ -172,7 +174,7 @@ def main() -> None:
         ]
         for r in rows
     ]
-    headers = ["family", "held-out shape", "configs", "trained on", "rho", "model top-5 regret", "random-5 regret"]
+    headers = ["family", "held-out shape", "GPU", "configs", "trained on", "rho", "top-5 regret", "random-5 regret"]
     print(tabulate(table, headers, tablefmt="github"))
     for family, trained_on in sorted({(r["family"], r["trained_on"]) for r in rows}):
         mine = [r for r in rows if (r["family"], r["trained_on"]) == (family, trained_on)]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fill the tuning database ($MAGE_TUNE_DB, default the cache's) with every published H200 record: each campaign's
+# Fill the tuning database ($MAGE_TUNE_DB, default the cache's) with every published record (H200 and H100): each campaign's
 # archive records/CAMPAIGN.tar.xz is extracted into runs/CAMPAIGN (once; runs/ is not tracked), then its bench records
 # (*.json with a mage-tune.bench schema) and search run directories (folders with trials.jsonl) are imported.
 # Importing twice adds nothing. Usage: bash benchmarks/gpu/seed_tuning_db.sh

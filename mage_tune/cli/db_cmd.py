@@ -61,7 +61,7 @@ def db():
 )
 def list_runs(db_url, family, as_json, shipped):
     """One row per run: family, shape, arch, GPU, toolchain, objective, trials, best time. The data shipped with
-    mage-tune (measured H200 trials of the built-in families, read-only: a search on an H200 reads it beside the
+    mage-tune (measured H200 and H100 trials of the built-in families, read-only: a search reads it beside the
     database, choices after it) is a separate source: summed up under the table, listed with --shipped."""
     from mage_tune.storage import redact
     from mage_tune.textwidth import constant_columns, table, wrap
@@ -166,7 +166,7 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
     from mage_tune.storage import redact
     from mage_tune.textwidth import constant_columns, short_config, table, wrap
     from mage_tune.tuning import shipped as shipped_data
-    from mage_tune.tuning.db import measured_by_shape
+    from mage_tune.tuning.db import measured_by_gpu_and_shape
 
     shape = parse_shape(shape_text) or None
     if arch:
@@ -186,7 +186,7 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
         (retired if e.measured and recorded.config_problem(e.run.origin, e.config) else buildable).append(e)
     entries = buildable
     out, rows = [], []
-    for _, group in sorted(measured_by_shape(entries).items()):
+    for _, group in sorted(measured_by_gpu_and_shape(entries).items(), key=lambda kv: (kv[0][1], kv[0][0])):
         picks, seen = [], []
         for e in group:
             if e.config not in seen:

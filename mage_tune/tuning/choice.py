@@ -233,7 +233,13 @@ class TunedKernel:
         apart = OTHER_GPU_DISTANCE**2
         others = sorted(
             (k for k in groups if k != here),
-            key=lambda k: (distance2(k[1], shape) + (k[0] != gpu) * apart, k[0] != gpu, *self._order(k[1]), k[0]),
+            key=lambda k: (
+                distance2(k[1], shape) + (k[0] != gpu) * apart,
+                k[0] != gpu,
+                whence[k] != DATABASE,  # the user's measurement before the shipped one at the same distance
+                *self._order(k[1]),
+                k[0],
+            ),
         )
         for k in others:
             for e in groups[k]:

@@ -455,15 +455,15 @@ def shape_distance(a: dict, b: dict) -> float:
 
 # How far another GPU's measurement of a shape counts from this GPU's, as one more dimension of the shape distance:
 # as far as a shape with one dimension twice or half as long. The best config of a shape is mostly the best on
-# another Hopper part, not always (at 4500 x 3000 x 8800 the H200's best ran 1.19 x cuBLAS on an H100, whose own best
-# at a shape 0.2 away ran 1.015 x: records/h100-2026-12-05-long-k-picks.tar.xz).
+# another Hopper part, not always: at 4500 x 3000 x 8800 the H200's best ran 1.19 x cuBLAS BF16 on an H100, the
+# H100's own best 1.015 x (records/h100-2026-12-05-long-k-picks.tar.xz).
 OTHER_GPU_DISTANCE = 1.0
 
 
 def run_distance(run: RunInfo, shape: dict, gpu: str) -> float:
     """shape_distance of the run's shape from `shape`, with OTHER_GPU_DISTANCE as one more dimension where the run
-    is of another GPU than `gpu`."""
-    apart = OTHER_GPU_DISTANCE if run.gpu != gpu else 0.0
+    is of another GPU than `gpu` ("" for none: a static search's, where no GPU is nearer)."""
+    apart = OTHER_GPU_DISTANCE if gpu and run.gpu != gpu else 0.0
     return math.hypot(shape_distance(run.shape, shape), apart)
 
 

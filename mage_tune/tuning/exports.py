@@ -4,8 +4,9 @@ Both hold, per shape measured on one GPU and arch, what the choice (tuning/choic
 here": the fastest config at that shape still valid for the family as it is), and a function that answers a key
 or shape: the exact entry, else the nearest by the choice's distance (Euclidean over log2 of each dimension, ties
 to the entry first in the table, which is sorted as the choice sorts shapes). Unlike the choice they do not check
-the nearest entry's config against the family's constraints at the new shape (those are Python): for a shape
-outside the table, ask `mage_tune.load(family).choice(shape)` or check the config with `mage-tune space`.
+the nearest entry's config against the family's constraints at the new shape (those are Python), and they hold one
+GPU's shapes (the choice may answer from another GPU's shape more than a doubling nearer): for a shape outside the
+table, ask `mage_tune.load(family).choice(shape)` or check the config with `mage-tune space`.
 
   * triton: a Python module, `CONFIGS = {key tuple: [triton.Config, ...]}` (up to `top` distinct configs per key,
     best first; the key is the shape in the family's dimension order) and `configs_for(*key)`; it imports triton

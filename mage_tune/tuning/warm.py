@@ -14,9 +14,9 @@ With nothing measured at all, the family's defaults (where valid at the shape) a
 
 The trials shipped with the package (tuning/shipped.py: H200 and H100) of the family and arch join the database's,
 every GPU's: the nearest shapes favour the searching GPU's own, and the model learns from all of them (its target is
-a time over the run's own cuBLAS or copy, so runs of two GPUs teach one ranking). Held out in turn, the three H100
-shapes searched with about 100 trials each were ranked with a top-5 regret of 1.011 on average by a model trained on
-both GPUs' other shapes, against 1.038 on the H100's alone and 1.075 on the H200's alone (`python
+a time over the run's own cuBLAS or copy, so runs of two GPUs teach one ranking). Held out in turn, the five H100
+shapes searched with about 100 trials each were ranked with a mean top-5 regret of 1.010 by a model trained on both
+GPUs' other shapes, 1.012 on the H100's alone and 1.051 on the H200's alone (what an H100 search had before: `python
 analysis/model_holdout.py --family matmul-bf16 --gpu "NVIDIA H100 80GB HBM3"`). The first note says what joined.
 A search without a GPU (static) never reads them: their times are a GPU's, and its own objective is the census
 model's.
@@ -85,8 +85,9 @@ def usable_entries(entries: list[Entry], shape: Shape, other_shapes_only: bool) 
 
 def nearest_seeds(problem: Problem, entries: list[Entry], gpu: str) -> list[Seed]:
     """The best PER_SHAPE configs of each of the NEAREST_SHAPES nearest (GPU, shape) measured, round-robin; a seed
-    of another GPU's trials says whose (a static search, `gpu` "", measures on none)."""
-    groups = measured_by_gpu_and_shape(entries).values()
+    of another GPU's trials says whose. A static search (`gpu` "") measures on no GPU: its groups are shapes, every
+    GPU's trials ranked together. Ties go to `entries`' order: the database's before the shipped data's."""
+    groups = measured_by_gpu_and_shape(entries).values() if gpu else measured_by_shape(entries).values()
     ranked = sorted(groups, key=lambda rows: (run_distance(rows[0].run, problem.shape, gpu), rows[0].run.gpu != gpu))
     ranked = ranked[:NEAREST_SHAPES]
     per_shape: list[list[Seed]] = []

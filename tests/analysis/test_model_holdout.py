@@ -53,3 +53,28 @@ def test_a_config_recorded_before_a_knob_existed_is_the_same_config_as_with_its_
     trials.write_text("".join(json.dumps(r) + "\n" for r in rows + again))
     (row,), _ = _holdout(runs, tmp_path)
     assert row["shape"] == {"k": 3104, "m": 2900, "n": 4704} and row["configs"] == 60
+
+
+def test_gpu_mode_holds_out_that_gpu_s_shapes_and_trains_three_ways(tmp_path):
+    """--gpu: the held-out shapes are that GPU's; each is ranked by models trained on its other shapes, the other
+    GPUs' and both. The fixture holds one GPU's runs: no model of other GPUs', and both is this GPU's alone."""
+    out = tmp_path / "gpu.json"
+    done = subprocess.run(
+        [sys.executable, "analysis/model_holdout.py", "--family", "matmul-bf16", "--runs", str(RUNS),
+         "--min-trials", "50", "--gpu", "NVIDIA H200", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["trained_on"], r["gpu"]) for r in rows] == [("this GPU", "NVIDIA H200"), ("both", "NVIDIA H200")]
+    mine, both = rows
+    assert mine["shape"] == both["shape"] == {"k": 3104, "m": 2900, "n": 4704}
+    assert (mine["spearman"], mine["top5_regret"]) == (both["spearman"], both["top5_regret"])
+    assert "trained on this GPU" in done.stdout and "trained on other GPUs" not in done.stdout
+
+    done = subprocess.run(
+        [sys.executable, "analysis/model_holdout.py", "--family", "matmul-bf16", "--runs", str(RUNS),
+         "--min-trials", "50", "--gpu", "Another GPU"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0 and "held-out shapes" not in done.stdout  # no shape of that GPU to hold out
