@@ -1,8 +1,9 @@
 """How well the warm start's time model ranks configs at a shape it never saw, from the committed records alone.
 
-For every shape of a family with at least `--min-trials` measured configs, the model (mage_tune/tuning/learned.py,
-without census features: bench records carry none) is trained on the records of every *other* shape and asked to
-rank the configs measured at the held-out one. Reported per shape: Spearman's rho between predicted and measured
+For every shape of a family with at least `--min-trials` configs measured on one GPU (each GPU's trials at a shape
+held out apart: one GPU's times never rank another's), the model (mage_tune/tuning/learned.py, without census
+features: bench records carry none) is trained on the records of every *other* shape and asked to rank the configs
+measured at the held-out one. Reported per shape and GPU: Spearman's rho between predicted and measured
 time, and the regret of the model's top 5 (the fastest measured among them over the fastest measured at all),
 beside the expected regret of 5 configs drawn at random from the same measured set.
 
@@ -97,7 +98,6 @@ def holdout(
         if set(e.config) <= knobs and (gpu is None or e.run.gpu == gpu):
             by_shape.setdefault((_key(e), e.run.gpu), []).append(e)
     rows = []
-    rng = random.Random(seed)
     for (key, held_gpu), held in sorted(by_shape.items()):
         best_per_config: dict[str, float] = {}
         for e in held:  # one time per config at this shape: the fastest measurement of it (knobs added since at
@@ -116,6 +116,7 @@ def holdout(
         arch = get_arch(held[0].run.arch)
         shape = json.loads(key)
         times = list(best_per_config.values())
+        rng = random.Random(f"{seed} {key} {held_gpu}")  # the same draws for a shape whatever else is held out
         random_regret = statistics.mean(
             min(times[i] for i in rng.sample(range(len(times)), TOP)) / min(times) for _ in range(2000)
         )
@@ -183,6 +184,7 @@ def main() -> None:
             f"\n{family}, trained on {trained_on}: median rho {statistics.median(r['spearman'] for r in mine):.2f}, "
             f"top-5 regret median {statistics.median(regrets):.3f}, mean {statistics.mean(regrets):.3f} (random 5: "
             f"{statistics.median(r['random5_regret'] for r in mine):.3f}) over {len(mine)} held-out shapes"
+            " (a shape on each GPU)"
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -1,5 +1,5 @@
 """Small tuning databases made by the tests themselves (tests/tuning): runs of made-up times on a made-up GPU
-("Test GPU"), so the shipped data (tuning/shipped.py) counts as another GPU's: one doubling further than these."""
+("Test GPU"), so the shipped data (tuning/shipped.py) counts as another GPU's: a factor of two in one more dimension."""
 
 from __future__ import annotations
 

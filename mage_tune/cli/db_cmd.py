@@ -152,11 +152,14 @@ def _shipped_summary(family: str | None) -> None:
 @DB_OPTION
 @click.option("--shape", "shape_text", default=None, help="Only this shape, as DIM=N,… (e.g. m=1024,n=1024,k=1024).")
 @click.option("--arch", default=None, help="Only this arch (e.g. sm_90).")
-@click.option("--top", type=click.IntRange(1, 1000), default=3, show_default=True, help="Best configs per shape.")
+@click.option(
+    "--top", type=click.IntRange(1, 1000), default=3, show_default=True, help="Best configs per shape and GPU."
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 @click.option("--shipped", is_flag=True, help="Query the shipped tuning data (read-only) instead of the database.")
 def query(family, db_url, shape_text, arch, top, as_json, shipped):
-    """The fastest measured configs of FAMILY per shape, with the baselines measured in the same run."""
+    """The fastest measured configs of FAMILY per shape and GPU (one GPU's times never rank another's), with the
+    baselines measured in the same run."""
     from dataclasses import asdict
 
     from mage_tune.arch import get_arch
@@ -186,7 +189,9 @@ def query(family, db_url, shape_text, arch, top, as_json, shipped):
         (retired if e.measured and recorded.config_problem(e.run.origin, e.config) else buildable).append(e)
     entries = buildable
     out, rows = [], []
-    for _, group in sorted(measured_by_gpu_and_shape(entries).items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for group in sorted(
+        measured_by_gpu_and_shape(entries).values(), key=lambda g: (g[0].run.shape_order(), g[0].run.gpu)
+    ):
         picks, seen = [], []
         for e in group:
             if e.config not in seen:

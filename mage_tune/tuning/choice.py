@@ -236,8 +236,8 @@ class TunedKernel:
             key=lambda k: (
                 distance2(k[1], shape) + (k[0] != gpu) * apart,
                 k[0] != gpu,
-                whence[k] != DATABASE,  # the user's measurement before the shipped one at the same distance
                 *self._order(k[1]),
+                whence[k] != DATABASE,  # one shape on two other GPUs: the user's measurement before the shipped one
                 k[0],
             ),
         )

@@ -5,7 +5,7 @@ here": the fastest config at that shape still valid for the family as it is), an
 or shape: the exact entry, else the nearest by the choice's distance (Euclidean over log2 of each dimension, ties
 to the entry first in the table, which is sorted as the choice sorts shapes). Unlike the choice they do not check
 the nearest entry's config against the family's constraints at the new shape (those are Python), and they hold one
-GPU's shapes (the choice may answer from another GPU's shape more than a doubling nearer): for a shape outside the
+GPU's shapes (the choice may answer from another GPU's nearer shape: tuning.db.run_distance): for a shape outside the
 table, ask `mage_tune.load(family).choice(shape)` or check the config with `mage-tune space`.
 
   * triton: a Python module, `CONFIGS = {key tuple: [triton.Config, ...]}` (up to `top` distinct configs per key,

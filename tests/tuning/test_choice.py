@@ -1,6 +1,6 @@
 """The choice of a config per shape (mage_tune.load(family).choice(shape)), without a GPU: each source in its turn
 (measured here, nearest measured shape, model, default), the user's database before the shipped data, another
-GPU's shapes one doubling further than this GPU's, and the GPU and arch taken from the data where none is given.
+GPU's shapes a factor of two apart in one more dimension, and the GPU and arch taken from the data where none is given.
 Every expectation is recomputed here from the runs the test wrote."""
 
 from __future__ import annotations

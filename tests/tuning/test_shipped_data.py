@@ -111,7 +111,7 @@ def test_warm_start_reads_it_beside_the_database(no_model):
     assert imported.seeds and all(s.source.startswith(("nearest ", "new value ")) for s in imported.seeds)
 
     # The user's trials of another GPU join too, but this GPU's shapes come first: the user's shape (0.06 away)
-    # counts as one doubling further, past the three nearest shipped H200 shapes.
+    # counts as 1.002 away (the GPU's factor of two as one more dimension), past the three nearest shipped H200 shapes.
     other = [
         Entry(info.__class__(**{**info.__dict__, "gpu": GPU}), e.number, e.config, e.outcome, e.value) for e in mine
     ]
@@ -122,7 +122,8 @@ def test_warm_start_reads_it_beside_the_database(no_model):
     # On a GPU neither holds, both join as another GPU's.
     plan = warm.plan(Problem(family, shape, ARCH), other, "Third GPU", False, 1, 0)
     assert plan.notes[0] == _note(shipped.LABEL, ours, "Third GPU", True)
-    assert all(" on " in s.source for s in plan.seeds if s.source.startswith("nearest "))
+    near = [s.source for s in plan.seeds if s.source.startswith("nearest ")]
+    assert near and all(" on " in source for source in near)
     # A static search (no GPU) never reads it, nor another arch: they start from the family's defaults alone.
     for arch, gpu in ((ARCH, ""), (get_arch("sm_80"), H200)):
         cold = warm.plan(Problem(family, shape, arch), [], gpu, False, 1, 0)
@@ -148,8 +149,13 @@ def test_another_gpu_s_shape_counts_one_doubling_further_in_the_warm_start():
     assert [s.source for s in seeds[:2]] == ["nearest m4096-d768 on GPU B #1", "nearest m512-d4096 #1"]
     fastest = min(other, key=lambda e: e.value)
     assert seeds[0].config == warm.valid_here(problem, fastest.config)
-    seeds = warm.nearest_seeds(problem, mine_near + other, "")  # static: the nearest shape first, no GPU named
-    assert [s.source for s in seeds[:2]] == ["nearest m4096-d768 #1", "nearest m4096-d1024 #1"]
+    # A static search measures on no GPU: one group a shape, whoever measured it (here two GPUs at d=768 and a run
+    # without a GPU name at d=1024), the nearest shape first, no GPU named and none nearer.
+    unnamed = entries(near, "", 3)
+    seeds = warm.nearest_seeds(problem, other + entries(theirs, "GPU A", 4) + unnamed, "")
+    assert [s.source for s in seeds] == [
+        "nearest m4096-d768 #1", "nearest m4096-d1024 #1", "nearest m4096-d768 #2", "nearest m4096-d1024 #2"
+    ]  # fmt: skip
 
 
 def cli(*args: str, env: dict) -> subprocess.CompletedProcess:

@@ -503,3 +503,20 @@ def test_a_family_file_is_found_by_any_path_to_it(tmp_path, monkeypatch):
     assert run.is_of("../examples/f.py") and run.is_of(str(tmp_path / "examples" / "f.py"))
     assert named.is_of("../examples/f.py:FAST") and not named.is_of("../examples/f.py")
     assert not run.is_of("../examples/g.py") and not run.is_of("rmsnorm")
+
+
+def test_query_ranks_each_gpu_s_trials_apart(tmp_path):
+    """One shape measured on two GPUs: `--top 2` gives each GPU its two fastest, ranked 1 and 2 among its own
+    trials (one GPU's times never rank another's), the same config on both included."""
+    from tuning_data import layernorm_configs, make_db, run
+
+    shape = {"m": 4096, "d": 768}
+    configs = layernorm_configs(shape, 4, 0)
+    slow, fast = run("layernorm", shape, configs, gpu="GPU A"), run("layernorm", shape, configs, gpu="GPU B")
+    fast = (fast[0], [r | {"value": r["value"] / 10} for r in fast[1]])  # every GPU B time under every GPU A time
+    db = make_db(tmp_path / "two.sqlite", [slow, fast])
+    got = json.loads(cli("db", "query", "layernorm", "--top", "2", "--json", db=db).stdout)
+    by_gpu = {g: [(r["rank"], r["value"]) for r in got if r["gpu"] == g] for g in ("GPU A", "GPU B")}
+    for gpu, (_, rows) in (("GPU A", slow), ("GPU B", fast)):
+        assert by_gpu[gpu] == list(enumerate(sorted(r["value"] for r in rows)[:2], 1))
+    assert [r["config"] for r in got if r["gpu"] == "GPU A"] == [r["config"] for r in got if r["gpu"] == "GPU B"]
