@@ -6,7 +6,7 @@ For a family, a shape, a GPU and an arch, the first of:
 2. **nearest measured shape**: the fastest config of the nearest shape measured (on this GPU or another) that is
    valid at this shape (family.violations); nearest is the Euclidean distance over the shape's dimensions on log2 of
    each (the warm start's rule, tuning.db.shape_distance), another GPU's shapes counted as one dimension twice or
-   half as long further (tuning.db.OTHER_GPU_DISTANCE: this GPU's shape first where both measured it), ties to the
+   half as long further (tuning.db.gpu_distance: this GPU's shape first where both measured it), ties to the
    shape first by its dimensions in the family's order (as the exports' tables sort);
 3. **model**: where no measured config is valid here, the learned time model (tuning/learned.py, fitted on the
    same trials, every GPU's, when there are enough) ranks a sample of valid configs and its fastest is taken;
@@ -39,7 +39,7 @@ from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE
 from mage_tune.storage import redact
 from mage_tune.tuning import learned, shipped
-from mage_tune.tuning.db import OTHER_GPU_DISTANCE, Entry, TuningDB, measured_by_gpu_and_shape
+from mage_tune.tuning.db import Entry, TuningDB, gpu_distance, measured_by_gpu_and_shape
 from mage_tune.tuning.warm import random_valid
 
 MEASURED_HERE = "measured here"
@@ -230,11 +230,10 @@ class TunedKernel:
                 config = as_measured(problem, e.config)
                 if config is not None:
                     return self._made(problem, gpu, config, MEASURED_HERE, whence[here], e)
-        apart = OTHER_GPU_DISTANCE**2
         others = sorted(
             (k for k in groups if k != here),
             key=lambda k: (
-                distance2(k[1], shape) + (k[0] != gpu) * apart,
+                distance2(k[1], shape) + gpu_distance(k[0], gpu) ** 2,
                 k[0] != gpu,
                 *self._order(k[1]),
                 whence[k] != DATABASE,  # one shape on two other GPUs: the user's measurement before the shipped one

@@ -20,7 +20,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
@@ -460,30 +460,32 @@ def shape_distance(a: dict, b: dict) -> float:
 OTHER_GPU_DISTANCE = 1.0
 
 
+def gpu_distance(measured_on: str, gpu: str) -> float:
+    """OTHER_GPU_DISTANCE where a measurement is of another GPU than `gpu` ("" for none: a static search's, where no
+    GPU is nearer), else 0."""
+    return OTHER_GPU_DISTANCE if gpu and measured_on != gpu else 0.0
+
+
 def run_distance(run: RunInfo, shape: dict, gpu: str) -> float:
-    """shape_distance of the run's shape from `shape`, with OTHER_GPU_DISTANCE as one more dimension where the run
-    is of another GPU than `gpu` ("" for none: a static search's, where no GPU is nearer)."""
-    apart = OTHER_GPU_DISTANCE if gpu and run.gpu != gpu else 0.0
-    return math.hypot(shape_distance(run.shape, shape), apart)
+    """shape_distance of the run's shape from `shape`, with gpu_distance as one more dimension."""
+    return math.hypot(shape_distance(run.shape, shape), gpu_distance(run.gpu, gpu))
+
+
+def _measured_by(entries: Iterable[Entry], key: Callable[[Entry], object]) -> dict:
+    groups: dict = {}
+    for e in entries:
+        if e.measured:
+            groups.setdefault(key(e), []).append(e)
+    for rows in groups.values():
+        rows.sort(key=lambda e: e.value)
+    return groups
 
 
 def measured_by_shape(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
     """Measured entries grouped by shape, fastest first."""
-    groups: dict[str, list[Entry]] = {}
-    for e in entries:
-        if e.measured:
-            groups.setdefault(json.dumps(e.run.shape, sort_keys=True), []).append(e)
-    for rows in groups.values():
-        rows.sort(key=lambda e: e.value)
-    return groups
+    return _measured_by(entries, lambda e: json.dumps(e.run.shape, sort_keys=True))
 
 
 def measured_by_gpu_and_shape(entries: Iterable[Entry]) -> dict[tuple[str, str], list[Entry]]:
     """Measured entries grouped by GPU and shape (as JSON), fastest first: one GPU's times never rank another's."""
-    groups: dict[tuple[str, str], list[Entry]] = {}
-    for e in entries:
-        if e.measured:
-            groups.setdefault((e.run.gpu, json.dumps(e.run.shape, sort_keys=True)), []).append(e)
-    for rows in groups.values():
-        rows.sort(key=lambda e: e.value)
-    return groups
+    return _measured_by(entries, lambda e: (e.run.gpu, json.dumps(e.run.shape, sort_keys=True)))

@@ -2,8 +2,7 @@
 
 1. The best configs measured at the nearest shapes (same family and arch; distance on log2 of each dimension, a
    shape measured on another GPU counted as differing in one more dimension by a factor of two:
-   tuning.db.run_distance), round-robin over the
-   nearest few shapes, each checked valid here.
+   tuning.db.run_distance), round-robin over the nearest few shapes, each checked valid here.
 2. Knob values no measured trial of the database has taken (a knob or a value newer than the records: a model
    trained on those records cannot know what they do), each tried once on the best nearest config, changing as few
    other knobs as its constraints need.
