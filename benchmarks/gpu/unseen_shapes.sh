@@ -12,6 +12,10 @@
 #   bench-MxNxK.json      the three best configs, cuBLAS BF16 and Triton's configs timed together (15 replays)
 #   retime.json           benchmarks/gpu/retime_independent.py over every search here: the best 3, outside the harness
 # Each step has its own time limit (a search that reaches it keeps its trials) and leaves its log whatever the others do.
+# A search's limit covers its baselines too, timed after its trials (Triton's configs: 20-30 s at the larger shapes).
+# At the end the logs' last lines are printed and everything is packed into OUT/out.tar.xz (step.sh's bundle_out):
+# the device returns at most 8 files, two folders down, and a search's run directory alone holds more. Unpack here
+# with `mkdir -p runs/CAMPAIGN/callN && tar -xJf …/out.tar.xz -C runs/CAMPAIGN/callN`.
 out=${OUT:-/tmp/w}
 family=${FAMILY:-matmul-bf16}
 mkdir -p "$out"
@@ -30,3 +34,5 @@ for shape in "$@"; do
 done
 step retime.log "${RETIME_S:-120}" python benchmarks/gpu/retime_independent.py "${searches[@]}" --family "$family" \
   --top 3 --rounds 3 --json "$out/retime.json"
+tail -n 4 "$out"/*.log
+bundle_out "$out"
