@@ -367,6 +367,38 @@ def test_the_model_learns_times_over_the_fastest_baseline_of_each_run():
     )
 
 
+def test_a_run_whose_baseline_is_unusually_slow_is_measured_against_its_best_trial():
+    """Where a run's fastest baseline sits far further above its best trial than the family's runs' usual distance
+    (cuBLAS's slow kernel at an off-pitch shape), its trials are measured against their best plus that usual
+    distance; a run whose trials are the slow ones keeps its baseline; so does every usual run."""
+    from mage_tune.tuning.db import RunInfo
+
+    family = get_family("matmul-bf16")
+
+    def run(name: str, m: int, baseline: float, times: list[float]) -> list[Entry]:
+        info = RunInfo(name, "matmul-bf16", "built-in", {"m": m, "n": 2048, "k": 2048}, "sm_90a", "measured",
+                       baselines={"torch.matmul (cuBLAS BF16)": baseline})  # fmt: skip
+        config = family.default_config({"m": m, "n": 2048, "k": 2048}, get_arch("sm_90a"))
+        return [Entry(info, i, config, "measured", t) for i, t in enumerate(times)]
+
+    usual = [
+        run(f"usual-{i}", 2048 + 256 * i, 100.0, [100.0 * r, 105.0, 120.0]) for i, r in enumerate((0.90, 0.92, 0.94))
+    ]
+    slow_baseline = run("slow-baseline", 3000, 250.0, [100.0, 110.0, 130.0])  # the baseline 2.5 x the best
+    slow_trials = run("slow-trials", 3500, 100.0, [200.0, 220.0, 260.0])  # our configs 2 x the baseline
+    entries = [e for group in (*usual, slow_baseline, slow_trials) for e in group]
+    targets: dict[str, list[float]] = {}
+    for row in learned.training_rows(family, get_arch("sm_90a"), entries):
+        targets.setdefault(row.run, []).append(row.target)
+
+    # the runs' baseline over their best trial: 1 / 0.90, 1 / 0.92, 1 / 0.94, 2.5 and 0.5; the median 1 / 0.92
+    usual_gap = math.log(1 / 0.92)
+    assert targets["usual-0"] == pytest.approx([math.log(0.90), math.log(1.05), math.log(1.2)])
+    assert targets["slow-baseline"] == pytest.approx([math.log(t / 100.0) - usual_gap for t in (100.0, 110.0, 130.0)])
+    # against its best trial at the usual distance, not the 250 µs baseline: its 100 µs counts as 0.92, not 0.4
+    assert targets["slow-trials"] == pytest.approx([math.log(2.0), math.log(2.2), math.log(2.6)])
+
+
 def test_the_model_sees_a_persistent_grid_s_tile_waves_and_the_tiles_past_a_ragged_edge():
     """A persistent grid is one wave of blocks whatever the shape: the features that tell a ragged shape's configs
     apart are the family's work units over the resident blocks and the tiles' area inside the output."""
