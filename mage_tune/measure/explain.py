@@ -83,11 +83,17 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
     if grid and occ["blocks_per_sm"]:
         blocks = grid[0] * grid[1] * grid[2]
         slots = sms * occ["blocks_per_sm"]
+        cluster = cluster_size(census)
         if blocks <= slots:  # one wave: what matters is how evenly the blocks spread over the SMs
             busiest = math.ceil(blocks / sms)
+            resident = (
+                f"in clusters of {cluster}, at most {slots} resident at once"
+                if cluster > 1
+                else f"all resident at once ({slots} slots)"
+            )
             lines.append(
-                f"  blocks: {blocks} on {sms} SMs, all resident at once ({slots} slots): {blocks / sms:.2f} an SM on "
-                f"average, {busiest} on the busiest, so the SMs are {blocks / (sms * busiest):.0%} evenly loaded"
+                f"  blocks: {blocks} on {sms} SMs, {resident}: {blocks / sms:.2f} an SM on average, {busiest} on the "
+                f"busiest, so the SMs are {blocks / (sms * busiest):.0%} evenly loaded"
             )
         else:
             waves = math.ceil(blocks / slots)
@@ -96,7 +102,20 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
                 f"{blocks / slots:.2f} waves, the last {blocks / slots - waves + 1:.0%} full (wave quantization "
                 f"costs up to {1 - blocks / (waves * slots):.0%} of the SMs' time)"
             )
+        if cluster > 1:
+            lines.append(
+                f"  clusters of {cluster}: a cluster's blocks share one GPC, so a GPC whose SM count is not a multiple "
+                f"of {cluster} leaves SMs out; the clusters resident at once are the driver's count "
+                "(cuOccupancyMaxActiveClusters, which a persistent launcher cuts its grid to), not in the record: the "
+                "slots and waves here are the most the SMs allow"
+            )
     return lines
+
+
+def cluster_size(census: dict) -> int:
+    """Blocks in each of the variant's thread block clusters, from its census (1 without clusters)."""
+    dims = (census.get("cluster") or {}).get("dims") or [1]
+    return math.prod(int(d) for d in dims if isinstance(d, int) and d > 0) or 1
 
 
 PIPE_BOUND = 0.6  # a pipe or memory at this fraction of its peak or more bounds the kernel
@@ -201,6 +220,7 @@ def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | N
         "last_full": units / workers - waves + 1,
         "idle": 1 - units / (waves * workers),
         "edge": _edge_share(knobs, shape),
+        "cluster": cluster_size(census),
     }
 
 
@@ -235,9 +255,10 @@ def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> 
         cells.append(f"memory {mem['gbs'] / 1e3:.2f} TB/s (no known bandwidth)")
     tail = b["tail"]
     if tail:
+        most = "at most " if tail["cluster"] > 1 else ""  # the resident clusters are the driver's count
         cells.append(
-            f"last wave {tail['last_full']:.0%} full ({tail['units']} {tail['what']} over {tail['workers']} resident "
-            f"blocks, {tail['waves']:.2f} waves)"
+            f"last wave {tail['last_full']:.0%} full ({tail['units']} {tail['what']} over {most}{tail['workers']} "
+            f"resident blocks, {tail['waves']:.2f} waves)"
         )
         if tail.get("edge") and tail["edge"] >= EDGE_SHOWN:
             cells.append(f"tiles {tail['edge']:.0%} past the output's edges")

@@ -175,3 +175,19 @@ def test_a_damaged_products_count_is_refused_naming_the_file(tmp_path):
         with pytest.raises(InputError, match=r"'mma_passes' is .*, not a positive integer") as err:
             read_json(path)
         assert str(path) in str(err.value)
+
+
+def test_a_cluster_winner_s_resident_blocks_are_an_upper_bound():
+    """A cluster's blocks share one GPC, so how many are resident at once is the driver's count at launch, which no
+    record holds: for a winner in clusters of 4 explain gives the SMs' slots as the most, and says why."""
+    record = copy.deepcopy(read_json(MATMUL))
+    best, t = _best(record)
+    record["census"][best["label"]]["cluster"] = {"dims": [4, 1, 1], "explicit": True, "source": "PTX"}
+    assert bound_fractions(record, best, t)["tail"]["cluster"] == 4
+    assert bound_line(record, best, t).endswith(
+        "last wave 88% full (512 tiles over at most 132 resident blocks, 3.88 waves)"
+    )
+    text = explain_bench(record)
+    assert "blocks: 132 on 132 SMs, in clusters of 4, at most 132 resident at once" in text
+    assert "clusters of 4: a cluster's blocks share one GPC" in text and "all resident at once" not in text
+    assert "all resident at once (132 slots)" in explain_bench(read_json(MATMUL))  # without clusters, as before
