@@ -12,7 +12,8 @@
 #   bench-MxNxK.json      the three best configs, cuBLAS BF16 and Triton's configs timed together (15 replays)
 #   retime.json           benchmarks/gpu/retime_independent.py over every search here: the best 3, outside the harness
 # Each step has its own time limit (a search that reaches it keeps its trials) and leaves its log whatever the others do.
-# A search's limit covers its baselines too, timed after its trials (Triton's configs: 20-30 s at the larger shapes).
+# A search's limit covers its whole process, more than its progress line's time (at 5632 × 4608 × 3072: 100 trials
+# in 110 s by the progress line, and a 130 s limit reached): give SEARCH_S 30 s or more beyond the trials.
 # At the end the logs' last lines are printed and everything is packed into OUT/out.tar.xz (step.sh's bundle_out):
 # the device returns at most 8 files, two folders down, and a search's run directory alone holds more. Unpack here
 # with `mkdir -p runs/CAMPAIGN/callN && tar -xJf …/out.tar.xz -C runs/CAMPAIGN/callN`.

@@ -15,9 +15,11 @@ With nothing measured at all, the family's defaults (where valid at the shape) a
 The trials shipped with the package (tuning/shipped.py: H200 and H100) of the family and arch join the database's,
 every GPU's: the nearest shapes favour the searching GPU's own, and the model learns from all of them (its target is
 a time over the run's own cuBLAS or copy, so runs of two GPUs teach one ranking). Held out in turn, the five H100
-shapes searched with about 100 trials each were ranked with a mean top-5 regret of 1.010 by a model trained on both
-GPUs' other shapes, 1.012 on the H100's alone and 1.051 on the H200's alone (what an H100 search had before: `python
-analysis/model_holdout.py --family matmul-bf16 --gpu "NVIDIA H100 80GB HBM3"`). The first note says what joined.
+shapes searched with about 100 trials each are ranked with a mean top-5 regret of 1.006 by a model trained on both
+GPUs' other shapes, 1.006 on the H100's alone and 1.014 on the H200's alone (`python analysis/model_holdout.py
+--family matmul-bf16 --gpu "NVIDIA H100 80GB HBM3"`, the records to h100-2026-12-06-unseen-regimes; both GPUs' and
+the H100's alone were 1.010 and 1.012 with the records of the day before and the baseline as every run's reference).
+The first note says what joined.
 A search without a GPU (static) never reads them: their times are a GPU's, and its own objective is the census
 model's.
 
