@@ -107,15 +107,18 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
                 f"  clusters of {cluster}: a cluster's blocks share one GPC, so a GPC whose SM count is not a multiple "
                 f"of {cluster} leaves SMs out; the clusters resident at once are the driver's count "
                 "(cuOccupancyMaxActiveClusters, which a persistent launcher cuts its grid to), not in the record: the "
-                "slots and waves here are the most the SMs allow"
+                "slots here are the most the SMs allow, so the waves the fewest"
             )
     return lines
 
 
 def cluster_size(census: dict) -> int:
     """Blocks in each of the variant's thread block clusters, from its census (1 without clusters)."""
-    dims = (census.get("cluster") or {}).get("dims") or [1]
-    return math.prod(int(d) for d in dims if isinstance(d, int) and d > 0) or 1
+    cluster = census.get("cluster")
+    dims = cluster.get("dims") if isinstance(cluster, dict) else None
+    if not isinstance(dims, list):
+        return 1
+    return math.prod(d for d in dims if isinstance(d, int) and not isinstance(d, bool) and d > 0)
 
 
 PIPE_BOUND = 0.6  # a pipe or memory at this fraction of its peak or more bounds the kernel
@@ -255,10 +258,11 @@ def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> 
         cells.append(f"memory {mem['gbs'] / 1e3:.2f} TB/s (no known bandwidth)")
     tail = b["tail"]
     if tail:
-        most = "at most " if tail["cluster"] > 1 else ""  # the resident clusters are the driver's count
+        # in clusters, the resident blocks are the driver's count at launch: these are the most, so the fewest waves
+        most, least = ("at most ", "at least ") if tail["cluster"] > 1 else ("", "")
         cells.append(
             f"last wave {tail['last_full']:.0%} full ({tail['units']} {tail['what']} over {most}{tail['workers']} "
-            f"resident blocks, {tail['waves']:.2f} waves)"
+            f"resident blocks, {least}{tail['waves']:.2f} waves)"
         )
         if tail.get("edge") and tail["edge"] >= EDGE_SHOWN:
             cells.append(f"tiles {tail['edge']:.0%} past the output's edges")

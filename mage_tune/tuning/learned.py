@@ -8,7 +8,7 @@ of its ranking: `python analysis/model_holdout.py` over the published H200 recor
 regret, matmul 0.60 / 1.061 with the mean against 0.71 / 1.013 with the baseline, layer norm 0.74 / 1.005 against
 0.77 / 1.005 (records/h200-2026-12-01-wide-rows.tar.xz member model_holdout.md). A run whose baseline is unusually
 slow for its shape (cuBLAS's slow kernel where N or K is off the 16-byte pitch) is measured against its best trial
-instead, at the family's usual distance (run_references): over the records to h100-2026-12-06-unseen-regimes,
+instead, at the family's usual ratio (run_references): over the records to h100-2026-12-06-unseen-regimes,
 matmul-bf16's held-out median rho 0.85 to 0.91 and mean top-5 regret 1.020 to 1.009 (`--family matmul-bf16`; its
 five H100 shapes with `--gpu`, trained on both GPUs: 1.025 to 1.006), layer norm, matmul and matmul-3xtf32 within
 0.002 of before. Gradient-boosted trees (scikit-learn's HistGradientBoostingRegressor) take mixed, partly missing
@@ -50,7 +50,8 @@ from mage_tune.tuning.db import Entry
 MIN_ROWS = 30  # fewer measured trials than this teach nothing worth ranking by
 MIN_RUNS = 2
 MIN_RUN_TRIALS = 3  # a run of fewer measured trials says too little about where its times sit
-UNUSUAL_BASELINE = 1.3  # a run's baseline this much further above its best trial than usual: see run_references
+UNUSUAL_BASELINE = 1.3  # a run's baseline over its best trial this many times the usual ratio: run_references
+USUAL_RUNS = 3  # runs with baselines needed before a median ratio says what is usual
 
 
 def launch_features(problem: Problem, config: Config) -> dict[str, float]:
@@ -129,7 +130,11 @@ class Row:
 
 
 def _baseline_times(baselines: dict) -> list[float]:
-    return [v for v in baselines.values() if isinstance(v, int | float) and v > 0 and math.isfinite(v)]
+    return [
+        v
+        for v in baselines.values()
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 and math.isfinite(v)
+    ]
 
 
 def run_reference(baselines: dict, logs: list[float]) -> float:
@@ -139,17 +144,18 @@ def run_reference(baselines: dict, logs: list[float]) -> float:
 
 
 def run_references(baselines: dict[str, dict], logs: dict[str, list[float]]) -> dict[str, float]:
-    """Each run's reference (run_reference), except where the fastest baseline is unusually slow: a run whose
-    baseline sits more than UNUSUAL_BASELINE times further above its best trial than the family's runs do (their
-    median) is measured against its best trial plus that median distance. Such a baseline is slow for the shape, not
-    the trials fast (cuBLAS's slow kernel where N or K is off the 16-byte pitch: 2-3 x our best), and measured
-    against it every trial of the shape would teach the model that the shape is fast. A run whose trials are
-    unusually slow keeps its baseline: its configs were."""
+    """Each run's reference (run_reference), except where the fastest baseline is unusually slow: where at least
+    USUAL_RUNS runs have baselines, a run whose fastest baseline over its best trial is more than UNUSUAL_BASELINE
+    times the median of that ratio over those runs is measured against its best trial times the median ratio. Such a
+    baseline is slow for the shape, not the trials fast (matmul-bf16 where N or K is off the 16-byte pitch and cuBLAS
+    runs a slow kernel: 2-3 x our best; layer norm's copy at an odd d), and measured against it every trial of the
+    shape would teach the model that the shape is fast. One-sided: a run whose trials are the slow ones keeps its
+    baseline (its configs were slow)."""
     references = {name: run_reference(baselines[name], run_logs) for name, run_logs in logs.items()}
-    gaps = {
+    gaps = {  # log(fastest baseline / best trial)
         name: references[name] - min(run_logs) for name, run_logs in logs.items() if _baseline_times(baselines[name])
     }
-    if gaps:
+    if len(gaps) >= USUAL_RUNS:
         usual = statistics.median(gaps.values())
         for name, gap in gaps.items():
             if gap - usual > math.log(UNUSUAL_BASELINE):

@@ -185,9 +185,13 @@ def test_a_cluster_winner_s_resident_blocks_are_an_upper_bound():
     record["census"][best["label"]]["cluster"] = {"dims": [4, 1, 1], "explicit": True, "source": "PTX"}
     assert bound_fractions(record, best, t)["tail"]["cluster"] == 4
     assert bound_line(record, best, t).endswith(
-        "last wave 88% full (512 tiles over at most 132 resident blocks, 3.88 waves)"
+        "last wave 88% full (512 tiles over at most 132 resident blocks, at least 3.88 waves)"
     )
     text = explain_bench(record)
     assert "blocks: 132 on 132 SMs, in clusters of 4, at most 132 resident at once" in text
     assert "clusters of 4: a cluster's blocks share one GPC" in text and "all resident at once" not in text
+    assert "so the waves the fewest" in text
+    for odd in (None, {}, {"dims": None}, {"dims": 4}, "4x1x1", {"dims": [True, 1, 1]}):  # no clusters said
+        record["census"][best["label"]]["cluster"] = odd
+        assert bound_fractions(record, best, t)["tail"]["cluster"] == 1
     assert "all resident at once (132 slots)" in explain_bench(read_json(MATMUL))  # without clusters, as before

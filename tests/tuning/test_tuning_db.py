@@ -368,9 +368,10 @@ def test_the_model_learns_times_over_the_fastest_baseline_of_each_run():
 
 
 def test_a_run_whose_baseline_is_unusually_slow_is_measured_against_its_best_trial():
-    """Where a run's fastest baseline sits far further above its best trial than the family's runs' usual distance
-    (cuBLAS's slow kernel at an off-pitch shape), its trials are measured against their best plus that usual
-    distance; a run whose trials are the slow ones keeps its baseline; so does every usual run."""
+    """Where a run's fastest baseline over its best trial is far above the ratio usual among the family's runs
+    (cuBLAS's slow kernel at an off-pitch shape), its trials are measured against their best times that usual ratio;
+    a run whose trials are the slow ones keeps its baseline; so does every usual run; and with fewer than three runs
+    with baselines nothing says what is usual."""
     from mage_tune.tuning.db import RunInfo
 
     family = get_family("matmul-bf16")
@@ -394,9 +395,14 @@ def test_a_run_whose_baseline_is_unusually_slow_is_measured_against_its_best_tri
     # the runs' baseline over their best trial: 1 / 0.90, 1 / 0.92, 1 / 0.94, 2.5 and 0.5; the median 1 / 0.92
     usual_gap = math.log(1 / 0.92)
     assert targets["usual-0"] == pytest.approx([math.log(0.90), math.log(1.05), math.log(1.2)])
+    # against its best trial at the usual ratio, not the 250 µs baseline: its 100 µs counts as 0.92, not 0.4
     assert targets["slow-baseline"] == pytest.approx([math.log(t / 100.0) - usual_gap for t in (100.0, 110.0, 130.0)])
-    # against its best trial at the usual distance, not the 250 µs baseline: its 100 µs counts as 0.92, not 0.4
+    # its configs were slow, not its baseline: measured against its 100 µs baseline, 2 x and more
     assert targets["slow-trials"] == pytest.approx([math.log(2.0), math.log(2.2), math.log(2.6)])
+
+    two = [e for group in (usual[0], slow_baseline) for e in group]
+    rows = [r for r in learned.training_rows(family, get_arch("sm_90a"), two) if r.run == "slow-baseline"]
+    assert [r.target for r in rows] == pytest.approx([math.log(t / 250.0) for t in (100.0, 110.0, 130.0)])
 
 
 def test_the_model_sees_a_persistent_grid_s_tile_waves_and_the_tiles_past_a_ragged_edge():
