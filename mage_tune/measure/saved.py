@@ -23,7 +23,8 @@ def read_json(path: str | Path) -> object:
     return data
 
 
-def _positive(value) -> bool:
+def positive_number(value) -> bool:
+    """A finite number above 0 (not a bool): a time, a rate."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
@@ -36,7 +37,7 @@ def _result_problem(r, sessions: int) -> str:
     if not isinstance(r.get("session"), int) or not 0 <= r["session"] < sessions:
         return f"session {r.get('session')!r} is not one of the record's {sessions}"
     for t in r["timings"]:
-        if not isinstance(t, dict) or not isinstance(t.get("regime"), str) or not _positive(t.get("median_us")):
+        if not isinstance(t, dict) or not isinstance(t.get("regime"), str) or not positive_number(t.get("median_us")):
             return "a timing without a regime and a positive median_us"
     if not all(v is None or isinstance(v, str | int | float | bool) for v in r["config"].values()):
         return "a config value that is not a number, string or boolean"
@@ -83,12 +84,12 @@ def check_bench(record: dict, label: str) -> None:
         raise bad("no 'sessions' (the measured copy bandwidth and FMA rate every floor is computed from)")
     for i, s in enumerate(sessions):
         for key in ("copy_gbs", "fp32_tflops"):
-            if not isinstance(s, dict) or not _positive(s.get(key)):
+            if not isinstance(s, dict) or not positive_number(s.get(key)):
                 got = s.get(key) if isinstance(s, dict) else s
                 raise bad(f"session {i} has {key} {got!r}, not a positive number")
     for key in ("flops", "bytes_moved"):
         value = record.get(key)
-        if not (value == 0 or _positive(value)) or isinstance(value, bool):
+        if not (value == 0 or positive_number(value)) or isinstance(value, bool):
             raise bad(f"{key!r} is {value!r}, not a number of zero or more")
     passes = record.get("mma_passes")
     if passes is not None and (isinstance(passes, bool) or not isinstance(passes, int) or passes < 1):

@@ -41,6 +41,7 @@ import numpy as np
 from mage_tune.arch import Arch
 from mage_tune.census.occupancy import occupancy
 from mage_tune.kernels.base import Config, Family, tile_area_inside
+from mage_tune.measure.saved import positive_number
 from mage_tune.problem import Problem
 from mage_tune.tuning.db import Entry
 
@@ -130,11 +131,7 @@ class Row:
 
 
 def _baseline_times(baselines: dict) -> list[float]:
-    return [
-        v
-        for v in baselines.values()
-        if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 and math.isfinite(v)
-    ]
+    return [v for v in baselines.values() if positive_number(v)]
 
 
 def run_reference(baselines: dict, logs: list[float]) -> float:
