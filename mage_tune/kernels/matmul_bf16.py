@@ -1158,7 +1158,8 @@ class TensorMapLauncher:
         self.driver.call("cuModuleGetFunction", ctypes.byref(self.function), self.module, job.kernel_name.encode())
         if job.dynamic_shared:
             self.driver.call("cuFuncSetAttribute", self.function, FUNC_MAX_DYNAMIC_SHARED, job.dynamic_shared)
-        self.grid = self.resident_grid(job)
+        self.resident_blocks = self.resident_cluster_blocks(job)
+        self.grid = self.launched_grid(job)
         self.arguments: dict[tuple[int, int, int], tuple] = {}
         self.workspace: tuple = ()  # kept alive: the kernel writes into it
         if job.config.get("stream_k"):
@@ -1166,24 +1167,32 @@ class TensorMapLauncher:
                 raise ConfigError("stream_k=1 needs a workspace: the launcher was given no way to allocate one")
             self.workspace = allocate(job.grid[0], int(job.config["bm"]) * int(job.config["bn"]))
 
-    def resident_grid(self, job) -> tuple[int, ...]:
-        """The grid launched: the variant's, but a persistent grid of clusters no larger than the clusters the device
-        holds at once (cuOccupancyMaxActiveClusters): a cluster's blocks share one GPC, and where the GPCs' SM counts
-        are not multiples of the cluster size some SMs stay out, so a grid of SMs / cluster clusters would leave the
-        last ones to run after the rest. The blocks walk the tiles by the grid's size, so fewer cover them all."""
+    def resident_cluster_blocks(self, job) -> int | None:
+        """The blocks of a variant in clusters that the device holds at once: cuOccupancyMaxActiveClusters times the
+        cluster's size (a cluster's blocks share one GPC, and where the GPCs' SM counts are not multiples of the
+        cluster size some SMs stay out). None without clusters, or where the driver does not answer; 0 where not even
+        one cluster fits (the launch then says so in the driver's words)."""
         cluster = int(job.config.get("cluster", 1))
-        if cluster == 1 or not job.config.get("persistent"):
-            return tuple(job.grid)
+        if cluster == 1:
+            return None
         config = LaunchConfig(
             (ctypes.c_uint * 3)(*job.grid), (ctypes.c_uint * 3)(*job.block), job.dynamic_shared, None, None, 0
         )
         count = ctypes.c_int()
         try:
             self.driver.call("cuOccupancyMaxActiveClusters", ctypes.byref(count), self.function, ctypes.byref(config))
-        except RuntimeError:  # no answer: the variant's grid, which covers the tiles however many run at once
+        except RuntimeError:
+            return None
+        return count.value * cluster
+
+    def launched_grid(self, job) -> tuple[int, ...]:
+        """The grid launched: the variant's, but a persistent grid of clusters no larger than the clusters resident
+        at once, so that none waits for another to finish. The blocks walk the tiles by the grid's size, so fewer
+        cover them all; a grid of one block per tile keeps every tile's block."""
+        if self.resident_blocks is None or not job.config.get("persistent"):
             return tuple(job.grid)
-        # 0: not even one cluster fits; the launch says so in the driver's words
-        blocks = min(job.grid[0], max(1, count.value) * cluster)
+        cluster = int(job.config.get("cluster", 1))
+        blocks = min(job.grid[0], max(cluster, self.resident_blocks))
         return (blocks, *tuple(job.grid)[1:])
 
     def encode(
@@ -1270,6 +1279,14 @@ class PaddedLauncher:
         self.a = zeros(self.m, self.kp, in_dtype) if self.kp != self.k else None
         self.b = zeros(self.k, self.np, in_dtype) if self.np != self.n else None
         self.c = zeros(self.m, self.np, out_dtype) if self.np != self.n else None
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return self.inner.grid
+
+    @property
+    def resident_blocks(self) -> int | None:
+        return self.inner.resident_blocks
 
     def __call__(self, bufs: dict) -> None:
         m, n, k = self.m, self.n, self.k

@@ -82,27 +82,33 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
     ]
     if grid and occ["blocks_per_sm"]:
         blocks = grid[0] * grid[1] * grid[2]
-        slots = sms * occ["blocks_per_sm"]
         cluster = cluster_size(census)
+        slots, counted = resident_slots(best, occ, sms)
         if blocks <= slots:  # one wave: what matters is how evenly the blocks spread over the SMs
             busiest = math.ceil(blocks / sms)
-            resident = (
-                f"in clusters of {cluster}, at most {slots} resident at once"
-                if cluster > 1
-                else f"all resident at once ({slots} slots)"
-            )
+            if cluster == 1:
+                resident = f"all resident at once ({slots} slots)"
+            elif counted:
+                resident = f"in clusters of {cluster}, {slots} resident at once (the driver's count)"
+            else:
+                resident = f"in clusters of {cluster}, at most {slots} resident at once"
             lines.append(
                 f"  blocks: {blocks} on {sms} SMs, {resident}: {blocks / sms:.2f} an SM on average, {busiest} on the "
                 f"busiest, so the SMs are {blocks / (sms * busiest):.0%} evenly loaded"
             )
         else:
             waves = math.ceil(blocks / slots)
+            over = (
+                f"{slots} resident blocks (the driver's count)"
+                if counted
+                else (f"{sms} SMs × {occ['blocks_per_sm']} = {slots} slots")
+            )
             lines.append(
-                f"  waves: {blocks} blocks over {sms} SMs × {occ['blocks_per_sm']} = {slots} slots: "
+                f"  waves: {blocks} blocks over {over}: "
                 f"{blocks / slots:.2f} waves, the last {blocks / slots - waves + 1:.0%} full (wave quantization "
                 f"costs up to {1 - blocks / (waves * slots):.0%} of the SMs' time)"
             )
-        if cluster > 1:
+        if cluster > 1 and not counted:
             lines.append(
                 f"  clusters of {cluster}: a cluster's blocks share one GPC, so a GPC whose SM count is not a multiple "
                 f"of {cluster} leaves SMs out; the clusters resident at once are the driver's count "
@@ -110,6 +116,16 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
                 "slots here are the most the SMs allow, so the waves the fewest"
             )
     return lines
+
+
+def resident_slots(best: dict, occupancy: dict, sms: int) -> tuple[int, bool]:
+    """The blocks resident at once: the driver's count where the measurement kept it (a kernel in clusters, whose
+    blocks share a GPC), with True; else the SMs times the census's blocks per SM, the most the SMs allow, with
+    False."""
+    counted = best.get("resident_blocks")
+    if isinstance(counted, int) and not isinstance(counted, bool) and counted > 0:
+        return counted, True
+    return sms * occupancy["blocks_per_sm"], False
 
 
 def cluster_size(census: dict) -> int:
@@ -202,7 +218,8 @@ def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | N
         return None
     sms = record["environment"].get("sm_count", SM_COUNT_UNKNOWN_PART)
     blocks = grid[0] * grid[1] * grid[2]
-    workers = min(blocks, sms * occ["blocks_per_sm"])
+    slots, counted = resident_slots(best, occ, sms)
+    workers = min(blocks, slots)
     units, what = blocks, "blocks"
     family, _ = recorded.family_for(record, named)
     config, shape = best["config"], record["shape"]
@@ -224,6 +241,7 @@ def _tail(record: dict, best: dict, census: dict, named: str | None) -> dict | N
         "idle": 1 - units / (waves * workers),
         "edge": _edge_share(knobs, shape),
         "cluster": cluster_size(census),
+        "counted": counted,  # the resident blocks are the driver's count, not the SMs' most
     }
 
 
@@ -259,7 +277,7 @@ def bound_line(record: dict, best: dict, t: float, named: str | None = None) -> 
     tail = b["tail"]
     if tail:
         # in clusters, the resident blocks are the driver's count at launch: these are the most, so the fewest waves
-        most, least = ("at most ", "at least ") if tail["cluster"] > 1 else ("", "")
+        most, least = ("at most ", "at least ") if tail["cluster"] > 1 and not tail["counted"] else ("", "")
         cells.append(
             f"last wave {tail['last_full']:.0%} full ({tail['units']} {tail['what']} over {most}{tail['workers']} "
             f"resident blocks, {least}{tail['waves']:.2f} waves)"
@@ -399,8 +417,11 @@ def report_bench(record: dict, top: int = 10, regime: str = "cold") -> str:
 
 
 def _grid(record: dict, best: dict, named: str | None) -> tuple[int, int, int] | None:
-    """The winner's grid: as the record keeps it, else from the code of a family the user named or a built-in one
-    (None for a record of a family file nobody named: records never load code)."""
+    """The winner's grid: the one its launcher launched where the measurement kept it, else as the record keeps the
+    variant's, else from the code of a family the user named or a built-in one (None for a record of a family file
+    nobody named: records never load code)."""
+    if _is_grid(best.get("launched_grid")):
+        return tuple(best["launched_grid"])
     kept = (record.get("launches") or {}).get(best["label"])
     if isinstance(kept, dict) and _is_grid(kept.get("grid")):
         return tuple(kept["grid"])

@@ -167,6 +167,19 @@ def make_launcher(job: Job, family, shape: dict) -> Callable[[dict], None]:
     return baselines.launcher(job, family, shape)
 
 
+def launch_geometry(launch, job: Job) -> dict:
+    """What a launcher knows of its launches beyond the job: the grid it launches where that is not the job's, and
+    the blocks of its clusters resident at once (matmul-bf16's TensorMapLauncher); nothing for any other."""
+    found: dict = {}
+    grid = getattr(launch, "grid", None)
+    if isinstance(grid, tuple) and grid != tuple(job.grid):
+        found["launched_grid"] = tuple(int(g) for g in grid)
+    resident = getattr(launch, "resident_blocks", None)
+    if isinstance(resident, int) and not isinstance(resident, bool):
+        found["resident_blocks"] = resident
+    return found
+
+
 def returned_outputs(returned, names: tuple[str, ...]) -> dict:
     """What a launch returned, by output name: a tensor is the (first) output, a dict names its outputs."""
     if returned is None:
@@ -387,6 +400,7 @@ class Runner:
         }
         family, shape, bufs = self.family, self.plan.shape, self.bufs
         launch = make_launcher(job, family, shape)
+        base |= launch_geometry(launch, job)
         if job.expect:  # a copy is checked as a copy: its output must equal the input it copies
             references = {baselines.copy_target(family, shape): bufs.host[job.expect].astype(np.float64)}
         else:

@@ -72,6 +72,10 @@ class Result:
     config: dict = field(default_factory=dict)
     cubin_sha256: str | None = None
     outputs: tuple[OutputCheck, ...] = ()  # each output's check; rel_err is the largest relative L2 error of them
+    # Where its launcher says: the grid it launched where that is not the variant's (a persistent grid of clusters
+    # cut to those resident at once), and the blocks of its clusters the device holds at once (the driver's count)
+    launched_grid: tuple[int, ...] | None = None
+    resident_blocks: int | None = None
 
     def time(self, regime: str) -> float | None:
         for t in self.timings:
@@ -90,6 +94,8 @@ class Result:
         values = {k: v for k, v in data.items() if k in known}
         values["timings"] = tuple(_from(Timing, t) for t in data.get("timings") or ())
         values["outputs"] = tuple(_from(OutputCheck, o) for o in data.get("outputs") or ())
+        if values.get("launched_grid") is not None:
+            values["launched_grid"] = tuple(values["launched_grid"])
         return cls(**values)
 
 

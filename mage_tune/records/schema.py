@@ -64,6 +64,13 @@ _MEASUREMENT = {
         "timings": {"type": "array", "items": _TIMING},
         "config": CONFIG,
         "outputs": _OUTPUT_CHECKS,
+        "launched_grid": {
+            "type": ["array", "null"],
+            "minItems": 1,
+            "maxItems": 3,
+            "items": {"type": "integer", "minimum": 1},
+        },
+        "resident_blocks": {"type": ["integer", "null"], "minimum": 0},
     },
 }
 

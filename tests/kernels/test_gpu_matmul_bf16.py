@@ -231,6 +231,26 @@ def test_fp32_output_is_within_fp32_s_bound(shape):
     assert max(r.rel_err for r in variants) < 1e-5  # far under one bf16 rounding: C really is FP32
 
 
+def test_a_measurement_keeps_the_resident_clusters_and_the_grid_launched():
+    """The driver's count of resident blocks in clusters (cuOccupancyMaxActiveClusters × the cluster's size) comes
+    back with each measurement in clusters, and a persistent grid cut to it as the grid launched; a grid of a block
+    per tile and a kernel without clusters keep the variant's grid."""
+    shape = {"m": 2056, "n": 2056, "k": 520}
+    settings = [
+        {"cluster": 4, "multicast": 1},
+        {"cluster": 2, "multicast": 1},
+        {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
+        {},
+    ]
+    quad, pair, per_tile, plain = [r for r in _check(SPEC, shape, settings) if r.kind == "variant"]
+    for result, size in ((quad, 4), (pair, 2), (per_tile, 2)):
+        assert result.resident_blocks and result.resident_blocks % size == 0, result
+    for result in (quad, pair):  # persistent: never more blocks than resident, and never more than one an SM
+        launched = result.launched_grid[0] if result.launched_grid else 132
+        assert launched == min(132, result.resident_blocks), result
+    assert per_tile.launched_grid is None and plain.launched_grid is None and plain.resident_blocks is None
+
+
 def test_persistent_blocks_walk_many_tiles_and_lap_the_ring():
     """1024+ tiles of 64 × 64 over 132 blocks (eight or more tiles each), K of 9 k-tiles over 2 or 3 stages: the
     ring's parity flips many times within and across tiles; ragged in all three dimensions."""

@@ -851,7 +851,8 @@ def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the
 
 
 def _launched(config, shape):
-    """(driver calls at the launcher's making, A's box, the grid launched) for `config` through a recording driver."""
+    """(driver calls at the launcher's making, A's box, the grid launched, the launcher) for `config` through a
+    recording driver."""
     _, job = _stand_in_job(FAMILY, config, shape)
     driver = Recorder()
     launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED, lambda: None)
@@ -859,26 +860,34 @@ def _launched(config, shape):
     launcher({"A": Buffer(0x7F0000000000), "B": Buffer(0x7F0000100000), "__out__": Buffer(0x7F0000200000)})
     box_a = next(call for call in driver.calls if call[0] == "cuTensorMapEncodeTiled")[7]
     geometry = next(call for call in driver.calls if call[0] == "cuLaunchKernel")[1]
-    return made, box_a, geometry[0]
+    assert geometry[:3] == launcher.grid  # what the launcher says it launches, a measurement keeps
+    return made, box_a, geometry[0], launcher
 
 
 def test_a_quad_copies_half_of_a_s_rows_and_launches_no_more_clusters_than_are_resident():
     """In a 2 × 2 cluster each block of a tile row copies half of A's k-tile (A's box: bm / 2 rows); a persistent
     grid of clusters is cut to what the device holds at once (32 clusters answered here: 128 blocks of four, where
-    the variant's grid is 132), so that no cluster waits for another to finish; pairs are cut the same way."""
+    the variant's grid is 132), so that no cluster waits for another to finish; pairs are cut the same way. Every
+    launcher in clusters keeps the driver's count of its resident blocks; one grid of a block per tile is not cut."""
     quad = FAMILY.complete({"cluster": 4, "multicast": 1}, SHAPE, ARCH)
-    made, box_a, blocks = _launched(quad, SHAPE)
+    made, box_a, blocks, launcher = _launched(quad, SHAPE)
     assert box_a == [64, quad["bm"] // 2] and blocks == 4 * Recorder.RESIDENT_CLUSTERS
+    assert launcher.resident_blocks == 4 * Recorder.RESIDENT_CLUSTERS
     asked = [call for call in made if call[0] == "cuOccupancyMaxActiveClusters"]
     assert asked == [("cuOccupancyMaxActiveClusters", (132, 1, 1), (384, 1, 1), FAMILY.shared_bytes(quad), 0)]
     pair = FAMILY.complete({"cluster": 2, "multicast": 1}, SHAPE, ARCH)
-    made, box_a, blocks = _launched(pair, SHAPE)
+    made, box_a, blocks, launcher = _launched(pair, SHAPE)
     assert box_a == [64, pair["bm"]] and blocks == 2 * Recorder.RESIDENT_CLUSTERS  # the same cap for pairs
+    assert launcher.resident_blocks == 2 * Recorder.RESIDENT_CLUSTERS
     assert any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
-    for settings in ({"cluster": 4, "multicast": 1, "persistent": 0}, {}):  # one block per tile; no cluster
-        made, _, blocks = _launched(FAMILY.complete(settings, SHAPE, ARCH), SHAPE)
-        assert not any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
-        assert blocks == FAMILY.launch(FAMILY.complete(settings, SHAPE, ARCH), SHAPE, ARCH).grid[0]
+    per_tile = FAMILY.complete({"cluster": 4, "multicast": 1, "persistent": 0}, SHAPE, ARCH)
+    made, _, blocks, launcher = _launched(per_tile, SHAPE)
+    assert any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
+    assert blocks == FAMILY.launch(per_tile, SHAPE, ARCH).grid[0] > 4 * Recorder.RESIDENT_CLUSTERS
+    assert launcher.resident_blocks == 4 * Recorder.RESIDENT_CLUSTERS
+    made, _, blocks, launcher = _launched(FAMILY.complete({}, SHAPE, ARCH), SHAPE)  # no cluster: nothing asked
+    assert not any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
+    assert blocks == 132 and launcher.resident_blocks is None
 
 
 def test_the_transposed_kernel_counts_its_tiles_along_n_and_m():
@@ -916,7 +925,7 @@ def test_pairs_beside_each_other_share_the_tile_row_s_operand():
     assert FAMILY.a_box_rows(config) == 208
     plain = FAMILY.complete({"bn": 224, **BESIDE}, SHAPE, ARCH)
     assert FAMILY.a_box_rows(plain) == 64 and FAMILY.cluster_blocks(plain, SHAPE) == 32 * 10 * 2  # 19 tile columns
-    _, box_a, _ = _launched(plain, SHAPE)
+    _, box_a, _, _ = _launched(plain, SHAPE)
     assert box_a == [64, 64]
     for settings in ({"pairing": "beside"}, {"pairing": "beside", "cluster": 2}, {**BESIDE, "cluster": 4}):
         problems = FAMILY.violations(FAMILY.with_defaults(settings), SHAPE, ARCH)
@@ -934,7 +943,7 @@ def test_the_transposed_kernel_boxes_a_by_its_columns_and_refuses_fp32_chunks():
     ):
         config = FAMILY.complete(settings, SHAPE, ARCH)
         assert FAMILY.a_box_rows(config) == rows
-        _, box_a, _ = _launched(config, SHAPE)
+        _, box_a, _, _ = _launched(config, SHAPE)
         assert box_a == [64, rows]
     config = FP32_OUT.with_defaults({"transposed": 1})
     assert any("stmatrix .trans" in p for p in FP32_OUT.violations(config, SHAPE, ARCH))

@@ -195,3 +195,22 @@ def test_a_cluster_winner_s_resident_blocks_are_an_upper_bound():
         record["census"][best["label"]]["cluster"] = odd
         assert bound_fractions(record, best, t)["tail"]["cluster"] == 1
     assert "all resident at once (132 slots)" in explain_bench(read_json(MATMUL))  # without clusters, as before
+
+
+def test_a_cluster_winner_whose_launch_was_counted_uses_the_driver_s_count():
+    """Where the measurement kept the driver's count of resident blocks (128 for clusters of 4 on a part whose GPCs
+    leave 4 SMs out) and the grid its launcher cut to it, the waves are over those: 512 tiles over 128 blocks is
+    4.00 waves, not at least 3.88, and nothing is said to be a bound."""
+    record = copy.deepcopy(read_json(MATMUL))
+    best, t = _best(record)
+    record["census"][best["label"]]["cluster"] = {"dims": [4, 1, 1], "explicit": True, "source": "PTX"}
+    best |= {"launched_grid": [128, 1, 1], "resident_blocks": 128}
+    tail = bound_fractions(record, best, t)["tail"]
+    assert (tail["workers"], tail["counted"], tail["waves"]) == (128, True, 4.0)
+    assert bound_line(record, best, t).endswith("last wave 100% full (512 tiles over 128 resident blocks, 4.00 waves)")
+    text = explain_bench(record)
+    assert "blocks: 128 on 132 SMs, in clusters of 4, 128 resident at once (the driver's count)" in text
+    assert "at most" not in text and "share one GPC" not in text
+    best |= {"launched_grid": [0, 1, 1], "resident_blocks": True}  # damaged: read as not kept
+    assert bound_fractions(record, best, t)["tail"]["counted"] is False
+    assert "at most 132 resident" in explain_bench(record)

@@ -1,0 +1,37 @@
+"""What a measurement keeps of its launch beyond the job, without a GPU: the grid a launcher launched where that is
+not the variant's (matmul-bf16 cuts a persistent grid of clusters to those resident at once) and the driver's count of
+resident blocks in clusters; it crosses the worker's JSON and a trial's schema, and a damaged value is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+from mage_tune.measure.harness import launch_geometry
+from mage_tune.measure.records import Job, Result
+from mage_tune.records import schema
+
+JOB = Job(label="v", kind="variant", grid=(132, 1, 1), block=(384, 1, 1))
+
+
+def test_a_launcher_s_cut_grid_and_resident_count_are_kept():
+    cut = SimpleNamespace(grid=(128, 1, 1), resident_blocks=128)
+    assert launch_geometry(cut, JOB) == {"launched_grid": (128, 1, 1), "resident_blocks": 128}
+    uncut = SimpleNamespace(grid=(132, 1, 1), resident_blocks=132)  # pairs on a part that holds 66
+    assert launch_geometry(uncut, JOB) == {"resident_blocks": 132}
+    no_clusters = SimpleNamespace(grid=(132, 1, 1), resident_blocks=None)
+    assert launch_geometry(no_clusters, JOB) == {}
+    assert launch_geometry(lambda bufs: None, JOB) == {}  # a baseline's launcher says nothing
+    assert launch_geometry(SimpleNamespace(grid=[64, 1, 1], resident_blocks=True), JOB) == {}  # not a grid nor count
+
+
+def test_the_kept_launch_crosses_json_and_the_trial_schema():
+    result = Result(label="v", kind="variant", session=0, ok=True, launched_grid=(128, 1, 1), resident_blocks=128)
+    data = dataclasses.asdict(result)
+    back = Result.from_json({**data, "launched_grid": list(data["launched_grid"])})
+    assert back == result and back.launched_grid == (128, 1, 1)
+    assert Result.from_json({"label": "v", "kind": "variant", "session": 0, "ok": True}).launched_grid is None
+    trial = {"number": 3, "outcome": "failed", "measurement": {"launched_grid": [128, 1, 1], "resident_blocks": 128}}
+    assert schema.problem("trial", trial) == ""
+    for damaged in ({"launched_grid": [0, 1, 1]}, {"launched_grid": "128"}, {"resident_blocks": -1}):
+        assert schema.problem("trial", {**trial, "measurement": damaged}).startswith("measurement.")
