@@ -53,6 +53,19 @@ def _torch_baseline(family, bufs: dict, shape: dict):
     return lambda: launch(bufs)
 
 
+def _triton_baseline(family, bufs: dict, shape: dict, recorded: dict[str, float]):
+    """(label, launch) of the family's Triton baseline that ran fastest in the run (`recorded`: label -> µs, its own
+    times), or None where the run timed none: the label picks one of the family's own baselines, whose launcher runs
+    it (a record never says what code runs)."""
+    triton = {b.label: b for b in family.baseline_kernels(shape) if b.kind == "triton"}
+    timed = [(us, label) for label, us in recorded.items() if label in triton and us and us > 0]
+    if not timed:
+        return None
+    label = min(timed)[1]
+    launch = family.launcher(triton[label], shape)
+    return label, lambda: launch(bufs)
+
+
 def _time_cold(fn, evict, reps: int) -> float:
     """Median µs of `reps` single launches of fn, each between two events, each after `evict` read the L2 clean."""
     import torch
@@ -98,13 +111,15 @@ BATCH = 10
 REGIMES = {"cold": _time_cold, "warm": _time_warm, "graph": _time_graph, "batch": _time_batch}
 
 
-def _search_time(run: Path, key: str) -> float | None:
-    """The search's own median for the torch baseline, from baselines.jsonl (its first session's)."""
+def _search_times(run: Path) -> dict[str, tuple[str, float]]:
+    """The search's own medians of its baselines, from baselines.jsonl (its first session's each): label -> (kind,
+    µs)."""
+    found: dict[str, tuple[str, float]] = {}
     for line in record.baselines(run):
         result = line.get("result", {})
-        if result.get("kind") == key and result.get("ok"):
-            return result["timings"][0]["median_us"]
-    return None
+        if result.get("ok") and result.get("label") not in found:
+            found[result["label"]] = (result.get("kind", ""), result["timings"][0]["median_us"])
+    return found
 
 
 def winners(run: Path, top: int) -> list[dict]:
@@ -118,13 +133,17 @@ def winners(run: Path, top: int) -> list[dict]:
 
 
 def _what_to_retime(run: Path, top: int, named: str | None):
-    """(family, shape, arch, the `top` configs to re-time as trials, the run's own torch median or None) of a search
-    run directory or a bench record (read by the tuning database's reader of it)."""
+    """(family, shape, arch, the `top` configs to re-time as trials, the run's own torch median or None, its
+    baselines' medians by label) of a search run directory or a bench record (read by the tuning database's reader
+    of it)."""
     if run.is_dir():
         meta = record.read_identity(run / "run.json")
         if meta is None:
             raise MageError(f"{run}: no run.json (not a search run directory)")
-        best, theirs = winners(run, top), _search_time(run, "torch")
+        times = _search_times(run)
+        best = winners(run, top)
+        theirs = next((us for kind, us in times.values() if kind == "torch"), None)
+        baselines = {label: us for label, (_, us) in times.items()}
     else:
         info, rows = sources.bench_record(run)
         meta = {"family": info.family, "origin": info.origin, "shape": info.shape, "arch": info.arch}
@@ -132,7 +151,7 @@ def _what_to_retime(run: Path, top: int, named: str | None):
         for row in sorted((r for r in rows if r["outcome"] == MEASURED), key=lambda r: r["value"]):
             if all(row["config"] != o["config"] for o in best):
                 best.append(row)
-        best, theirs = best[:top], None
+        best, theirs, baselines = best[:top], None, dict(info.baselines)
     family, why = family_for(meta, named)
     if family is None:
         raise MageError(f"{run}: {why}")
@@ -142,7 +161,7 @@ def _what_to_retime(run: Path, top: int, named: str | None):
     if not best:
         what = "measured or modelled trial" if run.is_dir() else "measured variant"  # a bench's: measured or failed
         raise MageError(f"{run}: no {what} to re-time")
-    return family, meta, best, theirs
+    return family, meta, best, theirs, baselines
 
 
 def _device_dtype(family, name: str):
@@ -170,11 +189,11 @@ def _cupy_launch(variant, bufs: dict, family, shape: dict):
 
 def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regimes: tuple[str, ...] = ()) -> list[dict]:
     """One row per winner of `run` (its `top` best distinct configs; a bench record's fastest variants), each timed
-    in turns with torch's baseline.
+    in turns with torch's baseline and the Triton config that was fastest in the run, where it timed Triton.
     `named`: the family file the run was made with, where it is not a built-in family (records never load code).
     `regimes`: other ways of timing both (REGIMES: warm, graph, batch), in the row's "regimes", to tell which part
     of a launch makes a ratio differ from the search's."""
-    family, meta, best, search_torch = _what_to_retime(run, top, named)
+    family, meta, best, search_torch, search_baselines = _what_to_retime(run, top, named)
     shape, arch = meta["shape"], get_arch(meta["arch"])  # the record keeps the name
     import torch
 
@@ -189,6 +208,7 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
     expected = family.reference(held, shape)
     tolerance = family.tolerance_for(shape)
     baseline = _torch_baseline(family, bufs, shape)
+    triton_label, triton = _triton_baseline(family, bufs, shape, search_baselines) or (None, None)
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
     total = torch.empty((), device="cuda")
 
@@ -207,11 +227,13 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
         torch.cuda.synchronize()
         got = bufs["__out__"].double().cpu().numpy()
         rel_err = float(np.linalg.norm(got - expected) / np.linalg.norm(expected))  # NaN where a value was not written
-        ours_us, torch_us = [], []
-        for _ in range(rounds):  # in turns, so drift between the two is shared
+        ours_us, torch_us, triton_us = [], [], []
+        for _ in range(rounds):  # in turns, so drift between them is shared
             ours_us.append(_time_cold(ours, evict, REPS))
             if baseline:
                 torch_us.append(_time_cold(baseline, evict, REPS))
+            if triton:
+                triton_us.append(_time_cold(triton, evict, REPS))
         other = {}
         for regime in regimes:  # after the cold rounds, which the row's ratio keeps
             timer = REGIMES[regime]
@@ -220,6 +242,8 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
                 other[regime]["torch_us"] = statistics.median(timer(baseline, evict, REPS) for _ in range(rounds))
         ours_med = statistics.median(ours_us)
         torch_med = statistics.median(torch_us) if torch_us else None
+        triton_med = statistics.median(triton_us) if triton_us else None
+        search_triton = search_baselines.get(triton_label) if triton_label else None
         measured = trial["outcome"] == MEASURED
         row = {
             "run": str(run),
@@ -239,6 +263,11 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
             "ours_over_torch": ours_med / torch_med if torch_med else None,
             "rounds_ours_us": ours_us,
             "rounds_torch_us": torch_us,
+            "triton_label": triton_label,
+            "triton_us": triton_med,
+            "ours_over_triton": ours_med / triton_med if triton_med else None,
+            "rounds_triton_us": triton_us,
+            "search_ours_over_triton": trial["value"] / search_triton if measured and search_triton else None,
             "search_outcome": trial["outcome"],
             "search_ours_us": trial["value"] if measured else None,
             "search_torch_us": search_torch,
@@ -294,6 +323,12 @@ def main(argv: list[str] | None = None) -> int:
                 ),
                 flush=True,
             )
+            if row["triton_us"]:
+                print(
+                    f"    {row['triton_label']}: {row['triton_us']:.2f} µs, ours / triton {row['ours_over_triton']:.3f}"
+                    f" (search {row['search_ours_over_triton'] or nan:.3f})",
+                    flush=True,
+                )
             for regime, times in row["regimes"].items():
                 theirs = times.get("torch_us")
                 ratio = f", ratio {times['ours_us'] / theirs:.3f}" if theirs else ""

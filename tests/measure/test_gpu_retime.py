@@ -79,3 +79,17 @@ def test_bf16_winners_launched_by_their_family_are_retimed(tmp_path):
         assert row["search_outcome"] == "modelled" and row["search_ours_us"] is None and "ratio_change" not in row
         assert set(row["regimes"]) == {"warm", "graph", "batch"}
         assert all(t["ours_us"] > 0 and t["torch_us"] > 0 for t in row["regimes"].values())
+
+
+def test_a_bench_record_s_fastest_triton_config_is_retimed_beside_ours(tmp_path):
+    """A bench record that timed Triton: its fastest Triton config is launched and timed in turns with the winner and
+    cuBLAS, and the row keeps both ratios (the record's own Triton time beside it)."""
+    from test_retime_winners import TMA, with_triton
+
+    path = with_triton(tmp_path, {TMA: 210.0})
+    out = tmp_path / "retime.json"
+    assert retimer().main([str(path), "--rounds", "1", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["winners"]
+    assert row["ok"] and row["triton_label"] == TMA and row["triton_us"] > 0 and len(row["rounds_triton_us"]) == 1
+    assert row["ours_over_triton"] == row["ours_us"] / row["triton_us"]
+    assert row["search_ours_over_triton"] == 200.0 / 210.0

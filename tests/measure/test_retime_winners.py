@@ -57,13 +57,47 @@ def test_an_unknown_regime_is_refused_before_anything_is_timed(capsys):
 
 def test_a_bench_record_s_fastest_variants_and_its_cublas_time(tmp_path):
     bench = ROOT / "tests/fixtures/data/bench_matmul_bf16_4096.json"
-    family, meta, best, theirs = retimer()._what_to_retime(bench, 5, None)
+    family, meta, best, theirs, baselines = retimer()._what_to_retime(bench, 5, None)
     assert family.name == "matmul-bf16" and meta["shape"] == {"m": 4096, "n": 4096, "k": 4096}
     assert [(t["value"], t["config"]["bn"]) for t in best] == [(200.0, 256), (240.0, 128)]
     assert theirs == 180.0  # the record's cuBLAS BF16 median, the ratio the re-timing is compared with
+    assert baselines == {"torch.matmul (cuBLAS BF16)": 180.0}
     assert [t["config"]["bn"] for t in retimer()._what_to_retime(bench, 1, None)[2]] == [256]
     data = json.loads(bench.read_text())
     data["results"] = [r for r in data["results"] if r["kind"] != "variant"]
     (tmp_path / "none.json").write_text(json.dumps(data))
     with pytest.raises(MageError, match=r"none\.json: no measured variant to re-time"):
         retimer()._what_to_retime(tmp_path / "none.json", 1, None)
+
+
+TMA = "triton-tma[BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3]"
+PLAIN = "triton[BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3]"
+
+
+def with_triton(tmp_path, times: dict[str, float]):
+    """The 4096³ bench fixture with Triton results of these labels and times beside its cuBLAS one."""
+    bench = ROOT / "tests/fixtures/data/bench_matmul_bf16_4096.json"
+    data = json.loads(bench.read_text())
+    torch_result = next(r for r in data["results"] if r["kind"] == "torch")
+    for label, us in times.items():
+        timing = {**torch_result["timings"][0], "median_us": us}
+        data["results"].append({**torch_result, "label": label, "kind": "triton", "timings": [timing]})
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_fastest_triton_config_of_the_run_is_the_one_retimed(tmp_path, monkeypatch):
+    """Of the run's Triton results, the fastest whose label is one of the family's own baselines: the family's
+    launcher runs it (a label the family does not know, however fast, picks nothing)."""
+    path = with_triton(tmp_path, {PLAIN: 190.0, TMA: 185.0, "triton[planted]": 1.0})
+    family, meta, _, _, baselines = retimer()._what_to_retime(path, 1, None)
+    assert baselines[TMA] == 185.0 and baselines["triton[planted]"] == 1.0
+    launched = []
+    monkeypatch.setattr(family, "launcher", lambda job, shape: lambda bufs: launched.append((job.label, job.config)))
+    label, launch = retimer()._triton_baseline(family, {"A": None}, meta["shape"], baselines)
+    launch()
+    assert label == TMA and launched == [(TMA, next(b.config for b in family.baseline_kernels(meta["shape"])
+                                                     if b.label == TMA))]  # fmt: skip
+    assert retimer()._triton_baseline(family, {}, meta["shape"], {"triton[planted]": 1.0}) is None
+    assert retimer()._triton_baseline(family, {}, meta["shape"], {"torch.matmul (cuBLAS BF16)": 180.0}) is None
