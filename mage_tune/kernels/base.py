@@ -357,6 +357,9 @@ class Family(ABC):
     knobs: tuple[Knob, ...]
     baselines: tuple[str, ...] = ()
     tolerance: float = 1e-5
+    # A baseline kind whose error on the same inputs no variant may exceed, besides the tolerance (the FP32-accurate
+    # matmuls: cuBLAS FP32's, "torch"); None: the tolerance alone
+    accuracy_bar: ClassVar[str | None] = None
     mma_passes: int = 1
     copy_of: str | None = None
     max_elements: int = DEFAULT_MAX_ELEMENTS

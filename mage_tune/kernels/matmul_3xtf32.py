@@ -57,6 +57,7 @@ class Matmul3xTF32(Matmul):
     )
     mma_passes = 3  # big·big, big·small, small·big: three TF32 products for each FP32 one
     baselines = (*Matmul.baselines, CONTEXT)
+    accuracy_bar = "torch"  # FP32-accurate: never worse than cuBLAS FP32 on the same inputs
 
     def tolerance_for(self, shape: Shape) -> float:
         """FP32's bound for a K-term sum, u·√K, at least 16 u; never looser than the SIMT family's tolerance."""

@@ -239,6 +239,28 @@ def check_outputs(launch: Callable[[dict], object], family, shape: dict, bufs: B
     return Checked(not whys, rel, max_abs, "; ".join(whys), tuple(c.check for c in compared))
 
 
+def accuracy_bar(family, shape: dict, bufs: Buffers, references: dict) -> tuple[str, float] | None:
+    """(label, error) of the baseline whose error on these inputs no variant may exceed (the first of the family's
+    `accuracy_bar` kind), checked like any job; None where the family names none, or that baseline is not there or
+    fails its own check (nothing to hold the variants to)."""
+    if not family.accuracy_bar:
+        return None
+    found = next((b for b in family.baseline_kernels(shape) if b.kind == family.accuracy_bar), None)
+    if found is None:
+        return None
+    job = Job(label=found.label, kind=found.kind, config=dict(found.config))
+    checked = check_outputs(baselines.launcher(job, family, shape), family, shape, bufs, references)
+    return (found.label, checked.rel_err) if checked.ok else None
+
+
+def over_bar(checked: Checked, bar: tuple[str, float] | None) -> str:
+    """Why a variant that passed its tolerance fails the family's accuracy bar ("" where it does not)."""
+    if bar is None or not checked.rel_err > bar[1]:
+        return ""
+    label, error = bar
+    return f"relative error {checked.rel_err:.2e} is over {label}'s {error:.2e} on the same inputs (the accuracy bar)"
+
+
 def check(launch: Callable[[dict], object], family, shape: dict, bufs: Buffers, reference) -> tuple:
     """(ok, rel_err, max_abs_err, why) of check_outputs; `reference` is the family's reference() (an array for one
     output) or a dict by output name."""
@@ -389,6 +411,15 @@ class Runner:
         self.bufs = Buffers(self.family, plan.shape, plan.seed, want)
         # from the pristine inputs: an in-place output's reference is one step from them
         self.references = self.family.references(self.bufs.host, plan.shape)
+        self._bar: tuple[str, float] | None = None
+        self._bar_checked = False
+
+    def bar(self) -> tuple[str, float] | None:
+        """The family's accuracy bar on this session's inputs, checked once, when the first variant needs it."""
+        if not self._bar_checked:
+            self._bar = accuracy_bar(self.family, self.plan.shape, self.bufs, self.references)
+            self._bar_checked = True
+        return self._bar
 
     def run(self, job: Job) -> Result:
         base = {
@@ -409,6 +440,9 @@ class Runner:
         found = {"rel_err": checked.rel_err, "max_abs_err": checked.max_abs_err, "outputs": checked.outputs}
         if not checked.ok and not context_only(job, checked):
             return Result(ok=False, error=checked.why, **found, **base)
+        over = over_bar(checked, self.bar()) if job.kind == "variant" and not job.expect else ""
+        if over:
+            return Result(ok=False, error=over, **found, **base)
         # a context-only baseline over the tolerance is timed all the same; why its check failed stays in `error`
         found["error"] = checked.why
         if not self.plan.timed:

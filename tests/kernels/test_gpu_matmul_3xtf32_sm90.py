@@ -262,6 +262,24 @@ def test_long_chains_where_admitted(shape):
     _check(shape, CHAIN_4 + COVER[:2])
 
 
+def test_a_variant_worse_than_cublas_fp32_on_the_same_inputs_fails():
+    """The accuracy bar: at 2304 × 4096 × 2048 chain=4 (128 products a truncating chain) measured 9.1e-7 where cuBLAS
+    FP32 had 8.1e-7, inside the tolerance (2.7e-6) but worse than cuBLAS on the same inputs: a failed variant, which
+    says why; chain=1 (2.8e-7) passes. Whatever the inputs, a variant passes exactly where it is not worse."""
+    from mage_tune.measure import bench
+
+    shape = {"m": 2304, "n": 4096, "k": 2048}
+    settings = [{"bm": 64, "bn": 128, "consumers": 1, "stages": 4, "chain": 4}, {"chain": 1}]
+    family, variants = _variants(shape, settings)
+    run = bench(Problem(family, shape, ARCH), variants, baselines=("torch",), timed=False, seed=1, job_timeout_s=120)
+    (cublas,) = [r for r in run.results if r.kind == "torch"]
+    long_chain, short_chain = [r for r in run.results if r.kind == "variant"]
+    assert cublas.ok and short_chain.ok and short_chain.rel_err < cublas.rel_err
+    assert not long_chain.ok and long_chain.rel_err > cublas.rel_err, (long_chain.rel_err, cublas.rel_err)
+    assert "the accuracy bar" in long_chain.error and "cuBLAS FP32" in long_chain.error
+    assert long_chain.outputs and all(o.ok for o in long_chain.outputs)  # within the tolerance all the same
+
+
 def test_persistent_blocks_walk_many_tiles_and_lap_the_ring():
     """1000+ tiles of 64 × 64 over 132 blocks, 17 k-tiles over 2 to 6 stages: the ring's parity flips many times
     within and across tiles; ragged in all three dimensions."""

@@ -1,0 +1,37 @@
+"""The accuracy bar, without a GPU: a family may name a baseline kind whose error on the same inputs no variant may
+exceed besides its tolerance (the FP32-accurate matmuls: cuBLAS FP32's), and a variant over it fails saying so. Its
+GPU side: tests/kernels/test_gpu_matmul_3xtf32_sm90.py (a chain of 128 products worse than cuBLAS at 2304 × 4096 ×
+2048)."""
+
+from __future__ import annotations
+
+import math
+
+from mage_tune.kernels import load_family
+from mage_tune.measure.harness import Checked, over_bar
+
+BAR = ("torch.matmul (cuBLAS FP32)", 8.09e-7)
+
+
+def _checked(error: float) -> Checked:
+    return Checked(ok=True, rel_err=error, max_abs_err=0.0, why="", outputs=())
+
+
+def test_a_variant_over_the_bar_fails_saying_whose_error_it_exceeds():
+    why = over_bar(_checked(9.1e-7), BAR)
+    assert why == (
+        "relative error 9.10e-07 is over torch.matmul (cuBLAS FP32)'s 8.09e-07 on the same inputs (the accuracy bar)"
+    )
+    assert over_bar(_checked(2.8e-7), BAR) == "" and over_bar(_checked(8.09e-7), BAR) == ""  # equal is not worse
+    assert over_bar(_checked(9.1e-7), None) == ""  # no bar: the tolerance alone
+    assert over_bar(_checked(math.nan), BAR) == ""  # a NaN error already failed its check
+
+
+def test_the_fp32_accurate_matmuls_hold_to_cublas_fp32_and_the_others_to_their_tolerance():
+    for name in ("matmul-3xtf32", "matmul-3xtf32-sm90"):
+        family = load_family(name)
+        assert family.accuracy_bar == "torch"
+        shape = {"m": 512, "n": 512, "k": 512}
+        assert [b.label for b in family.baseline_kernels(shape) if b.kind == "torch"] == ["torch.matmul (cuBLAS FP32)"]
+    for name in ("matmul", "matmul-bf16", "layernorm"):
+        assert load_family(name).accuracy_bar is None
