@@ -357,9 +357,6 @@ class Family(ABC):
     knobs: tuple[Knob, ...]
     baselines: tuple[str, ...] = ()
     tolerance: float = 1e-5
-    # A baseline kind whose error on the same inputs no variant may exceed, besides the tolerance (the FP32-accurate
-    # matmuls: cuBLAS FP32's, "torch"); None: the tolerance alone
-    accuracy_bar: ClassVar[str | None] = None
     mma_passes: int = 1
     copy_of: str | None = None
     max_elements: int = DEFAULT_MAX_ELEMENTS
@@ -485,6 +482,11 @@ class Family(ABC):
         """For a config whose blocks walk their work (walk_steps > 0): the config that does the same work a piece per
         block, so that its census counts every load a piece runs; a loop's loads are counted once, so the static
         model charges a walking kernel at least its twin's time. None: no twin."""
+        return None
+
+    def accuracy_bar(self, shape: Shape) -> str | None:
+        """A baseline kind whose error on the same inputs no variant may exceed at this shape, besides the
+        tolerance (the FP32-accurate matmuls: cuBLAS FP32's, where all dims reach 2048); None: the tolerance alone."""
         return None
 
     def tolerance_for(self, shape: Shape) -> float:

@@ -240,12 +240,13 @@ def check_outputs(launch: Callable[[dict], object], family, shape: dict, bufs: B
 
 
 def accuracy_bar(family, shape: dict, bufs: Buffers, references: dict) -> tuple[str, float] | None:
-    """(label, error) of the baseline whose error on these inputs no variant may exceed (the first of the family's
-    `accuracy_bar` kind), checked like any job; None where the family names none, or that baseline is not there or
-    fails its own check (nothing to hold the variants to)."""
-    if not family.accuracy_bar:
+    """(label, error) of the baseline whose error on these inputs no variant may exceed (the first of the kind the
+    family's `accuracy_bar` names at this shape), checked like any job; None where it names none, or that baseline
+    is not there or fails its own check (nothing to hold the variants to)."""
+    kind = family.accuracy_bar(shape)
+    if not kind:
         return None
-    found = next((b for b in family.baseline_kernels(shape) if b.kind == family.accuracy_bar), None)
+    found = next((b for b in family.baseline_kernels(shape) if b.kind == kind), None)
     if found is None:
         return None
     job = Job(label=found.label, kind=found.kind, config=dict(found.config))
