@@ -92,7 +92,7 @@ def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
         family_digest=str(identity.get("family_digest") or ""),
         defaults=recorded.defaults({**identity, "origin": origin}),
     )
-    tolerance = _tolerance_today(run)
+    tolerance = _limit_today(run, [b["result"] for b in record.baselines(path)])
     rows = []
     for t in record.trials(path):
         if not isinstance(t.get("config"), dict):
@@ -129,7 +129,7 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
         family_digest=str(data.get("family_digest") or ""),
         defaults=recorded.defaults({**data, "origin": origin}),
     )
-    tolerance = _tolerance_today(run)
+    tolerance = _limit_today(run, [r for r in data["results"] if r["kind"] != "variant"])
     rows = []
     for number, r in enumerate(x for x in data["results"] if x["kind"] == "variant"):
         value = result_time(r) if r["ok"] and _within(r, tolerance) else None
@@ -139,17 +139,26 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
     return run, rows
 
 
-def _tolerance_today(run: RunInfo) -> float | None:
-    """A built-in family's tolerance at the run's shape as it stands now, so a variant that passed a looser check
-    when it was measured is a failed trial for the warm start; None for any other family (a record never loads a
-    family file) or where the family cannot say."""
+def _limit_today(run: RunInfo, baselines: list[dict]) -> float | None:
+    """The largest relative error a variant of the run may have to pass a built-in family's check as it stands now:
+    its tolerance at the run's shape, and where it names an accuracy bar there, that baseline's error in the run
+    (the same inputs), whichever is smaller; so a variant that passed a looser check when it was measured is a failed
+    trial for the warm start. None for any other family (a record never loads a family file) or where the family
+    cannot say."""
     family, _ = recorded.family_for({"family": run.family, "origin": run.origin})
     if family is None:
         return None
     try:
-        return family.tolerance_for(run.shape)
+        limit, kind = family.tolerance_for(run.shape), family.accuracy_bar(run.shape)
+        labels = {b.label for b in family.baseline_kernels(run.shape) if b.kind == kind} if kind else set()
     except MageError:
         return None
+    errors = [
+        r["rel_err"]
+        for r in baselines
+        if r.get("label") in labels and r.get("ok") is True and type(r.get("rel_err")) in (int, float)
+    ]
+    return min([limit, *errors[:1]])  # the first session's, as the harness's check holds each session to its own
 
 
 def _within(result: dict, tolerance: float | None) -> bool:
