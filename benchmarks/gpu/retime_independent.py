@@ -117,7 +117,7 @@ def _search_times(run: Path) -> dict[str, tuple[str, float]]:
     found: dict[str, tuple[str, float]] = {}
     for line in record.baselines(run):
         result = line.get("result", {})
-        if result.get("ok") and result.get("label") not in found:
+        if result.get("ok") and result.get("timings") and result.get("label") not in found:
             found[result["label"]] = (result.get("kind", ""), result["timings"][0]["median_us"])
     return found
 
@@ -191,8 +191,10 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
     """One row per winner of `run` (its `top` best distinct configs; a bench record's fastest variants), each timed
     in turns with torch's baseline and the Triton config that was fastest in the run, where it timed Triton.
     `named`: the family file the run was made with, where it is not a built-in family (records never load code).
-    `regimes`: other ways of timing both (REGIMES: warm, graph, batch), in the row's "regimes", to tell which part
-    of a launch makes a ratio differ from the search's."""
+    `regimes`: other ways of timing ours and torch's (REGIMES: warm, graph, batch; Triton's only cold), in the row's
+    "regimes", to tell which part of a launch makes a ratio differ from the search's. A winner is ok where its error
+    is within the family's tolerance and, where the family names torch's baseline as its accuracy bar at the shape,
+    no worse than torch's on the same inputs."""
     family, meta, best, search_torch, search_baselines = _what_to_retime(run, top, named)
     shape, arch = meta["shape"], get_arch(meta["arch"])  # the record keeps the name
     import torch
@@ -208,6 +210,18 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
     expected = family.reference(held, shape)
     tolerance = family.tolerance_for(shape)
     baseline = _torch_baseline(family, bufs, shape)
+
+    def error_of(launch) -> float:
+        """Relative L2 error of what `launch` writes into C (NaN first: a value not written is NaN)."""
+        bufs["__out__"].fill_(float("nan"))
+        launch()
+        torch.cuda.synchronize()
+        got = bufs["__out__"].double().cpu().numpy()
+        return float(np.linalg.norm(got - expected) / np.linalg.norm(expected))
+
+    # the family's accuracy bar, where it names torch's baseline at this shape: its error on these same inputs
+    bar = error_of(baseline) if baseline and family.accuracy_bar(shape) == "torch" else None
+    limit = min(tolerance, bar) if bar is not None else tolerance
     triton_label, triton = _triton_baseline(family, bufs, shape, search_baselines) or (None, None)
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
     total = torch.empty((), device="cuda")
@@ -222,11 +236,7 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
         sha = variant.artifact.cubin_sha256
         own = family.launcher(variant_job(variant), shape)  # a family that launches its own variants (tensor maps)
         ours = (lambda own=own: own(bufs)) if own is not None else _cupy_launch(variant, bufs, family, shape)
-        bufs["__out__"].fill_(float("nan"))
-        ours()
-        torch.cuda.synchronize()
-        got = bufs["__out__"].double().cpu().numpy()
-        rel_err = float(np.linalg.norm(got - expected) / np.linalg.norm(expected))  # NaN where a value was not written
+        rel_err = error_of(ours)
         ours_us, torch_us, triton_us = [], [], []
         for _ in range(rounds):  # in turns, so drift between them is shared
             ours_us.append(_time_cold(ours, evict, REPS))
@@ -257,7 +267,8 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
             "same_binary": sha == trial["cubin_sha256"] if trial.get("cubin_sha256") else None,
             "rel_err": rel_err,
             "tolerance": tolerance,
-            "ok": bool(rel_err <= tolerance),
+            "bar_rel_err": bar,  # torch's error on the same inputs, where the family holds variants to it
+            "ok": bool(rel_err <= limit),
             "ours_us": ours_med,
             "torch_us": torch_med,
             "ours_over_torch": ours_med / torch_med if torch_med else None,
@@ -313,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             change = row.get("ratio_change")
             nan = float("nan")
+            bar = f", torch's {row['bar_rel_err']:.2e}" if row["bar_rel_err"] is not None else ""
             print(
-                f"{row['family']} {row['shape']} #{row['rank']}: ok={row['ok']} (err {row['rel_err']:.2e}) ours "
+                f"{row['family']} {row['shape']} #{row['rank']}: ok={row['ok']} (err {row['rel_err']:.2e}{bar}) ours "
                 f"{row['ours_us']:.2f} µs, torch {row['torch_us'] or nan:.2f} µs, ratio "
                 f"{row['ours_over_torch'] or nan:.3f} (search {row['search_ours_over_torch'] or nan:.3f}"
                 + (f", {change:+.1%})" if change is not None else ")")

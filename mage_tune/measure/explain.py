@@ -84,12 +84,15 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
         blocks = grid[0] * grid[1] * grid[2]
         cluster = cluster_size(census)
         slots, counted = resident_slots(best, occ, sms)
+        most = sms * occ["blocks_per_sm"]
+        # the driver's count, and the SMs' slots it leaves empty (a GPC whose SMs the cluster size does not divide)
+        driver = "the driver's count" + (f"; {most - slots} of the SMs' {most} slots hold none" if slots < most else "")
         if blocks <= slots:  # one wave: what matters is how evenly the blocks spread over the SMs
             busiest = math.ceil(blocks / sms)
             if cluster == 1:
                 resident = f"all resident at once ({slots} slots)"
             elif counted:
-                resident = f"in clusters of {cluster}, {slots} resident at once (the driver's count)"
+                resident = f"in clusters of {cluster}, {slots} resident at once ({driver})"
             else:
                 resident = f"in clusters of {cluster}, at most {slots} resident at once"
             lines.append(
@@ -98,11 +101,8 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
             )
         else:
             waves = math.ceil(blocks / slots)
-            over = (
-                f"{slots} resident blocks (the driver's count)"
-                if counted
-                else (f"{sms} SMs × {occ['blocks_per_sm']} = {slots} slots")
-            )
+            counts = f"{sms} SMs × {occ['blocks_per_sm']} = {slots} slots"
+            over = f"{slots} resident blocks ({driver})" if counted else counts
             lines.append(
                 f"  waves: {blocks} blocks over {over}: "
                 f"{blocks / slots:.2f} waves, the last {blocks / slots - waves + 1:.0%} full (wave quantization "

@@ -26,10 +26,10 @@ import numpy as np
 from mage_tune import gpu
 from mage_tune.arch import SM_COUNT_UNKNOWN_PART
 from mage_tune.cuda_driver import KernelLaunch
-from mage_tune.errors import ConfigError, MageError
+from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family
 from mage_tune.kernels.base import OUT
-from mage_tune.measure import baselines, ceilings, checks
+from mage_tune.measure import baselines, ceilings, checks, shipped
 from mage_tune.measure.records import Job, OutputCheck, Plan, Result, Session, Timing
 from mage_tune.measure.streams import raw_stream, torch_stream
 
@@ -37,6 +37,27 @@ GRAPH_TARGET_US = 3000.0  # work per graph replay: long enough that event resolu
 MAX_LAUNCHES = 200
 MAX_SET_BYTES_TOTAL = 8 * 2**30
 MIN_INPLACE_SETS = 10  # launches per cold graph of an in-place family (a set each), where memory allows
+
+
+# A CUDA error that leaves the context unusable: every later call in the process fails, so its worker is replaced
+STICKY_ERRORS = (
+    "illegal",
+    "Illegal",
+    "ILLEGAL",
+    "LaunchFailure",
+    "LAUNCH_FAILED",
+    "unspecified launch",
+    "misaligned",
+    "Misaligned",
+    "LaunchTimeout",
+    "hardware stack error",
+    "HardwareStackError",
+)
+
+
+def is_sticky(error: str) -> bool:
+    """Whether an error's text is a sticky CUDA error's (STICKY_ERRORS)."""
+    return any(s in error for s in STICKY_ERRORS)
 
 
 class GraphEmpty(RuntimeError):
@@ -252,7 +273,9 @@ def accuracy_bar(family, shape: dict, bufs: Buffers, references: dict) -> tuple[
     job = Job(label=found.label, kind=found.kind, config=dict(found.config))
     try:
         checked = check_outputs(baselines.launcher(job, family, shape), family, shape, bufs, references)
-    except (MageError, RuntimeError):  # a baseline that cannot run holds the variants to nothing; its own job says why
+    except Exception as error:  # one that cannot run holds the variants to the tolerance alone; its own job says why
+        if is_sticky(str(error)):
+            raise  # the context is gone: the worker is replaced, as for any job
         return None
     return (found.label, checked.rel_err) if checked.ok else None
 
@@ -421,8 +444,8 @@ class Runner:
     def bar(self) -> tuple[str, float] | None:
         """The family's accuracy bar on this session's inputs, checked once, when the first variant needs it."""
         if not self._bar_checked:
+            self._bar_checked = True  # once, whatever comes of it
             self._bar = accuracy_bar(self.family, self.plan.shape, self.bufs, self.references)
-            self._bar_checked = True
         return self._bar
 
     def run(self, job: Job) -> Result:
@@ -441,7 +464,7 @@ class Runner:
         else:
             references = self.references
         # the bar's baseline runs first: what the variant's check leaves in set 0 (an in-place step) is then its own
-        bar = self.bar() if job.kind == "variant" and not job.expect else None
+        bar = self.bar() if job.kind == "variant" and not job.expect and not shipped.is_shipped(job) else None
         checked = check_outputs(launch, family, shape, bufs, references)
         found = {"rel_err": checked.rel_err, "max_abs_err": checked.max_abs_err, "outputs": checked.outputs}
         if not checked.ok and not context_only(job, checked):

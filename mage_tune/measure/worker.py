@@ -20,19 +20,6 @@ from mage_tune.measure import device, harness, shipped
 from mage_tune.measure.records import BenchRun, Job, Plan, Result, Session
 
 SESSION_TIMEOUT_S = 600.0
-_STICKY = (
-    "illegal",
-    "Illegal",
-    "ILLEGAL",
-    "LaunchFailure",
-    "LAUNCH_FAILED",
-    "unspecified launch",
-    "misaligned",
-    "Misaligned",
-    "LaunchTimeout",
-    "hardware stack error",
-    "HardwareStackError",
-)
 
 
 def _worker_main(plan: Plan, session_index: int, jobs: mp.Queue, out: mp.Queue) -> None:
@@ -65,7 +52,7 @@ def _worker_main(plan: Plan, session_index: int, jobs: mp.Queue, out: mp.Queue) 
                     ),
                 )
             )
-            if any(s in error for s in _STICKY):
+            if harness.is_sticky(error):
                 leave_now(out)  # a sticky CUDA error: this context is gone; the caller starts a fresh worker
             continue
         out.put(("result", result))
@@ -133,7 +120,7 @@ class Measurer:
         kind, payload = self._next(self.plan.job_timeout_s)
         if kind == "result":
             result = payload
-            if not self._proc.is_alive() or (not result.ok and any(s in result.error for s in _STICKY)):
+            if not self._proc.is_alive() or (not result.ok and harness.is_sticky(result.error)):
                 self._stop()
         else:
             why = (

@@ -66,7 +66,7 @@ _MEASUREMENT = {
         "outputs": _OUTPUT_CHECKS,
         "launched_grid": {
             "type": ["array", "null"],
-            "minItems": 1,
+            "minItems": 3,
             "maxItems": 3,
             "items": {"type": "integer", "minimum": 1},
         },

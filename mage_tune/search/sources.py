@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mage_tune.arch import get_arch
@@ -13,7 +15,7 @@ from mage_tune.errors import InputError, MageError
 from mage_tune.inputs import read_input
 from mage_tune.kernels import recorded
 from mage_tune.measure.baselines import is_context
-from mage_tune.measure.saved import read_json, result_time, shape_problem
+from mage_tune.measure.saved import positive_number, read_json, result_time, shape_problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE  # a bench record's: measured
 from mage_tune.search import record
 from mage_tune.tuning.db import RunInfo, import_lines, run_name, versions
@@ -92,13 +94,13 @@ def run_directory(path: Path) -> tuple[RunInfo, list[dict]]:
         family_digest=str(identity.get("family_digest") or ""),
         defaults=recorded.defaults({**identity, "origin": origin}),
     )
-    tolerance = _limit_today(run, [b["result"] for b in record.baselines(path)])
+    limits = _limits_today(run, [b["result"] for b in record.baselines(path)])
     rows = []
     for t in record.trials(path):
         if not isinstance(t.get("config"), dict):
             continue
         outcome, value = t["outcome"], t.get("value")
-        if outcome == "measured" and not _within(t.get("measurement") or {}, tolerance):
+        if outcome == "measured" and not limits.allows(t.get("measurement") or {}):
             outcome, value = "failed", None
         census, source = t.get("census") or {}, t.get("source", "")
         row = {"number": t["number"], "config": t["config"], "outcome": outcome, "value": value, "census": census}
@@ -129,42 +131,52 @@ def bench_record(path: Path) -> tuple[RunInfo, list[dict]]:
         family_digest=str(data.get("family_digest") or ""),
         defaults=recorded.defaults({**data, "origin": origin}),
     )
-    tolerance = _limit_today(run, [r for r in data["results"] if r["kind"] != "variant"])
+    limits = _limits_today(run, [r for r in data["results"] if r["kind"] != "variant"])
     rows = []
     for number, r in enumerate(x for x in data["results"] if x["kind"] == "variant"):
-        value = result_time(r) if r["ok"] and _within(r, tolerance) else None
+        value = result_time(r) if r["ok"] and limits.allows(r) else None
         outcome = "measured" if value is not None else "failed"
         row = {"number": number, "config": r["config"], "outcome": outcome, "value": value, "source": "bench"}
         rows.append({**row, "cubin_sha256": r.get("cubin_sha256")})  # what a re-timing rebuilds and compares
     return run, rows
 
 
-def _limit_today(run: RunInfo, baselines: list[dict]) -> float | None:
-    """The largest relative error a variant of the run may have to pass a built-in family's check as it stands now:
-    its tolerance at the run's shape, and where it names an accuracy bar there, that baseline's error in the run
-    (the same inputs), whichever is smaller; so a variant that passed a looser check when it was measured is a failed
-    trial for the warm start. None for any other family (a record never loads a family file) or where the family
-    cannot say."""
+@dataclass(frozen=True)
+class Limits:
+    """What a variant of a run must have stayed within to pass a built-in family's check as it stands now: its
+    tolerance at the run's shape, and where the family names an accuracy bar there, that baseline's error in each
+    session of the run (the same inputs as the session's variants). Unknown (None, empty) for any other family: a
+    record never loads a family file."""
+
+    tolerance: float | None = None
+    bars: Mapping[int, float] = field(default_factory=dict)  # session -> the bar baseline's relative error
+
+    def allows(self, result: dict) -> bool:
+        """A result's recorded relative error is within the tolerance and its session's bar (the first session's
+        where its own is not recorded), or unknown."""
+        rel = result.get("rel_err")
+        if not isinstance(rel, int | float):
+            return True
+        bar = self.bars.get(result.get("session"), next(iter(self.bars.values()), None))
+        return all(limit is None or rel <= limit for limit in (self.tolerance, bar))
+
+
+def _limits_today(run: RunInfo, baselines: list[dict]) -> Limits:
+    """The run's Limits, so that a variant that passed a looser check when it was measured is a failed trial for the
+    warm start."""
     family, _ = recorded.family_for({"family": run.family, "origin": run.origin})
     if family is None:
-        return None
+        return Limits()
     try:
-        limit, kind = family.tolerance_for(run.shape), family.accuracy_bar(run.shape)
-        labels = {b.label for b in family.baseline_kernels(run.shape) if b.kind == kind} if kind else set()
+        tolerance, kind = family.tolerance_for(run.shape), family.accuracy_bar(run.shape)
+        label = next((b.label for b in family.baseline_kernels(run.shape) if b.kind == kind), None) if kind else None
     except MageError:
-        return None
-    errors = [
-        r["rel_err"]
-        for r in baselines
-        if r.get("label") in labels and r.get("ok") is True and type(r.get("rel_err")) in (int, float)
-    ]
-    return min([limit, *errors[:1]])  # the first session's, as the harness's check holds each session to its own
-
-
-def _within(result: dict, tolerance: float | None) -> bool:
-    """A result's recorded relative error is within `tolerance` (or either is unknown)."""
-    rel = result.get("rel_err")
-    return not isinstance(rel, int | float) or tolerance is None or rel <= tolerance
+        return Limits()
+    bars: dict[int, float] = {}
+    for r in baselines:  # the first of the kind, as the harness takes; a damaged error holds nothing
+        if r.get("label") == label and r.get("ok") is True and positive_number(r.get("rel_err")):
+            bars.setdefault(r.get("session", 0), r["rel_err"])
+    return Limits(tolerance, bars)
 
 
 def _read_json(path: Path) -> dict | None:

@@ -242,12 +242,14 @@ def test_a_measurement_keeps_the_resident_clusters_and_the_grid_launched():
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
         {},
     ]
+    _, variants = _variants(SPEC, shape, settings)
+    grids = {v.label: v.launch.grid[0] for v in variants}  # the variants' own: one block per SM of the part
     quad, pair, per_tile, plain = [r for r in _check(SPEC, shape, settings) if r.kind == "variant"]
     for result, size in ((quad, 4), (pair, 2), (per_tile, 2)):
         assert result.resident_blocks and result.resident_blocks % size == 0, result
     for result in (quad, pair):  # persistent: never more blocks than resident, and never more than one an SM
-        launched = result.launched_grid[0] if result.launched_grid else 132
-        assert launched == min(132, result.resident_blocks), result
+        launched = result.launched_grid[0] if result.launched_grid else grids[result.label]
+        assert launched == min(grids[result.label], result.resident_blocks), result
     assert per_tile.launched_grid is None and plain.launched_grid is None and plain.resident_blocks is None
 
 

@@ -209,7 +209,10 @@ def test_a_cluster_winner_whose_launch_was_counted_uses_the_driver_s_count():
     assert (tail["workers"], tail["counted"], tail["waves"]) == (128, True, 4.0)
     assert bound_line(record, best, t).endswith("last wave 100% full (512 tiles over 128 resident blocks, 4.00 waves)")
     text = explain_bench(record)
-    assert "blocks: 128 on 132 SMs, in clusters of 4, 128 resident at once (the driver's count)" in text
+    assert (
+        "blocks: 128 on 132 SMs, in clusters of 4, 128 resident at once (the driver's count; 4 of the SMs' 132 slots "
+        "hold none)" in " ".join(text.split())
+    )
     assert "at most" not in text and "share one GPC" not in text
     best |= {"launched_grid": [0, 1, 1], "resident_blocks": True}  # damaged: read as not kept
     assert bound_fractions(record, best, t)["tail"]["counted"] is False

@@ -1,6 +1,7 @@
 """What a measurement keeps of its launch beyond the job, without a GPU: the grid a launcher launched where that is
 not the variant's (matmul-bf16 cuts a persistent grid of clusters to those resident at once) and the driver's count of
-resident blocks in clusters; it crosses the worker's JSON and a trial's schema, and a damaged value is refused."""
+resident blocks in clusters; it is written with a bench record's results and a trial's measurement and read back
+through the trial's schema, and a damaged value is refused."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def test_a_launcher_s_cut_grid_and_resident_count_are_kept():
     assert launch_geometry(SimpleNamespace(grid=[64, 1, 1], resident_blocks=True), JOB) == {}  # not a grid nor count
 
 
-def test_the_kept_launch_crosses_json_and_the_trial_schema():
+def test_the_kept_launch_is_written_and_read_back_through_the_trial_schema():
     result = Result(label="v", kind="variant", session=0, ok=True, launched_grid=(128, 1, 1), resident_blocks=128)
     data = dataclasses.asdict(result)
     back = Result.from_json({**data, "launched_grid": list(data["launched_grid"])})
@@ -33,5 +34,20 @@ def test_the_kept_launch_crosses_json_and_the_trial_schema():
     assert Result.from_json({"label": "v", "kind": "variant", "session": 0, "ok": True}).launched_grid is None
     trial = {"number": 3, "outcome": "failed", "measurement": {"launched_grid": [128, 1, 1], "resident_blocks": 128}}
     assert schema.problem("trial", trial) == ""
-    for damaged in ({"launched_grid": [0, 1, 1]}, {"launched_grid": "128"}, {"resident_blocks": -1}):
+    for damaged in (
+        {"launched_grid": [0, 1, 1]},
+        {"launched_grid": "128"},
+        {"launched_grid": [128]},
+        {"resident_blocks": -1},
+    ):
         assert schema.problem("trial", {**trial, "measurement": damaged}).startswith("measurement.")
+
+
+def test_a_padded_launch_says_what_its_inner_launcher_launches():
+    """Where K or N is off the 16-byte pitch the variant runs on padded copies (PaddedLauncher): the grid and the
+    resident count kept are its inner launcher's."""
+    from mage_tune.kernels.matmul_bf16 import PaddedLauncher
+
+    inner = SimpleNamespace(grid=(120, 1, 1), resident_blocks=120)
+    padded = PaddedLauncher(inner, {"m": 64, "n": 60, "k": 60}, "bfloat16", lambda *a: None, lambda *a: None)
+    assert launch_geometry(padded, JOB) == {"launched_grid": (120, 1, 1), "resident_blocks": 120}
