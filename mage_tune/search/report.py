@@ -284,7 +284,7 @@ def explain_text(run_dir: Path, with_triton: bool = True, family: str | None = N
     if not trials:
         return "no scored trial in this run"
     best = trials[0]
-    lines = [f"winner: trial {best['number']} {_name(best)} at {best['value']:.2f} µs"]
+    lines = [f"winner: trial {best['number']} {_name(best)} at {best['value']:.2f} µs", *launch_lines(best)]
     for other in trials[1:4]:
         knobs = diff(best.get("config", {}), other.get("config", {}))
         cdiff = diff(best.get("census", {}), other.get("census", {}))
@@ -299,6 +299,19 @@ def explain_text(run_dir: Path, with_triton: bool = True, family: str | None = N
     if with_triton:
         lines += _triton_lines(run_dir, best, family)
     return "\n".join(lines)
+
+
+def launch_lines(trial: dict) -> list[str]:
+    """What the trial's measurement kept of its launch, where its launcher said (a kernel in clusters): the blocks
+    resident at once by the driver's count, and the grid launched where it was cut to them."""
+    measured = trial.get("measurement") or {}
+    resident, launched = measured.get("resident_blocks"), measured.get("launched_grid")
+    if type(resident) is not int or resident < 1:
+        return []
+    grid = launched if launched else trial.get("grid")
+    blocks = f"{grid[0]} blocks" if isinstance(grid, list) and grid and type(grid[0]) is int else "its grid"
+    cut = f", cut from {trial['grid'][0]}" if launched and isinstance(trial.get("grid"), list) else ""
+    return [f"  launched: {blocks}{cut}; {resident} blocks of its clusters resident at once (the driver's count)"]
 
 
 def _triton_lines(run_dir: Path, best: dict, named: str | None = None) -> list[str]:

@@ -6,6 +6,7 @@ through the trial's schema, and a damaged value is refused."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from types import SimpleNamespace
 
 from mage_tune.measure.harness import launch_geometry
@@ -51,3 +52,24 @@ def test_a_padded_launch_says_what_its_inner_launcher_launches():
     inner = SimpleNamespace(grid=(120, 1, 1), resident_blocks=120)
     padded = PaddedLauncher(inner, {"m": 64, "n": 60, "k": 60}, "bfloat16", lambda *a: None, lambda *a: None)
     assert launch_geometry(padded, JOB) == {"launched_grid": (120, 1, 1), "resident_blocks": 120}
+
+
+def test_explain_of_a_search_says_how_its_winner_was_launched(tmp_path):
+    """A run directory's winner in clusters: the blocks launched (the grid cut to the driver's count) and that
+    count; a trial measured without one says nothing of it."""
+    from mage_tune.search.report import explain_text
+
+    measurement = {"label": "q", "ok": True, "launched_grid": [120, 1, 1], "resident_blocks": 120}
+    trials = [
+        {"number": 0, "outcome": "measured", "value": 250.0, "config": {"cluster": 4}, "grid": [132, 1, 1],
+         "measurement": measurement},
+        {"number": 1, "outcome": "measured", "value": 260.0, "config": {"cluster": 1}, "grid": [132, 1, 1],
+         "measurement": {"label": "p", "ok": True}},
+    ]  # fmt: skip
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials))
+    text = explain_text(tmp_path, with_triton=False)
+    said = "launched: 120 blocks, cut from 132; 120 blocks of its clusters resident at once (the driver's count)"
+    assert said in text
+    trials[0]["measurement"] = {"label": "q", "ok": True}
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials))
+    assert "launched:" not in explain_text(tmp_path, with_triton=False)
