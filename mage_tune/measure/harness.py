@@ -193,7 +193,7 @@ def launch_geometry(launch, job: Job) -> dict:
     the blocks of its clusters resident at once (matmul-bf16's TensorMapLauncher); nothing for any other."""
     found: dict = {}
     grid = getattr(launch, "grid", None)
-    if isinstance(grid, tuple) and grid != tuple(job.grid):
+    if isinstance(grid, tuple) and len(grid) == 3 and grid != tuple(job.grid):  # a record's grids have three dims
         found["launched_grid"] = tuple(int(g) for g in grid)
     resident = getattr(launch, "resident_blocks", None)
     if isinstance(resident, int) and not isinstance(resident, bool):
@@ -263,7 +263,8 @@ def check_outputs(launch: Callable[[dict], object], family, shape: dict, bufs: B
 def accuracy_bar(family, shape: dict, bufs: Buffers, references: dict) -> tuple[str, float] | None:
     """(label, error) of the baseline whose error on these inputs no variant may exceed (the first of the kind the
     family's `accuracy_bar` names at this shape), checked like any job; None where it names none, or that baseline
-    is not there or fails its own check (nothing to hold the variants to)."""
+    is not there, fails its own check or cannot run (nothing to hold the variants to). The family's own hooks'
+    errors reach the caller."""
     kind = family.accuracy_bar(shape)
     if not kind:
         return None
@@ -274,8 +275,9 @@ def accuracy_bar(family, shape: dict, bufs: Buffers, references: dict) -> tuple[
     try:
         checked = check_outputs(baselines.launcher(job, family, shape), family, shape, bufs, references)
     except Exception as error:  # one that cannot run holds the variants to the tolerance alone; its own job says why
-        if is_sticky(str(error)):
-            raise  # the context is gone: the worker is replaced, as for any job
+        said = f"{type(error).__name__}: {error}"
+        if is_sticky(said):  # the context is gone: the worker is replaced, as for any job; whose error it was, said
+            raise RuntimeError(f"{found.label}, the accuracy bar's baseline: {said}") from error
         return None
     return (found.label, checked.rel_err) if checked.ok else None
 
@@ -443,9 +445,9 @@ class Runner:
 
     def bar(self) -> tuple[str, float] | None:
         """The family's accuracy bar on this session's inputs, checked once, when the first variant needs it."""
-        if not self._bar_checked:
-            self._bar_checked = True  # once, whatever comes of it
+        if not self._bar_checked:  # a family hook that raises fails each variant alike, saying so, until mended
             self._bar = accuracy_bar(self.family, self.plan.shape, self.bufs, self.references)
+            self._bar_checked = True
         return self._bar
 
     def run(self, job: Job) -> Result:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
 import numpy as np
@@ -305,13 +306,21 @@ def launch_lines(trial: dict) -> list[str]:
     """What the trial's measurement kept of its launch, where its launcher said (a kernel in clusters): the blocks
     resident at once by the driver's count, and the grid launched where it was cut to them."""
     measured = trial.get("measurement") or {}
-    resident, launched = measured.get("resident_blocks"), measured.get("launched_grid")
+    resident = measured.get("resident_blocks")
     if type(resident) is not int or resident < 1:
         return []
-    grid = launched if launched else trial.get("grid")
-    blocks = f"{grid[0]} blocks" if isinstance(grid, list) and grid and type(grid[0]) is int else "its grid"
-    cut = f", cut from {trial['grid'][0]}" if launched and isinstance(trial.get("grid"), list) else ""
-    return [f"  launched: {blocks}{cut}; {resident} blocks of its clusters resident at once (the driver's count)"]
+    launched, variant = _blocks(measured.get("launched_grid")), _blocks(trial.get("grid"))
+    blocks = launched or variant
+    said = f"{blocks} blocks" if blocks else "its grid"
+    cut = f", cut from {variant}" if launched and variant else ""
+    return [f"  launched: {said}{cut}; {resident} blocks of its clusters resident at once (the driver's count)"]
+
+
+def _blocks(grid) -> int | None:
+    """The blocks of a recorded grid (three positive integers), None for anything else."""
+    if not (isinstance(grid, list) and len(grid) == 3 and all(type(g) is int and g > 0 for g in grid)):
+        return None
+    return math.prod(grid)
 
 
 def _triton_lines(run_dir: Path, best: dict, named: str | None = None) -> list[str]:

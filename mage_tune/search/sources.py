@@ -152,12 +152,14 @@ class Limits:
     bars: Mapping[int, float] = field(default_factory=dict)  # session -> the bar baseline's relative error
 
     def allows(self, result: dict) -> bool:
-        """A result's recorded relative error is within the tolerance and its session's bar (the first session's
-        where its own is not recorded), or unknown."""
+        """A result's recorded relative error is within the tolerance and its session's bar (none where that session
+        had none; the lowest session's where the result names no session), or unknown."""
         rel = result.get("rel_err")
         if not isinstance(rel, int | float):
             return True
-        bar = self.bars.get(result.get("session"), next(iter(self.bars.values()), None))
+        session = result.get("session")
+        lowest = self.bars[min(self.bars)] if self.bars else None
+        bar = self.bars.get(session) if type(session) is int else lowest
         return all(limit is None or rel <= limit for limit in (self.tolerance, bar))
 
 
@@ -174,8 +176,9 @@ def _limits_today(run: RunInfo, baselines: list[dict]) -> Limits:
         return Limits()
     bars: dict[int, float] = {}
     for r in baselines:  # the first of the kind, as the harness takes; a damaged error holds nothing
-        if r.get("label") == label and r.get("ok") is True and positive_number(r.get("rel_err")):
-            bars.setdefault(r.get("session", 0), r["rel_err"])
+        session = r.get("session", 0)
+        if r.get("label") == label and r.get("ok") is True and type(session) is int and positive_number(r["rel_err"]):
+            bars.setdefault(session, r["rel_err"])
     return Limits(tolerance, bars)
 
 

@@ -94,6 +94,11 @@ def test_each_session_s_variants_are_held_to_that_session_s_bar(tmp_path):
     data["results"][2]["session"] = 1  # the second variant
     path.write_text(json.dumps(data))
     assert [r["outcome"] for r in sources.bench_record(path)[1]] == ["failed", "measured"]
+    limits = sources.Limits(2.7e-6, {1: 9.5e-7, 0: 8.09e-7})  # a run directory's trial names its session too
+    assert limits.allows({"rel_err": 9.1e-7, "session": 1}) and not limits.allows({"rel_err": 9.1e-7, "session": 0})
+    for odd in ([1], True, None, "1"):  # not a session: the lowest session's bar, no crash
+        assert not limits.allows({"rel_err": 9.1e-7, "session": odd})
+    assert sources.Limits(2.7e-6, {1: 9.5e-7}).allows({"rel_err": 9.1e-7, "session": 0})  # no bar in session 0
     for damaged in (0, "8e-7"):
         data["results"][0]["rel_err"] = data["results"][-1]["rel_err"] = damaged
         path.write_text(json.dumps(data))
@@ -123,6 +128,7 @@ def _runner(monkeypatch, errors: dict[str, float], fails: Exception | None = Non
     def launcher_for(job, *_):
         def launch(bufs):
             if fails is not None and job.kind == "torch":
+                checked.append(f"{job.label} (raised)")
                 raise fails
             return job.label
 
@@ -159,7 +165,22 @@ def test_baselines_copies_and_the_shipped_config_are_not_held_to_the_bar(monkeyp
 def test_a_bar_baseline_that_cannot_run_holds_to_the_tolerance_alone_unless_the_context_is_gone(monkeypatch):
     runner, checked = _runner(monkeypatch, {"long": 9.1e-7}, fails=ValueError("no cuBLAS here"))
     assert runner.run(Job("long", "variant")).ok and runner.run(Job("long", "variant")).ok
-    assert checked == ["long", "long"]  # tried once
-    runner, _ = _runner(monkeypatch, {"long": 9.1e-7}, fails=RuntimeError("an illegal memory access was encountered"))
-    with pytest.raises(RuntimeError, match="illegal"):
-        runner.run(Job("long", "variant"))
+    assert checked == [f"{CUBLAS} (raised)", "long", "long"]  # tried once, before the first variant's check
+    sticky = RuntimeError("an illegal memory access was encountered")
+    runner, _ = _runner(monkeypatch, {"long": 9.1e-7}, fails=sticky)
+    with pytest.raises(RuntimeError, match=r"^torch\.matmul \(cuBLAS FP32\), the accuracy bar's baseline: .*illegal"):
+        runner.run(Job("long", "variant"))  # the worker is replaced, and the error names whose it was
+
+
+def test_a_family_hook_that_raises_fails_every_variant_alike(monkeypatch):
+    """An error in the family's own accuracy_bar (a user's family file) reaches each variant's job, not the first
+    alone: the bar is never left unchecked in silence."""
+    runner, _ = _runner(monkeypatch, {"long": 9.1e-7, "short": 2.8e-7})
+
+    def broken(shape):
+        raise KeyError("k")
+
+    runner.family.accuracy_bar = broken
+    for label in ("long", "short"):
+        with pytest.raises(KeyError):
+            runner.run(Job(label, "variant"))

@@ -25,6 +25,7 @@ def test_a_launcher_s_cut_grid_and_resident_count_are_kept():
     assert launch_geometry(no_clusters, JOB) == {}
     assert launch_geometry(lambda bufs: None, JOB) == {}  # a baseline's launcher says nothing
     assert launch_geometry(SimpleNamespace(grid=[64, 1, 1], resident_blocks=True), JOB) == {}  # not a grid nor count
+    assert launch_geometry(SimpleNamespace(grid=(64,), resident_blocks=None), JOB) == {}  # a record's grids are 3-D
 
 
 def test_the_kept_launch_is_written_and_read_back_through_the_trial_schema():
@@ -70,6 +71,9 @@ def test_explain_of_a_search_says_how_its_winner_was_launched(tmp_path):
     text = explain_text(tmp_path, with_triton=False)
     said = "launched: 120 blocks, cut from 132; 120 blocks of its clusters resident at once (the driver's count)"
     assert said in text
+    trials[0]["grid"] = []  # a damaged grid: the count alone is said
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials))
+    assert "launched: 120 blocks; 120 blocks of its clusters" in explain_text(tmp_path, with_triton=False)
     trials[0]["measurement"] = {"label": "q", "ok": True}
     (tmp_path / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials))
     assert "launched:" not in explain_text(tmp_path, with_triton=False)
