@@ -30,6 +30,7 @@ import numpy as np
 
 from mage_tune.arch import get_arch
 from mage_tune.errors import MageError
+from mage_tune.kernels.base import accuracy_baseline
 from mage_tune.kernels.recorded import family_for
 from mage_tune.measure import variant_job
 from mage_tune.measure.device import environment
@@ -220,7 +221,8 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
         return float(np.linalg.norm(got - expected) / np.linalg.norm(expected))
 
     # the family's accuracy bar, where it names torch's baseline at this shape: its error on these same inputs
-    bar = error_of(baseline) if baseline and family.accuracy_bar(shape) == "torch" else None
+    held_to = accuracy_baseline(family, shape)
+    bar = error_of(baseline) if baseline and held_to is not None and held_to.kind == "torch" else None
     if bar is not None and not bar <= tolerance:  # torch failing its own check holds nothing, as in the harness
         bar = None
     limit = min(tolerance, bar) if bar is not None else tolerance

@@ -235,6 +235,14 @@ class Baseline:
     config: dict = dataclasses.field(default_factory=dict)
 
 
+def accuracy_baseline(family, shape: Shape) -> Baseline | None:
+    """The baseline a family's accuracy bar names at this shape (the first of the kind `accuracy_bar` gives), None
+    without a bar: what the harness checks once per session, the warm start reads from old records and the
+    independent re-timer measures beside the winners."""
+    kind = family.accuracy_bar(shape)
+    return next((b for b in family.baseline_kernels(shape) if b.kind == kind), None) if kind else None
+
+
 @dataclass(frozen=True)
 class CompareFact:
     """A family's own row in `compare`: `key` and `value` go to the JSON, `label` and `text` to the table."""

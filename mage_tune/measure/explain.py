@@ -10,7 +10,7 @@ from mage_tune.census.features import diff, features_json, fmt, spearman
 from mage_tune.kernels import recorded
 from mage_tune.kernels.base import output_tiles, shape_words, tile_area_inside
 from mage_tune.measure.counters import pick
-from mage_tune.measure.saved import best_result, floor_us, result_time, timed_results
+from mage_tune.measure.saved import best_result, floor_us, is_grid, result_time, timed_results
 from mage_tune.textwidth import short_config, table
 
 
@@ -420,10 +420,10 @@ def _grid(record: dict, best: dict, named: str | None) -> tuple[int, int, int] |
     """The winner's grid: the one its launcher launched where the measurement kept it, else as the record keeps the
     variant's, else from the code of a family the user named or a built-in one (None for a record of a family file
     nobody named: records never load code)."""
-    if _is_grid(best.get("launched_grid")):
+    if is_grid(best.get("launched_grid")):
         return tuple(best["launched_grid"])
     kept = (record.get("launches") or {}).get(best["label"])
-    if isinstance(kept, dict) and _is_grid(kept.get("grid")):
+    if isinstance(kept, dict) and is_grid(kept.get("grid")):
         return tuple(kept["grid"])
     family, _ = recorded.family_for(record, named)
     # A record written before a knob existed was measured with the knob's default: read it so.
@@ -431,7 +431,3 @@ def _grid(record: dict, best: dict, named: str | None) -> tuple[int, int, int] |
     if family is None or "source" in best["config"] or arch is None:
         return None
     return family.launch(family.with_defaults(best["config"]), record["shape"], arch).grid
-
-
-def _is_grid(value) -> bool:
-    return isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) and v > 0 for v in value)

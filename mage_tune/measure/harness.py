@@ -28,7 +28,7 @@ from mage_tune.arch import SM_COUNT_UNKNOWN_PART
 from mage_tune.cuda_driver import KernelLaunch
 from mage_tune.errors import ConfigError
 from mage_tune.kernels import load_family
-from mage_tune.kernels.base import OUT
+from mage_tune.kernels.base import OUT, accuracy_baseline
 from mage_tune.measure import baselines, ceilings, checks, shipped
 from mage_tune.measure.records import Job, OutputCheck, Plan, Result, Session, Timing
 from mage_tune.measure.streams import raw_stream, torch_stream
@@ -265,10 +265,7 @@ def accuracy_bar(family, shape: dict, bufs: Buffers, references: dict) -> tuple[
     family's `accuracy_bar` names at this shape), checked like any job; None where it names none, or that baseline
     is not there, fails its own check or cannot run (nothing to hold the variants to). The family's own hooks'
     errors reach the caller."""
-    kind = family.accuracy_bar(shape)
-    if not kind:
-        return None
-    found = next((b for b in family.baseline_kernels(shape) if b.kind == kind), None)
+    found = accuracy_baseline(family, shape)
     if found is None:
         return None
     job = Job(label=found.label, kind=found.kind, config=dict(found.config))

@@ -28,6 +28,11 @@ def positive_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
+def is_grid(value) -> bool:
+    """A recorded grid: three positive integers (not bools), as JSON keeps a launch's dims."""
+    return isinstance(value, list) and len(value) == 3 and all(type(v) is int and v > 0 for v in value)
+
+
 def _result_problem(r, sessions: int) -> str:
     if not isinstance(r, dict):
         return "not an object"

@@ -16,6 +16,7 @@ from mage_tune.kernels import recorded
 from mage_tune.kernels.base import shape_words
 from mage_tune.measure import shipped as shipped_config
 from mage_tune.measure.baselines import is_context
+from mage_tune.measure.saved import is_grid
 from mage_tune.search import record
 from mage_tune.textwidth import constant_columns, short_config, table
 
@@ -317,10 +318,8 @@ def launch_lines(trial: dict) -> list[str]:
 
 
 def _blocks(grid) -> int | None:
-    """The blocks of a recorded grid (three positive integers), None for anything else."""
-    if not (isinstance(grid, list) and len(grid) == 3 and all(type(g) is int and g > 0 for g in grid)):
-        return None
-    return math.prod(grid)
+    """The blocks of a recorded grid, None for anything else."""
+    return math.prod(grid) if is_grid(grid) else None
 
 
 def _triton_lines(run_dir: Path, best: dict, named: str | None = None) -> list[str]:

@@ -14,6 +14,7 @@ from mage_tune.arch import get_arch
 from mage_tune.errors import InputError, MageError
 from mage_tune.inputs import read_input
 from mage_tune.kernels import recorded
+from mage_tune.kernels.base import accuracy_baseline
 from mage_tune.measure.baselines import is_context
 from mage_tune.measure.saved import positive_number, read_json, result_time, shape_problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE  # a bench record's: measured
@@ -170,8 +171,8 @@ def _limits_today(run: RunInfo, baselines: list[dict]) -> Limits:
     if family is None:
         return Limits()
     try:
-        tolerance, kind = family.tolerance_for(run.shape), family.accuracy_bar(run.shape)
-        label = next((b.label for b in family.baseline_kernels(run.shape) if b.kind == kind), None) if kind else None
+        tolerance, found = family.tolerance_for(run.shape), accuracy_baseline(family, run.shape)
+        label = found.label if found else None
     except MageError:
         return Limits()
     bars: dict[int, float] = {}
