@@ -12,14 +12,17 @@ on each graph after autograd (its post-grad custom pass), replaces a `mage_tune:
   norm alone, else by `mage_tune::add_layer_norm_sum`, which writes the sum as well for its other users (the
   `add-layernorm` and `add-layernorm-sum` families); a tensor plus one row of its last dimension, feeding the norm
   alone, by `mage_tune::add_layer_norm` too (`add-vector-layernorm`);
-- a Linear's output (aten.addmm: bias, then the product; or a view of it) feeding the norm alone by the product
-  alone (aten.mm) and `mage_tune::add_layer_norm` of it and the bias: what Inductor does for its own layer norm
-  (cuBLAS's matmul with a bias epilogue cost 4 % more than without it at 8192 × 4096 × 4096 FP32 in one H200 run).
+- a Linear's output (aten.addmm: bias, then the product; or its rows through views or slices) feeding the norm alone
+  by the product alone (aten.mm) and `mage_tune::add_layer_norm` of it and the bias: what Inductor does for its own
+  layer norm (cuBLAS's matmul with a bias epilogue cost 4 % more than without it at 8192 × 4096 × 4096 FP32 in one
+  H200 run).
 - a sum x + (product + row) whose addend is a Linear's output with its bias added apart (Inductor's
   unfuse_bias_add_to_pointwise does that on a GPU where addmm's user is pointwise, as a residual add is) by
   `mage_tune::add_row_layer_norm`, or `mage_tune::add_row_layer_norm_sum` where the sum is used again (a pre-norm
   block's h = x + Linear(x)): the families `add-row-layernorm(-sum)`. It runs before the plain sum's rewrite, which
-  would fuse the outer add alone and leave the bias add a kernel of its own.
+  would fuse the outer add alone and leave the bias add a kernel of its own. Where Inductor pads a matmul's rows (its
+  shape padding, chosen by timing both, so not the same from run to run) the bias add is on the padded rows and a
+  slice takes them off before the residual: the pass reads through that slice as through a view.
 
 A lookup whose rows are used elsewhere too (a training graph keeps them for the backward) is left as it is. The pass
 is installed when mage_tune.torch is imported, after any post-grad pass already set (which still runs);
@@ -131,25 +134,15 @@ def fuse_add_layer_norm(graph: fx.Graph) -> int:
 
 
 def _biased_product(node) -> tuple | None:
-    """(add, view or None, product, row) where `node`, an addend of a norm's sum, is a Linear's output whose bias
+    """(add, top or None, product, row) where `node`, an addend of a norm's sum, is a Linear's output whose bias
     Inductor moved out of the matmul into a pointwise add (its unfuse_bias_add_to_pointwise, on a GPU): aten.add of an
-    FP32 tensor and one row of its last dimension (either order, no alpha), or a view of that sum keeping its rows;
-    each used by nothing else. None otherwise."""
-    if not isinstance(node, fx.Node) or node.op != "call_function":
-        return None
-    view = None
-    if node.target in [getattr(torch.ops.aten, name).default for name in _VIEWS]:
-        view, node = node, node.args[0]
-        if len(view.users) != 1 or not isinstance(node, fx.Node):
-            return None
+    FP32 tensor and one row of its last dimension (either order, no alpha), or that sum through nodes that keep its
+    rows (`_over_rows`; `top` the last of them); each used by nothing else. None otherwise."""
+    node, chain = _over_rows(node)
     found = _sum_of(node)
     if found is None or len(node.users) != 1 or not _is_row(found[1]) or node.meta["val"].dim() < 2:
         return None
-    if view is not None:
-        seen = view.meta.get("val")
-        if seen is None or seen.dim() == 0 or seen.shape[-1] != node.meta["val"].shape[-1]:
-            return None
-    return node, view, found[0], found[1]
+    return node, (chain[0] if chain else None), found[0], found[1]
 
 
 def _residual_and_biased_product(addends: tuple) -> tuple | None:
@@ -175,16 +168,16 @@ def fuse_add_row_layer_norm(graph: fx.Graph) -> int:
         split = _residual_and_biased_product(found)
         if split is None:
             continue
-        x, (inner, view, product, row) = split
+        x, (inner, top, product, row) = split
         if any(u is not node for u in total.users) and not _defined_before(graph, node.args[1:], total):
             continue
-        if view is not None:  # the view takes the product's rows as it took the sum's (the same shape)
-            view.replace_input_with(inner, product)
-        args = (x, view or product, row)
+        if top is not None:  # the nodes over the rows take the product's as they took the sum's (the same shape)
+            next(iter(inner.users)).replace_input_with(inner, product)
+        args = (x, top or product, row)
         _fuse_norm_of_sum(
             graph, node, total, args, mage.add_row_layer_norm.default, mage.add_row_layer_norm_sum.default
         )
-        graph.erase_node(inner)  # once the outer sum, its user where no view is between, is gone
+        graph.erase_node(inner)  # once the outer sum, its user where no node is between, is gone
         fused += 1
     return fused
 
@@ -225,31 +218,51 @@ def _fuse_norm_of_sum(graph: fx.Graph, node, total, addends: tuple, op, sum_op) 
 _VIEWS = ("view", "reshape", "_unsafe_view")
 
 
-def _linear_output(node) -> tuple | None:
-    """(addmm, view or None) where `node`, a norm's input, is a Linear's output (aten.addmm with an FP32 bias of its
-    columns, beta and alpha 1) or a view of one keeping its rows, each used by nothing else; None otherwise."""
+def _keeps_rows(node) -> bool:
+    """Whether `node` takes rows of its input whole, each of its rows one row of the input: a view or reshape that
+    keeps the last size, or a slice along another dimension (Inductor's padding of a matmul slices its padded rows
+    off after the bias add)."""
+    if node.op != "call_function" or not node.args or not isinstance(node.args[0], fx.Node):
+        return False
+    value, source = node.meta.get("val"), node.args[0].meta.get("val")
+    if value is None or source is None or value.dim() == 0 or source.dim() == 0:
+        return False
     aten = torch.ops.aten
-    if not isinstance(node, fx.Node) or node.op != "call_function":
-        return None
-    view = None
     if node.target in [getattr(aten, name).default for name in _VIEWS]:
-        view, node = node, node.args[0]
-        if not isinstance(node, fx.Node) or node.op != "call_function" or len(view.users) != 1:
-            return None
-    if node.target is not aten.addmm.default or node.kwargs or len(node.args) != 3 or len(node.users) != 1:
+        return value.shape[-1] == source.shape[-1]
+    if node.target is aten.slice.Tensor and not node.kwargs:
+        dim = node.args[1] if len(node.args) > 1 else 0
+        return isinstance(dim, int) and dim % source.dim() != source.dim() - 1 and value.shape[-1] == source.shape[-1]
+    return False
+
+
+def _over_rows(node) -> tuple:
+    """(base, chain): `node` read down through nodes that keep rows (`_keeps_rows`), each used by nothing but the
+    one above it; `chain` those nodes from `node` down, `base` what the last of them reads (`node` where none)."""
+    chain = []
+    while isinstance(node, fx.Node) and _keeps_rows(node) and len(node.users) == 1:
+        chain.append(node)
+        node = node.args[0]
+    return node, chain
+
+
+def _linear_output(node) -> tuple | None:
+    """(addmm, top or None) where `node`, a norm's input, is a Linear's output (aten.addmm with an FP32 bias of its
+    columns, beta and alpha 1) or that output through nodes that keep its rows (`_over_rows`; `top` the last of
+    them), each used by nothing else; None otherwise."""
+    aten = torch.ops.aten
+    node, chain = _over_rows(node)
+    if not isinstance(node, fx.Node) or node.op != "call_function" or node.target is not aten.addmm.default:
+        return None
+    if node.kwargs or len(node.args) != 3 or len(node.users) != 1:
         return None
     bias, value = node.args[0], node.meta.get("val")
     row = bias.meta.get("val") if isinstance(bias, fx.Node) else None
     if value is None or row is None or value.dtype != torch.float32 or row.dtype != torch.float32:
         return None
-    columns = value.shape[-1]
-    if tuple(row.shape) != (columns,):
+    if tuple(row.shape) != (value.shape[-1],):
         return None
-    if view is not None:  # a view of the rows, each row one row of the product (the same last size)
-        seen = view.meta.get("val")
-        if seen is None or seen.dim() == 0 or seen.shape[-1] != columns:
-            return None
-    return node, view
+    return node, (chain[0] if chain else None)
 
 
 def fuse_linear_layer_norm(graph: fx.Graph) -> int:
@@ -261,7 +274,7 @@ def fuse_linear_layer_norm(graph: fx.Graph) -> int:
         found = _linear_output(node.args[0])
         if found is None:
             continue
-        addmm, view = found
+        addmm, top = found
         bias, a, b = addmm.args
         with graph.inserting_before(addmm):
             product = graph.call_function(aten.mm.default, (a, b))
@@ -270,7 +283,7 @@ def fuse_linear_layer_norm(graph: fx.Graph) -> int:
         graph.erase_node(addmm)
         with graph.inserting_before(node):
             new = graph.call_function(
-                torch.ops.mage_tune.add_layer_norm.default, (view or product, bias, *node.args[1:]), dict(node.kwargs)
+                torch.ops.mage_tune.add_layer_norm.default, (top or product, bias, *node.args[1:]), dict(node.kwargs)
             )
         _carry_value(node, new)
         node.replace_all_uses_with(new)

@@ -118,15 +118,22 @@ def test_a_scaled_add_or_a_broadcast_sum_used_again_is_left_alone():
         assert [n.target for n in g.nodes] == before
 
 
-def _linear_graph(view: bool = False, used_again: bool = False, beta: bool = False, bias_size: int = 16):
+def _linear_graph(
+    view: bool = False, used_again: bool = False, beta: bool = False, bias_size: int = 16, padded: bool = False
+):
+    """A Linear's output feeding the norm; through a view of its rows where `view`; its rows padded to 13 and the
+    pad sliced off after the bias (Inductor's shape padding) where `padded`."""
     g = fx.Graph()
     x, weight, bias, w, b = (g.placeholder(n) for n in ("x", "weight", "bias", "w", "b"))
     bias.meta["val"] = torch.empty(bias_size, device="meta")
     product = g.call_function(aten.addmm.default, (bias, x, weight), {"beta": 2} if beta else {})
-    product.meta["val"] = torch.empty(12, 16, device="meta")
+    product.meta["val"] = torch.empty(13 if padded else 12, 16, device="meta")
     rows = product
+    if padded:
+        rows = g.call_function(aten.slice.Tensor, (product, 0, 0, -1))
+        rows.meta["val"] = torch.empty(12, 16, device="meta")
     if view:
-        rows = g.call_function(aten.view.default, (product, [3, 4, 16]))
+        rows = g.call_function(aten.view.default, (rows, [3, 4, 16]))
         rows.meta["val"] = torch.empty(3, 4, 16, device="meta")
     norm = g.call_function(torch.ops.mage_tune.layer_norm.default, (rows, w, b, 1e-5))
     norm.meta["val"] = torch.empty(rows.meta["val"].shape, device="meta")
@@ -134,15 +141,19 @@ def _linear_graph(view: bool = False, used_again: bool = False, beta: bool = Fal
     return g
 
 
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
 @pytest.mark.parametrize("view", [False, True], ids=["rows", "view"])
-def test_a_linears_bias_moves_into_the_norm_and_its_product_is_a_plain_mm(view):
-    g = _linear_graph(view)
+def test_a_linears_bias_moves_into_the_norm_and_its_product_is_a_plain_mm(view, padded):
+    g = _linear_graph(view, padded=padded)
     assert mt.fusion.fuse_linear_layer_norm(g) == 1
     calls = [n for n in g.nodes if n.op == "call_function"]
-    want = [aten.mm.default, *([aten.view.default] if view else []), torch.ops.mage_tune.add_layer_norm.default]
-    assert [n.target for n in calls] == want
+    between = [*([aten.slice.Tensor] if padded else []), *([aten.view.default] if view else [])]
+    assert [n.target for n in calls] == [aten.mm.default, *between, torch.ops.mage_tune.add_layer_norm.default]
     product, fused = calls[0], calls[-1]
-    assert [a.name for a in product.args] == ["x", "weight"] and product.meta["val"].shape == (12, 16)
+    assert [a.name for a in product.args] == ["x", "weight"]
+    assert product.meta["val"].shape == ((13 if padded else 12), 16)
+    if between:  # the rows the norm reads are the product's, through what took them from the addmm
+        assert calls[1].args[0] is product
     assert fused.args[0] is calls[-2] and [a.name if isinstance(a, fx.Node) else a for a in fused.args[1:]] == [
         "bias",
         "w",
@@ -166,20 +177,28 @@ def _row_graph(
     used_again: bool = False,
     inner_used_again: bool = False,
     row_shape: tuple = (16,),
+    sliced: int | None = None,
 ):
     """x + (row + product): a Linear's output whose bias Inductor moved into a pointwise add (bias first), or the
-    other orders; through a view of the rows (a Linear on a 3-D input) where `view`."""
+    other orders; through a view of the rows (a Linear on a 3-D input) where `view`; the product one longer along
+    dimension `sliced` and that cut off after the bias add (Inductor's shape padding, on the rows: dimension 0)."""
     g = fx.Graph()
     x, product, row, w, b = (g.placeholder(n) for n in ("x", "product", "row", "w", "b"))
     full = (3, 4, 16) if view else (12, 16)
+    padded = [12, 16]
+    if sliced is not None:
+        padded[sliced] += 1
     x.meta["val"] = torch.empty(full, device="meta")
-    product.meta["val"] = torch.empty(12, 16, device="meta")
+    product.meta["val"] = torch.empty(padded, device="meta")
     row.meta["val"] = torch.empty(row_shape, device="meta")
     inner = g.call_function(aten.add.Tensor, (row, product) if row_first else (product, row))
-    inner.meta["val"] = torch.empty(12, 16, device="meta")
+    inner.meta["val"] = torch.empty(padded, device="meta")
     addend = inner
+    if sliced is not None:
+        addend = g.call_function(aten.slice.Tensor, (inner, sliced, 0, -1))
+        addend.meta["val"] = torch.empty(12, 16, device="meta")
     if view:
-        addend = g.call_function(aten.reshape.default, (inner, [3, 4, 16]))
+        addend = g.call_function(aten.reshape.default, (addend, [3, 4, 16]))
         addend.meta["val"] = torch.empty(full, device="meta")
     total = g.call_function(aten.add.Tensor, (x, addend) if residual_first else (addend, x))
     total.meta["val"] = torch.empty(full, device="meta")
@@ -201,19 +220,18 @@ def _names(args) -> list:
 @pytest.mark.parametrize("row_first", [True, False], ids=["row+product", "product+row"])
 @pytest.mark.parametrize("residual_first", [True, False], ids=["x+linear", "linear+x"])
 @pytest.mark.parametrize("view", [False, True], ids=["rows", "view"])
-def test_a_residual_plus_a_linears_unfused_bias_is_one_operator(row_first, residual_first, view):
-    g = _row_graph(row_first, residual_first, view)
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
+def test_a_residual_plus_a_linears_unfused_bias_is_one_operator(row_first, residual_first, view, padded):
+    g = _row_graph(row_first, residual_first, view, sliced=0 if padded else None)
     assert mt.fusion.fuse_add_row_layer_norm(g) == 1
     calls = [n for n in g.nodes if n.op == "call_function"]
-    assert [n.target for n in calls] == [
-        *([aten.reshape.default] if view else []),
-        torch.ops.mage_tune.add_row_layer_norm.default,
-    ]
+    between = [*([aten.slice.Tensor] if padded else []), *([aten.reshape.default] if view else [])]
+    assert [n.target for n in calls] == [*between, torch.ops.mage_tune.add_row_layer_norm.default]
     fused = calls[-1]
-    res = "product" if not view else calls[0].name
+    res = calls[-2].name if between else "product"
     assert _names(fused.args) == ["x", res, "row", "w", "b", 1e-5]
-    if view:  # the view now takes the product's rows, at the sum's shape
-        assert calls[0].args[0].name == "product" and calls[0].meta["val"].shape == (3, 4, 16)
+    if between:  # the slice or view now takes the product's rows, at the sum's shape
+        assert calls[0].args[0].name == "product" and calls[-2].meta["val"].shape == ((3, 4, 16) if view else (12, 16))
     assert fused.meta["val"].shape == ((3, 4, 16) if view else (12, 16))
     assert mt.fusion.fuse_add_layer_norm(g) == 0  # nothing left for the plain residual pass
     g.lint()
@@ -239,6 +257,7 @@ def test_a_bias_add_used_elsewhere_scaled_or_of_no_row_is_left_to_the_plain_resi
         _row_graph(inner_used_again=True),
         _row_graph(row_shape=(12, 16)),
         _row_graph(row_shape=(1, 16)),
+        _row_graph(sliced=1, row_shape=(17,)),  # the columns cut: each row no longer one row of the product
     ]
     scaled = _row_graph()
     next(n for n in scaled.nodes if n.target is aten.add.Tensor).kwargs = {"alpha": 2}
