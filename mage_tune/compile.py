@@ -606,7 +606,12 @@ def build_from_cu(
         ptx, tools, notes = nvrtc_ptx(source, arch, label, options), {"nvrtc": toolchain.nvrtc_version()}, ()
     else:
         ptx, tools, notes = compile_cu(source, arch, label, source_options)
-    art = _from_ptx(ptx, arch, label, source=source, tools=tools, notes=notes, ptxas_options=assembler)
+    try:
+        art = _from_ptx(ptx, arch, label, source=source, tools=tools, notes=notes, ptxas_options=assembler)
+    except InputError as exc:  # ptxas's line is the PTX's, not the source's: say so rather than name the source's
+        if exc.line is None or isinstance(exc, UnsupportedTarget):
+            raise
+        raise InputError(f"{exc.message} (line {exc.line} of the PTX compiled from it)", file=exc.file) from None
     if key:
         _store(key, art)
     return art

@@ -45,6 +45,7 @@ __all__ = [
     "Resources",
     "SourceOptions",
     "View",
+    "arch_notes",
     "census_artifact",
     "census_path",
     "census_variant",
@@ -267,7 +268,8 @@ def load(
     if suffix == ".ptx" or (suffix not in (".cu", ".cuh") and re.search(r"^\s*\.version\s", text, re.M)):
         return _assemble_while_parsing(path, text, arch, label, ptxas_options)
     if suffix in (".cu", ".cuh"):
-        return _load_cu(text, arch or get_arch(DEFAULT_ARCH), label, source_options or SourceOptions())
+        opts = source_options or SourceOptions()
+        return _load_cu(text, arch, label, opts) if arch else _load_cu_default_arch(text, label, opts)
     if sass_view.looks_like_sass(text):
         return Artifact(label, arch.name if arch else sass_view.arch_of(text) or DEFAULT_ARCH, sass=text)
     raise InputError("not PTX, CUDA source (.cu), SASS text or a cubin", file=label)
@@ -289,6 +291,49 @@ def _assemble_while_parsing(
 def _ptx_only(ptx: str, arch_name: str, label: str, why: str, source: str | None = None) -> Artifact:
     """An artifact with the PTX view only, and a note that names the file, why SASS is missing and the fix."""
     return Artifact(label, arch_name, ptx=ptx, source=source, notes=(f"{label}: no SASS view: {why}",))
+
+
+# ptxas's refusal of an instruction that only an arch-specific target (sm_90a) has: "Instruction 'wgmma.fence' not
+# supported on .target 'sm_90'"
+_NEEDS_SPECIFIC_ARCH = re.compile(r"Instruction '([^']+)' not supported on \.target '(sm_\d+)'")
+# What a source tests to keep code to an arch-specific target (CUTLASS's sm90 kernels do): nvcc defines it there alone
+_FEATURE_GUARD = re.compile(r"__CUDA_ARCH_FEAT_SM(\d+)_ALL")
+
+
+def _load_cu_default_arch(text: str, label: str, opts: SourceOptions) -> Artifact:
+    """A CUDA source with no --arch: compiled for DEFAULT_ARCH, or for its arch-specific target (sm_90 → sm_90a) where
+    ptxas says an instruction needs that (wgmma, setmaxnreg), with a note saying so; a note too where the source keeps
+    code to the specific target (__CUDA_ARCH_FEAT_SM90_ALL) and the census is of the code without it."""
+    arch = get_arch(DEFAULT_ARCH)
+    specific = ARCHS.get(arch.name + "a")
+    try:
+        art = _load_cu(text, arch, label, opts)
+    except InputError as exc:
+        refused = _NEEDS_SPECIFIC_ARCH.search(exc.message)
+        if specific is None or refused is None or refused.group(2) != arch.name:
+            raise
+        art = _load_cu(text, specific, label, opts)
+        note = (
+            f"{label}: compiled for {specific.name}, not the default {arch.name}, which ptxas refused "
+            f"({refused.group(1)} needs {specific.name}){_ARCH_TAIL}"
+        )
+        return dataclasses.replace(art, notes=(*art.notes, note))
+    if specific is not None and any(f"sm_{g}a" == specific.name for g in _FEATURE_GUARD.findall(text)):
+        note = (
+            f"{label}: compiled for the default {arch.name}, where __CUDA_ARCH_FEAT_SM{arch.name[3:]}_ALL is not "
+            f"defined: the code the source keeps to {specific.name} is left out{_ARCH_TAIL}"
+        )
+        art = dataclasses.replace(art, notes=(*art.notes, note))
+    return art
+
+
+_ARCH_TAIL = "; --arch chooses the target"
+
+
+def arch_notes(notes: tuple[str, ...]) -> tuple[str, ...]:
+    """The notes that say which target a .cu without --arch was compiled for, where that matters (for the CLI to
+    say on stderr too)."""
+    return tuple(note for note in notes if note.endswith(_ARCH_TAIL))
 
 
 def _load_cu(text: str, arch: Arch, label: str, opts: SourceOptions) -> Artifact:

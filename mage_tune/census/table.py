@@ -193,7 +193,7 @@ def rows(c: Census) -> list[tuple[str, str]]:
     out += hopper_rows(c)
     if "ptxas options" in c.tools:
         out.append(("ptxas options", c.tools["ptxas options"]))
-    out += [("note", note) for note in c.notes[:1]]
+    out += [("note", note) for note in c.notes]
     return out + _view_rows("PTX", c.ptx) + _view_rows("SASS", c.sass)
 
 

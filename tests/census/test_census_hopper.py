@@ -322,6 +322,45 @@ def test_cli_note_and_no_traceback(built, tmp_path):
     assert "no SASS view" in out.output and "PTX bulk copies" in out.output
 
 
+def test_a_source_that_needs_sm_90a_is_compiled_for_it_where_no_arch_is_given(built):
+    # wgmma_tma.cu's wgmma and setmaxnreg exist on sm_90a alone: the default sm_90 would fail in ptxas
+    (c,) = census_path(HOPPER / "wgmma_tma.cu")
+    (want,) = census_artifact(built(HOPPER / "wgmma_tma.cu", "sm_90a")[0])
+    assert c.arch == "sm_90a" and c.resources == want.resources and c.sass.matrix == want.sass.matrix
+    (note,) = c.notes
+    assert note.startswith(f"{HOPPER / 'wgmma_tma.cu'}: compiled for sm_90a, not the default sm_90")
+    assert "wgmma.fence needs sm_90a" in note
+    with pytest.raises(InputError) as info:  # asked for sm_90 by name: refused, at the PTX's line, not the source's
+        census_path(HOPPER / "wgmma_tma.cu", arch="sm_90")
+    assert info.value.line is None and "of the PTX compiled from it" in info.value.message
+    assert "not supported on .target 'sm_90'" in info.value.message
+
+
+GUARDED = """extern "C" __global__ void guarded(float* p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.fence.sync.aligned;");
+    p[threadIdx.x] = 2.f;
+#endif
+}
+"""
+
+
+def test_a_source_that_keeps_code_to_sm_90a_says_the_default_left_it_out(tmp_path):
+    from click.testing import CliRunner
+
+    from mage_tune.cli import cli
+
+    path = _write(tmp_path / "guarded.cu", GUARDED)
+    (c,) = census_path(path)
+    assert c.arch == "sm_90" and c.ptx.global_stores == {} and c.sass.global_stores == {}
+    (note,) = c.notes
+    assert "__CUDA_ARCH_FEAT_SM90_ALL is not defined" in note and "--arch chooses the target" in note
+    (c,) = census_path(path, arch="sm_90a")  # the code kept to sm_90a, counted; nothing to say
+    assert c.ptx.global_stores == {32: 1} and c.sass.global_stores == {32: 1} and not c.notes
+    out = CliRunner().invoke(cli, ["census", str(path)])
+    assert out.exit_code == 0 and out.stderr.count("__CUDA_ARCH_FEAT_SM90_ALL") == 1, out.output
+
+
 # --- names and order ------------------------------------------------------------------------------------------------
 
 
