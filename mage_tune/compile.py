@@ -402,7 +402,9 @@ class UnsupportedTarget(InputError):
 
 
 _PTXAS_ERROR = re.compile(r"line (\d+); (?:error|fatal)\s*:\s*(.*)")
-_TOO_NEW = re.compile(r"Unsupported \.version|Unsupported \.target|not supported by|PTX ISA", re.I)
+# What ptxas says of a PTX newer than itself (its .version or .target): another ptxas may take it. An error in the
+# PTX itself ("not supported on .target sm_70 and higher from PTX ISA version 6.4") is no such thing: it is reported.
+_TOO_NEW = re.compile(r"Unsupported \.version|Unsupported \.target", re.I)
 
 
 def ptxas(

@@ -97,8 +97,9 @@ def select(wanted: str, names: list[str], demangled: dict[str, str], label: str)
     """The kernel `wanted` names: its symbol, its full readable name, its name without namespaces, or an
     unambiguous prefix of either. No match, or more than one, is an InputError listing the candidates."""
     exact = [n for n in names if wanted in (n, demangled[n], _unqualified(demangled[n]))]
-    # `scale` for the one instantiation `scale<4>`; with `reduce6<256u>` and `reduce6<512u>` it is ambiguous.
-    bare = [n for n in names if wanted == re.sub(r"<.*", "", _unqualified(demangled[n]))]
+    # `scale` for the one instantiation `scale<4>`; with `reduce6<256u>` and `reduce6<512u>`, or the overloads
+    # `fill(float*, float)` and `fill(double*, double)`, it is ambiguous.
+    bare = [n for n in names if wanted == re.sub(r"[<(].*", "", _unqualified(demangled[n]))]
     found = exact or bare or [n for n in names if n.startswith(wanted) or demangled[n].startswith(wanted)]
     if len(found) == 1:
         return found

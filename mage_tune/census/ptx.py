@@ -120,9 +120,17 @@ class _LineCounter:
 
 
 def _shared_decls(text: str) -> dict[str, int]:
+    """The module's own .shared declarations, outside every function body: one inside a body is that function's
+    alone (its kernel's parse adds it)."""
     found = {}
+    depth, counted = 0, 0  # braces open at `counted`, counted once from the start
     pos = text.find(".shared")
     while pos >= 0:  # only lines that mention .shared can declare it
+        depth += text.count("{", counted, pos) - text.count("}", counted, pos)
+        counted = pos
+        if depth > 0:
+            pos = text.find(".shared", pos + 1)
+            continue
         start = text.rfind("\n", 0, pos) + 1
         end = text.find("\n", pos)
         end = len(text) if end < 0 else end

@@ -18,7 +18,7 @@ _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)|^\s*\.section\s+\.text\.([\w$.
 _INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 _FUNCTION_ANY_LINE = re.compile(_FUNCTION.pattern, re.M)
 _GUARD = re.compile(r"^@(!?U?P(?:T|\d+))\s+")
-_ARCH = re.compile(r"code for (sm_\d+)|\.target\s+(sm_\d+)|EF_CUDA_SM(\d+)")
+_ARCH = re.compile(r"code for (sm_\d+[a-z]?)|\.target\s+(sm_\d+[a-z]?)|EF_CUDA_SM(\d+)")  # sm_90a keeps its a
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +82,7 @@ _MEMORY = {
     "STG": "global_stores",
     "LDS": "shared_loads",
     "STS": "shared_stores",
+    "STAS": "shared_stores",  # st.async: a store into a peer block's shared memory (a cluster)
     "LDL": "local_loads",
     "STL": "local_stores",
     "LD": "generic_loads",
@@ -90,7 +91,7 @@ _MEMORY = {
 }
 _CACHE_HINTS = ("CONSTANT", "EF", "EL", "LU", "NA", "LTC64B", "LTC128B", "LTC256B")
 _HINT_COUNTERS = {"LDG": "hints", "STG": "store_hints"}  # the counter of each opcode's cache modifiers
-_MATRIX = ("HMMA", "HGMMA", "IMMA", "DMMA", "QGMMA", "IGMMA")
+_MATRIX = ("HMMA", "HGMMA", "IMMA", "DMMA", "QMMA", "QGMMA", "IGMMA")  # QMMA: FP8 mma.sync (sm_89)
 
 
 _MBARRIER = {  # SYNCS opcode -> the PTX mbarrier operation it implements (read off ptxas 13 output for sm_90a)
@@ -189,6 +190,8 @@ def view(instrs: list[SassInstr]) -> View:
                 t["matrix_store_bytes"] += nbytes
         elif root == "SYNCS":
             c["mbarrier"][_MBARRIER.get(ins.opcode, ins.opcode)] += 1
+        elif root == "ARRIVES" and "LDGSTSBAR" in ins.opcode:  # cp.async.mbarrier.arrive
+            c["mbarrier"]["cp_async_arrive"] += 1
         elif root in ("UCGABAR_ARV", "UCGABAR_WAIT"):
             c["cluster_barriers"]["arrive" if root == "UCGABAR_ARV" else "wait"] += 1
         elif root == "WARPGROUP":
@@ -208,7 +211,7 @@ def view(instrs: list[SassInstr]) -> View:
             c["memory_fences"][ins.opcode] += 1
         elif root == "SHFL":
             shuffles += 1
-        elif root in ("ATOM", "ATOMG", "RED", "REDG", "ATOMS"):
+        elif root in ("ATOM", "ATOMG", "RED", "REDG", "ATOMS", "REDAS"):  # REDAS: red.async (a cluster)
             atomics += 1
         elif root == "MUFU":
             c["special"][ins.opcode] += 1

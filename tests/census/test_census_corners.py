@@ -1,0 +1,156 @@
+"""Corners of the census found by checking it against NVIDIA's tools on kernels of the kind public repositories hold:
+an FP8 mma.sync on sm_89 (SASS QMMA), cp.async completing on an mbarrier (ARRIVES.LDGSTSBAR), st.async and red.async
+into a peer block's shared memory (STAS, REDAS), a kernel's own shared arrays kept out of its neighbours' PTX view,
+the arch-specific target of a saved listing (sm_90a), a PTX error that no newer ptxas would accept (an error, not a
+note to install one), and an overloaded name given to --kernel. Each count is checked against `cuobjdump -sass` of
+the same cubin, or the PTX's own lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import count, run_tool, sass_functions, tool
+
+from mage_tune.census import census_artifact, census_path, load
+from mage_tune.errors import InputError
+
+FP8_AND_CP_ASYNC_ARRIVE = r"""
+#include <cuda_fp8.h>
+__global__ void fp8_mma(const unsigned* a, const unsigned* b, float* c) {
+    __shared__ float s[1024];
+    __shared__ __align__(8) unsigned long long bar;
+    unsigned sb = (unsigned)__cvta_generic_to_shared(&bar), ss = (unsigned)__cvta_generic_to_shared(&s[threadIdx.x]);
+    if (threadIdx.x == 0) asm volatile("mbarrier.init.shared.b64 [%0], 32;" ::"r"(sb));
+    __syncthreads();
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(ss), "l"(c + threadIdx.x));
+    asm volatile("cp.async.mbarrier.arrive.shared.b64 [%0];" ::"r"(sb));
+    float d[4] = {0, 0, 0, 0};
+    unsigned x[4] = {a[0], a[1], a[2], a[3]}, y[2] = {b[0], b[1]};
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+    c[threadIdx.x] = d[0] + d[1] + d[2] + d[3] + s[threadIdx.x ^ 1];
+}
+"""
+
+PEER_STORES = r"""
+__global__ void __cluster_dims__(2, 1, 1) peer_stores(float* y) {
+    __shared__ float buf[64];
+    __shared__ __align__(8) unsigned long long bar;
+    unsigned b = (unsigned)__cvta_generic_to_shared(&buf[threadIdx.x]);
+    unsigned m = (unsigned)__cvta_generic_to_shared(&bar), peer, rank, rb, rm;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    peer = rank ^ 1;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(b), "r"(peer));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rm) : "r"(m), "r"(peer));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];"
+                 ::"r"(rb), "r"(threadIdx.x), "r"(rm) : "memory");
+    asm volatile("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 [%0], %1, [%2];"
+                 ::"r"(rb), "r"(1u), "r"(rm) : "memory");
+    y[threadIdx.x] = buf[threadIdx.x];
+}
+"""
+
+NEIGHBOURS = r"""
+__global__ void tiled(const float* x, float* y) {
+    __shared__ float tile[512];
+    tile[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    y[threadIdx.x] = tile[511 - threadIdx.x];
+}
+__global__ void plain(const float* x, float* y) { y[threadIdx.x] = 2.f * x[threadIdx.x]; }
+"""
+
+OVERLOADS = r"""
+namespace lib {
+__global__ void fill(float* p, float v) { p[threadIdx.x] = v; }
+__global__ void fill(double* p, double v) { p[threadIdx.x] = v; }
+}
+"""
+
+
+def _cubin(art, folder: Path) -> str:
+    """The census's cubin as a file of its own, for NVIDIA's tools."""
+    path = folder / f"{Path(art.label).stem}-{art.arch}.cubin"
+    path.write_bytes(art.cubin)
+    return str(path)
+
+
+def _listing(art, folder: Path) -> dict[str, list[str]]:
+    """cuobjdump's own listing of the census's cubin, by kernel."""
+    return sass_functions(run_tool(tool("cuobjdump"), "-sass", _cubin(art, folder)))
+
+
+def test_an_fp8_mma_and_a_cp_async_arrive_count_in_the_sass_as_in_the_ptx(tmp_path):
+    path = tmp_path / "fp8.cu"
+    path.write_text(FP8_AND_CP_ASYNC_ARRIVE)
+    art = load(path, "sm_89")
+    (c,) = census_artifact(art)
+    (sass,) = _listing(art, tmp_path).values()
+    qmma = count(sass, r"\bQMMA\.")
+    assert qmma == 1 and c.sass.matrix.get("QMMA") == qmma and c.ptx.matrix == {"mma": 1}
+    assert sum(c.sass.matrix_shapes.values()) == sum(c.sass.matrix.values())
+    arrives = count(sass, r"\bARRIVES\.LDGSTSBAR\b")
+    assert arrives == 1 and c.sass.mbarrier.get("cp_async_arrive") == arrives == c.ptx.mbarrier["cp_async_arrive"]
+
+
+def test_stores_and_reductions_into_a_peer_blocks_shared_memory_count_in_both_views(tmp_path):
+    path = tmp_path / "peer.cu"
+    path.write_text(PEER_STORES)
+    art = load(path, "sm_90")
+    (c,) = census_artifact(art)
+    (sass,) = _listing(art, tmp_path).values()
+    assert count(sass, r"\bSTAS\b") == 1 and count(sass, r"\bREDAS\b") == 1
+    stores = count(sass, r"\bSTS\b") + count(sass, r"\bSTAS\b")
+    assert sum(c.sass.shared_stores.values()) == stores == sum(c.ptx.shared_stores.values())
+    atomics = count(sass, r"\b(ATOMS?|ATOMG|REDG?|REDAS)\b")
+    assert c.sass.atomics == atomics == c.ptx.atomics == 1
+
+
+def test_a_kernels_own_shared_array_is_not_its_neighbours(tmp_path):
+    path = tmp_path / "neighbours.cu"
+    path.write_text(NEIGHBOURS)
+    found = {c.demangled.split("(")[0]: c for c in census_path(path, arch="sm_90")}
+    (tiled,) = found["tiled"].ptx.shared_declared.values()
+    assert tiled == 512 * 4 == found["tiled"].resources.shared_bytes
+    assert found["plain"].ptx.shared_declared == {} and found["plain"].resources.shared_bytes == 0
+
+
+def test_a_saved_listing_keeps_its_arch_specific_target(tmp_path):
+    path = tmp_path / "neighbours.cu"
+    path.write_text(NEIGHBOURS)
+    art = load(path, "sm_90a")
+    listing = tmp_path / "listing.sass"
+    listing.write_text(run_tool(tool("cuobjdump"), "-sass", _cubin(art, tmp_path)))
+    assert "code for sm_90a" in listing.read_text()
+    assert {c.arch for c in census_path(listing)} == {"sm_90a"}
+
+
+def test_a_ptx_error_is_an_error_not_a_ptxas_too_old(tmp_path):
+    path = tmp_path / "neighbours.cu"
+    path.write_text(NEIGHBOURS)
+    ptx = load(path, "sm_90").ptx
+    assert ptx.count("add.f32") == 1
+    bad = tmp_path / "bad.ptx"
+    bad.write_text(ptx.replace("add.f32", "add.f33"))
+    with pytest.raises(InputError) as info:
+        census_path(bad)
+    line = next(i for i, text in enumerate(bad.read_text().splitlines(), 1) if "add.f33" in text)
+    assert info.value.file == str(bad) and info.value.line == line and "install" not in info.value.message
+    old = tmp_path / "old.ptx"  # a pre-Volta shuffle: refused from PTX ISA 6.4 on, by every ptxas since
+    old.write_text(ptx.replace("add.f32", "shfl.down.b32 %r1, %r1, 1, 31;\n\tadd.f32"))
+    with pytest.raises(InputError) as info:
+        census_path(old)
+    assert "shfl" in info.value.message and "install" not in info.value.message
+
+
+def test_an_overloaded_name_is_ambiguous_and_says_so(tmp_path):
+    path = tmp_path / "overloads.cu"
+    path.write_text(OVERLOADS)
+    with pytest.raises(InputError) as info:
+        census_path(path, arch="sm_90", kernel="fill")
+    assert "'fill' matches 2 kernels" in info.value.message
+    (c,) = census_path(path, arch="sm_90", kernel="lib::fill(float*, float)")
+    assert c.demangled == "lib::fill(float*, float)"
