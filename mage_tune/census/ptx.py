@@ -263,7 +263,7 @@ _LOAD_HINTS = ("nc", "ca", "cg", "cs", "lu", "cv")
 _STORE_HINTS = ("wb", "cg", "cs", "wt")
 _HINT_COUNTERS = {"global_loads": ("hints", _LOAD_HINTS), "global_stores": ("store_hints", _STORE_HINTS)}
 _SPECIAL = ("rsqrt", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh", "div")
-_MATRIX = ("mma", "wgmma", "wmma")
+_MATRIX = ("mma", "wgmma", "wmma", "tcgen05")  # of tcgen05, its mma alone is a matrix op
 _HOPPER_ROOTS = ("ldmatrix", "stmatrix", "mbarrier", "setmaxnreg")
 _FENCE_ROOTS = ("membar", "fence")
 _COUNTED_ROOTS = frozenset(
@@ -295,7 +295,9 @@ def matrix_shape_key(parts: tuple[str, ...]) -> str:
     """`mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` -> "mma.m16n8k16.f32.f16.f16.f32" (op, shape, types)."""
     shape = next((p for p in parts if _SHAPE.match(p)), "")
     types = [p for p in parts[1:] if p in _MMA_TYPES]
-    kind = [parts[0], "sp"] if "sp" in parts else [parts[0]]
+    # the kind (kind::f8f6f4, tcgen05's kind::f16) and a block scale set an op apart as much as its types do
+    marks = (p for p in parts[1:] if p in ("sp", "ws", "block_scale") or p.startswith(("kind::", "cta_group::")))
+    kind = [*parts[:2], *marks] if parts[0] == "tcgen05" else [parts[0], *marks]  # tcgen05.mma.cta_group::1.kind::f16
     return ".".join([*kind, *([shape] if shape else []), *types])
 
 
@@ -438,6 +440,8 @@ def view(kernel: Kernel) -> View:
                     depth = wait_depth(ins.operands)
                     if depth is not None:
                         t["wgmma_waits"].append(depth)
+            elif root == "tcgen05" and op != "mma":
+                continue  # its alloc, ld, st, cp, commit, fence and wait move or guard data: no matrix op
             elif root == "wmma" and op in ("load", "store"):
                 if op == "load":
                     t["wmma_loads"] += 1

@@ -45,6 +45,11 @@ def parse_ptxas(log: str) -> dict[str, PtxasReport]:
             rest = used.group(2)
             bars = re.search(r"used (\d+) barriers", rest)
             smem = re.search(r"(\d+) bytes smem", rest)
+            # A kernel that calls functions needs their frames too: cuobjdump's STACK is this, not the entry's frame
+            # (a -G build's entry has a 0-byte frame and 24 bytes cumulative), so a cubin says the same as its PTX.
+            cumulative = re.search(r"(\d+) bytes cumulative stack size", rest)
+            if cumulative:
+                current["stack_bytes"] = int(cumulative.group(1))
             current["barriers"] = int(bars.group(1)) if bars else None
             current["shared_bytes"] = int(smem.group(1)) if smem else 0
     return {name: PtxasReport(**fields) for name, fields in found.items()}

@@ -89,7 +89,7 @@ _MEMORY = {
     "ST": "generic_stores",
     "LDGSTS": "cp_async",
 }
-_CACHE_HINTS = ("CONSTANT", "EF", "EL", "LU", "NA", "LTC64B", "LTC128B", "LTC256B")
+_CACHE_HINTS = ("CONSTANT", "EF", "EL", "EU", "LU", "NA", "LTC64B", "LTC128B", "LTC256B")
 _HINT_COUNTERS = {"LDG": "hints", "STG": "store_hints"}  # the counter of each opcode's cache modifiers
 _MATRIX = ("HMMA", "HGMMA", "IMMA", "DMMA", "QMMA", "QGMMA", "IGMMA")  # QMMA: FP8 mma.sync (sm_89)
 
@@ -142,9 +142,11 @@ def view(instrs: list[SassInstr]) -> View:
     waits: list[int] = []
     t = optional_tallies()
     # DEPBAR.LE SB0 waits for cp.async groups (after LDGDEPBAR) and for bulk groups (after UTMACMDFLUSH) alike: a
-    # wait belongs to the kind of the last commit before it in the listing, or to the only kind the function has.
+    # wait belongs to the kind of the last commit before it in the listing, or to the only kind the function has; in
+    # a function with neither (sm_100's tensor-memory allocation waits on SB0 too) it is no copy's wait.
     opcodes = {ins.opcode.split(".")[0] for ins in instrs}
-    last_commit = "bulk" if "UTMACMDFLUSH" in opcodes and "LDGDEPBAR" not in opcodes else "cp_async"
+    copies = "LDGDEPBAR" in opcodes or "LDGSTS" in opcodes
+    last_commit = "cp_async" if copies else "bulk" if "UTMACMDFLUSH" in opcodes else None
     executed = []
     collective = False
     for ins in instrs:
@@ -178,7 +180,7 @@ def view(instrs: list[SassInstr]) -> View:
             last_commit = "bulk"
         elif root == "DEPBAR":
             depth = re.search(r"SB0,\s*(0x[0-9a-f]+|\d+)", ins.operands)
-            if depth:
+            if depth and last_commit is not None:
                 (t["bulk_waits"] if last_commit == "bulk" else waits).append(int(depth.group(1), 0))
         elif root in ("LDSM", "STSM"):
             key, nbytes = matrix_move_key(ins.opcode)
@@ -215,7 +217,7 @@ def view(instrs: list[SassInstr]) -> View:
             atomics += 1
         elif root == "MUFU":
             c["special"][ins.opcode] += 1
-        elif root in _MATRIX:
+        elif root in _MATRIX or (root.startswith("UTC") and root.endswith("MMA")):  # UTCHMMA: tcgen05.mma
             c["matrix"][root] += 1
             c["matrix_shapes"][ins.opcode] += 1
             if root.endswith("GMMA") and re.search(r"\bgsb0\b", ins.operands):

@@ -2,7 +2,9 @@
 an FP8 mma.sync on sm_89 (SASS QMMA), cp.async completing on an mbarrier (ARRIVES.LDGSTSBAR), st.async and red.async
 into a peer block's shared memory (STAS, REDAS), a kernel's own shared arrays kept out of its neighbours' PTX view,
 the arch-specific target of a saved listing (sm_90a), a PTX error that no newer ptxas would accept (an error, not a
-note to install one), and an overloaded name given to --kernel. Each count is checked against `cuobjdump -sass` of
+note to install one), an overloaded name given to --kernel, Blackwell's tcgen05.mma (UTCHMMA) beside its tensor-memory
+allocation (whose SB0 waits are no copy's), a -G build's stack (the same from its PTX as from its cubin), the
+evict_unchanged load hint (EU) and a block-scaled mma's own key. Each count is checked against `cuobjdump -sass` of
 the same cubin, or the PTX's own lines."""
 
 from __future__ import annotations
@@ -154,3 +156,103 @@ def test_an_overloaded_name_is_ambiguous_and_says_so(tmp_path):
     assert "'fill' matches 2 kernels" in info.value.message
     (c,) = census_path(path, arch="sm_90", kernel="lib::fill(float*, float)")
     assert c.demangled == "lib::fill(float*, float)"
+
+
+TENSOR_MEMORY = r"""
+extern "C" __global__ void __launch_bounds__(128, 1) tc_mma(unsigned long long a, unsigned long long b, unsigned d,
+                                                            float* out) {
+    __shared__ unsigned base;
+    __shared__ __align__(8) unsigned long long bar;
+    unsigned sb = (unsigned)__cvta_generic_to_shared(&base), sm = (unsigned)__cvta_generic_to_shared(&bar);
+    if (threadIdx.x < 32) {
+        asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 128;" ::"r"(sb));
+        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;");
+    }
+    if (threadIdx.x == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sm));
+    asm volatile("tcgen05.fence::before_thread_sync;");
+    __syncthreads();
+    asm volatile("tcgen05.fence::after_thread_sync;");
+    unsigned tmem = base;
+    if (threadIdx.x == 0) {
+        for (int k = 0; k < 4; ++k)
+            asm volatile("{ .reg .pred p; setp.ne.b32 p, %4, 0; "
+                         "tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, p; }"
+                         ::"r"(tmem), "l"(a + 2 * k), "l"(b + 2 * k), "r"(d), "r"(k));
+        asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" ::"r"(sm));
+    }
+    asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0; @!p bra W; }" ::"r"(sm));
+    asm volatile("tcgen05.fence::after_thread_sync;");
+    unsigned r;
+    asm volatile("tcgen05.ld.sync.aligned.32x32b.x1.b32 {%0}, [%1];" : "=r"(r) : "r"(tmem));
+    asm volatile("tcgen05.wait::ld.sync.aligned;");
+    out[threadIdx.x] = __uint_as_float(r);
+    __syncthreads();
+    if (threadIdx.x < 32) asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 128;" ::"r"(tmem));
+}
+"""
+
+
+def test_blackwell_tensor_memory_mma_counts_in_both_views_and_its_allocation_waits_are_no_copys(tmp_path):
+    path = tmp_path / "tc.cu"
+    path.write_text(TENSOR_MEMORY)
+    art = load(path, "sm_100a")
+    (c,) = census_artifact(art)
+    (sass,) = _listing(art, tmp_path).values()
+    ptx = art.ptx.count("tcgen05.mma.cta_group::1.kind::f16")
+    utc = count(sass, r"\bUTCHMMA\b")
+    assert ptx >= 1 and utc >= 1
+    assert c.ptx.matrix == {"tcgen05": ptx} and c.ptx.matrix_shapes == {"tcgen05.mma.cta_group::1.kind::f16": ptx}
+    assert c.sass.matrix == {"UTCHMMA": utc}
+    assert count(sass, r"\bDEPBAR\b") >= 1 and count(sass, r"\b(LDGDEPBAR|LDGSTS|UTMACMDFLUSH)\b") == 0
+    assert c.sass.cp_async_wait == () and c.sass.bulk_waits in ((), None)
+
+
+DEBUG_CALLS = r"""
+extern "C" __global__ void dbg(const float* x, float* y) { atomicAdd(y, x[threadIdx.x]); }  // -G: a call with a frame
+"""
+
+
+def test_a_debug_builds_stack_is_the_same_from_its_ptx_as_from_its_cubin(tmp_path):
+    from mage_tune.census import SourceOptions
+
+    path = tmp_path / "dbg.cu"
+    path.write_text(DEBUG_CALLS)
+    art = load(path, "sm_90", source_options=SourceOptions(options=("-G",)))
+    (from_source,) = census_artifact(art)
+    (from_cubin,) = census_path(_cubin(art, tmp_path))
+    usage = run_tool(tool("cuobjdump"), "-res-usage", _cubin(art, tmp_path))
+    stack = int(usage.split("STACK:")[1].split()[0])
+    assert "cumulative stack size" in art.ptxas_log  # the entry's frame alone would say less
+    assert from_source.resources.stack_bytes == from_cubin.resources.stack_bytes == stack > 0
+
+
+HINTS = r"""
+__global__ void hints(const float* x, float* y) {
+    float v;
+    asm volatile("ld.global.L1::evict_unchanged.f32 %0, [%1];" : "=f"(v) : "l"(x + threadIdx.x));
+    y[threadIdx.x] = v;
+}
+"""
+
+
+def test_the_evict_unchanged_hint_counts_in_the_sass_as_in_the_ptx(tmp_path):
+    path = tmp_path / "hints.cu"
+    path.write_text(HINTS)
+    art = load(path, "sm_90")
+    (c,) = census_artifact(art)
+    (sass,) = _listing(art, tmp_path).values()
+    eu = count(sass, r"\bLDG\.[\w.]*\bEU\b")
+    assert eu == 1 and c.sass.global_load_hints.get("EU") == eu == c.ptx.global_load_hints["L1::evict_unchanged"]
+
+
+def test_a_block_scaled_mma_has_a_key_of_its_own():
+    from mage_tune.census.ptx import matrix_shape_key
+
+    def key(opcode: str) -> str:
+        return matrix_shape_key(tuple(opcode.split(".")))
+
+    plain = "mma.sync.aligned.kind::f8f6f4.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+    scaled = "mma.sync.aligned.kind::mxf8f6f4.block_scale.scale_vec::1X.m16n8k32.row.col.f32.e4m3.e4m3.f32.ue8m0"
+    assert key(plain) == "mma.kind::f8f6f4.m16n8k32.f32.e4m3.e4m3.f32"
+    assert key(scaled) == "mma.kind::mxf8f6f4.block_scale.m16n8k32.f32.e4m3.e4m3.f32"
+    assert key("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == "mma.m16n8k16.f32.f16.f16.f32"  # as before
