@@ -738,9 +738,21 @@ def _from_ptx(
     )
 
 
+_PTX_ONLY = re.compile(r"^Fatbin ptx code:\s*=*\s*arch = (\w+)", re.M)
+
+
 def build_from_cubin(cubin: bytes, label: str) -> Artifact:
+    """A cubin, or a host object, executable or .fatbin, as cuobjdump lists it: every ELF in it, one after another
+    (census.fatbin splits them by arch); `arch` is the first one's."""
     sass, res, version = disassemble(cubin, label)
     found = re.search(r"code for (sm_\d+[af]?)", sass) or re.search(r"EF_CUDA_SM(\d+)", sass)
+    ptx_only = _PTX_ONLY.findall(sass)
+    if not found and ptx_only:
+        raise InputError(
+            f"holds PTX only (for {', '.join(ptx_only)}), no SASS: `cuobjdump -xptx all {label}` extracts it, and a "
+            ".ptx file is censused for its .target",
+            file=label,
+        )
     if not found:
         raise InputError("cubin names no sm_ architecture", file=label)
     arch = found.group(1) if found.group(1).startswith("sm_") else f"sm_{found.group(1)}"

@@ -1,8 +1,8 @@
 """The census: what a kernel binary holds, counted offline from its PTX, SASS and NVIDIA's resource reports.
 
-`census_path(path)` reads .cu, .ptx, .cubin or a saved SASS listing; `census_artifact(artifact)` censuses a compile
-the caller already made (templates, Triton). Both return one `Census` per kernel; `census_variant(variant)` is the
-one of a built family variant.
+`census_path(path)` reads .cu, .ptx, a binary (.cubin, host object, executable, .fatbin: one record per kernel and
+arch) or a saved SASS listing; `census_artifact(artifact)` censuses a compile the caller already made (templates,
+Triton). Both return one `Census` per kernel; `census_variant(variant)` is the one of a built family variant.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mage_tune.arch import ARCH_NAMES, ARCHS, DEFAULT_ARCH, Arch, arch_of_ptx_target, assembler_note, get_arch
+from mage_tune.census import fatbin, triton_meta
 from mage_tune.census import ptx as ptx_view
 from mage_tune.census import resources as res
 from mage_tune.census import sass as sass_view
-from mage_tune.census import triton_meta
-from mage_tune.census.elf import ElfFacts, parse_elf
+from mage_tune.census.elf import ElfFacts, entry_functions, parse_elf
 from mage_tune.census.model import SCHEMA, Census, Cluster, ParamAccess, Resources, View
 from mage_tune.census.names import demangle, demangle_all, ordered, select
 from mage_tune.census.occupancy import Occupancy, occupancy
@@ -87,9 +87,7 @@ def census_artifact(
     `kernel` (symbol, full demangled name such as `reduce6<256u>`, or an unambiguous prefix)."""
     module = ptx_view.parse(art.ptx, art.label) if art.ptx is not None else None
     sass_funcs = sass_view.parse(art.sass, art.label) if art.sass is not None else {}
-    names = [k.name for k in module.kernels] if module else list(sass_funcs)
-    readable = demangle_all(names)
-    names = ordered(names, readable)
+    names, readable = _kernel_names(art, module, sass_funcs)
     if kernel is not None:
         names = select(kernel, names, readable, art.label)
     reports = res.parse_ptxas(art.ptxas_log) if art.ptxas_log else {}
@@ -129,6 +127,35 @@ def census_artifact(
             )
         )
     return out
+
+
+def _kernel_names(
+    art: Artifact, module: ptx_view.Module | None, sass_funcs: dict[str, list[sass_view.SassInstr]]
+) -> tuple[list[str], dict[str, str]]:
+    """The kernels in their one order, and their readable names. Only entry functions are kernels: the PTX's
+    `.entry`s, else the listing's functions that the symbol table marks as entries, since relocatable (-rdc) and -G
+    code lists its device functions as functions of their own."""
+    names = [k.name for k in module.kernels] if module is not None else _entries(art, list(sass_funcs))
+    readable = demangle_all(names)
+    return ordered(names, readable), readable
+
+
+def _entries(art: Artifact, functions: list[str]) -> list[str]:
+    """The functions of a binary or listing that are kernels; all of them where nothing says (a cuobjdump -sass
+    listing has no symbol table)."""
+    entries = entry_functions(art.res_usage) if art.res_usage else None
+    if entries is None:
+        entries = entry_functions(art.sass or "")
+    if entries is None:
+        return functions
+    kernels = [name for name in functions if name in entries]
+    if functions and not kernels:
+        raise InputError(
+            f"holds no kernel: its functions ({', '.join(functions)}) are device functions, none an entry "
+            "(relocatable device code, for a kernel in another file to call)",
+            file=art.label,
+        )
+    return kernels
 
 
 def _block_dims(
@@ -242,7 +269,26 @@ def load(
     ptxas_options: tuple[str, ...] | None = None,
     source_options: SourceOptions | None = None,
 ) -> Artifact:
-    """Read and compile a file as what its suffix or content says it is."""
+    """Read and compile a file as what its suffix or content says it is: the code of one arch (`arch` chooses it
+    from a binary that holds several; load_all takes them all)."""
+    found = load_all(path, arch, ptxas_options, source_options)
+    if len(found) > 1:
+        raise InputError(f"holds SASS for {_arch_list(found)}: pass --arch to choose one", file=str(path))
+    return found[0]
+
+
+# A cubin or a host object or executable (ELF), or a .fatbin: cuobjdump reads each
+_ELF_MAGIC, _FATBIN_MAGIC = b"\x7fELF", b"\x50\xed\x55\xba"
+
+
+def load_all(
+    path: str | Path,
+    arch: str | Arch | None = None,
+    ptxas_options: tuple[str, ...] | None = None,
+    source_options: SourceOptions | None = None,
+) -> list[Artifact]:
+    """Read and compile a file as what its suffix or content says it is: one artifact, or one per arch of SASS in a
+    binary or listing that holds several (in arch order; `arch` keeps only its own)."""
     path = Path(path)
     label = str(path)
     data = read_input(path)  # a regular file, bounded: never a device read for ever
@@ -253,11 +299,8 @@ def load(
             arch = get_arch(arch)  # the arch name a user gave becomes an Arch here, once
         except InputError as exc:
             raise InputError(exc.message, file=label) from None  # say which input the arch was meant for
-    if data[:4] == b"\x7fELF":
-        artifact = build_from_cubin(data, label)
-        if arch is not None and arch.name != artifact.arch:  # a cubin is built for one arch: --arch cannot change it
-            raise InputError(f"the cubin is built for {artifact.arch}, not --arch {arch.name}", file=label)
-        return artifact
+    if data[:4] in (_ELF_MAGIC, _FATBIN_MAGIC):
+        return _choose_arch(fatbin.by_arch(build_from_cubin(data, label)), arch, label)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -266,13 +309,37 @@ def load(
         raise InputError("binary data, not PTX, CUDA source, SASS text or a cubin", file=label)
     suffix = path.suffix.lower()
     if suffix == ".ptx" or (suffix not in (".cu", ".cuh") and re.search(r"^\s*\.version\s", text, re.M)):
-        return _assemble_while_parsing(path, text, arch, label, ptxas_options)
+        return [_assemble_while_parsing(path, text, arch, label, ptxas_options)]
     if suffix in (".cu", ".cuh"):
         opts = source_options or SourceOptions()
-        return _load_cu(text, arch, label, opts) if arch else _load_cu_default_arch(text, label, opts)
+        return [_load_cu(text, arch, label, opts) if arch else _load_cu_default_arch(text, label, opts)]
     if sass_view.looks_like_sass(text):
-        return Artifact(label, arch.name if arch else sass_view.arch_of(text) or DEFAULT_ARCH, sass=text)
+        listing = Artifact(label, sass_view.arch_of(text) or DEFAULT_ARCH, sass=text)
+        listings = fatbin.by_arch(listing)
+        if len(listings) > 1:  # a fatbinary's listing: as its binary would be
+            return _choose_arch(listings, arch, label)
+        return [dataclasses.replace(listing, arch=arch.name) if arch else listing]
     raise InputError("not PTX, CUDA source (.cu), SASS text or a cubin", file=label)
+
+
+def _arch_list(arts: list[Artifact]) -> str:
+    return ", ".join(a.arch for a in arts)
+
+
+def _choose_arch(arts: list[Artifact], arch: Arch | None, label: str) -> list[Artifact]:
+    """A binary's code for `arch`, else all of it (a note on each where that is several archs). A binary is built
+    for its archs: --arch chooses among them and cannot change them."""
+    if arch is None:
+        if len(arts) == 1:
+            return arts
+        note = f"{label}: holds SASS for {_arch_list(arts)}, censused one arch at a time; --arch chooses one"
+        return [dataclasses.replace(a, notes=(*a.notes, note)) for a in arts]
+    chosen = [a for a in arts if a.arch == arch.name]
+    if chosen:
+        return chosen
+    if len(arts) == 1:
+        raise InputError(f"the cubin is built for {arts[0].arch}, not --arch {arch.name}", file=label)
+    raise InputError(f"holds SASS for {_arch_list(arts)}, none for --arch {arch.name}", file=label)
 
 
 def _assemble_while_parsing(
@@ -402,8 +469,23 @@ def census_path(
     `ptxas_options` go to ptxas for a PTX input (None: Triton's own when its metadata JSON lies beside the PTX, else
     none);
     `source_options` (include folders, macros, C++ standard, compiler) to the compile of a `.cu`."""
-    art = load(path, arch, ptxas_options=ptxas_options, source_options=source_options)
-    return census_artifact(art, kernel=kernel, block=block)
+    arts = load_all(path, arch, ptxas_options=ptxas_options, source_options=source_options)
+    if kernel is not None and len(arts) > 1:
+        # a kernel that some archs' code lacks (an executable linked from files built for other archs) is
+        # censused where it is; where none has it, the first arch's error lists the kernels there are
+        arts = [a for a in arts if _holds(a, kernel)] or arts[:1]
+    return [c for art in arts for c in census_artifact(art, kernel=kernel, block=block)]
+
+
+def _holds(art: Artifact, kernel: str) -> bool:
+    """Whether `kernel` names exactly one kernel of `art`."""
+    sass_funcs = sass_view.parse(art.sass, art.label) if art.sass is not None else {}
+    names, readable = _kernel_names(art, None, sass_funcs)
+    try:
+        select(kernel, names, readable, art.label)
+    except InputError:
+        return False
+    return True
 
 
 class _CallableModule(types.ModuleType):

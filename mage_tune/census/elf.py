@@ -2,6 +2,9 @@
 
 Each `.nv.info.NAME` section lists EIATTR_* attributes of function NAME; the module-wide `.nv.info` section names
 its function in each value (`function: k(0xa) register count: 38`). Only what the census uses is kept.
+
+The symbol table says which functions are kernels (entry_functions): relocatable (-rdc) and -G code keeps its
+device functions apart, and cuobjdump lists those too.
 """
 
 from __future__ import annotations
@@ -81,3 +84,36 @@ def parse_elf(text: str) -> dict[str, ElfFacts]:
         elif attr in _SCALARS and _ints(value):
             facts[_SCALARS[attr]] = _ints(value)[0]
     return {name: ElfFacts(**facts) for name, facts in found.items()}
+
+
+# A `.symtab` row of `cuobjdump -elf`: index, value, size, info, other, shndx, name
+_SYMBOL = re.compile(r"^\s*(?:0x)?[0-9a-f]+\s+(?:0x)?[0-9a-f]+\s+(?:0x)?[0-9a-f]+\s+(\S+)\s+(\S+)\s+\S+\s+(\S+)\s*$")
+# nvdisasm writes a kernel's symbol flags as `.other NAME,@"STO_CUDA_ENTRY STV_DEFAULT"`
+_NVDISASM_ENTRY = re.compile(r'^\s*\.other\s+([\w$.]+)\s*,\s*@"[^"]*\bSTO_CUDA_ENTRY\b', re.M)
+_STT_FUNC = 2
+_STO_CUDA_ENTRY = 0x10
+
+
+def entry_functions(text: str) -> frozenset[str] | None:
+    """The kernels (entry functions) that `cuobjdump -elf` text or an nvdisasm listing names: symbols of type FUNC
+    whose `other` has STO_CUDA_ENTRY. None where `text` holds no symbol table to tell (a cuobjdump -sass listing)."""
+    in_symtab, seen_symtab, found = False, False, set()
+    for line in text.splitlines():
+        if line and not line[0].isspace():
+            in_symtab = line.startswith(".section .symtab")
+            seen_symtab = seen_symtab or in_symtab
+            continue
+        row = _SYMBOL.match(line) if in_symtab else None
+        if row and _entry(row.group(1), row.group(2)):
+            found.add(row.group(3))
+    if seen_symtab:
+        return frozenset(found)
+    marked = _NVDISASM_ENTRY.findall(text)
+    return frozenset(marked) if marked else None
+
+
+def _entry(info: str, other: str) -> bool:
+    try:
+        return int(info, 0) & 0xF == _STT_FUNC and bool(int(other, 0) & _STO_CUDA_ENTRY)
+    except ValueError:  # a header row
+        return False

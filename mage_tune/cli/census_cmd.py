@@ -17,7 +17,8 @@ ARCHS = list(ARCH_NAMES)
 @click.option(
     "--arch",
     default=None,
-    help=f"Target arch ({', '.join(ARCHS)}; '90a' works too). Default: a PTX's .target, a cubin's own, else sm_90.",
+    help=f"Target arch ({', '.join(ARCHS)}; '90a' works too). Default: a PTX's .target, a binary's own (each arch of "
+    "a fatbinary that holds several; --arch chooses one), else sm_90.",
 )
 @click.option("--kernel", "kernel", default=None, help="Only this kernel (mangled or demangled name).")
 @click.option(
@@ -77,8 +78,8 @@ def census(
     k_,
     settings,
 ):
-    """Census TARGET: a .cu, .ptx, .cubin or SASS listing, or a kernel family (a built-in name, a family file
-    path/to/family.py[:NAME], an installed plug-in) with --shape and --set knobs.
+    """Census TARGET: a .cu, .ptx, .cubin, host object, executable, .fatbin or SASS listing, or a kernel family (a
+    built-in name, a family file path/to/family.py[:NAME], an installed plug-in) with --shape and --set knobs.
 
     Prints registers, shared memory, spills, loads and stores by space and width, cp.async and waits, barriers,
     shuffles, special functions, occupancy and loads in flight, from PTX and from SASS.
@@ -138,8 +139,23 @@ def census(
         records = [c.to_json() for c in found]
         click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2))
         return
-    columns = [(f"{c.demangled} ({c.source})" if other else c.demangled, rows(c)) for c in found]
+    columns = [(header, rows(c)) for header, c in zip(_headers(found, compare=other is not None), found, strict=True)]
     click.echo(render(columns, mark_differences=other is not None))
+
+
+def _headers(found: list, compare: bool) -> list[str]:
+    """Each column's header: the kernel's readable name, with its file under --compare and its arch where the file
+    holds that kernel for several archs (a fatbinary)."""
+    archs: dict[tuple[str, str], set[str]] = {}
+    for c in found:
+        archs.setdefault((c.source, c.demangled), set()).add(c.arch)
+    headers = []
+    for c in found:
+        tags = [c.source] if compare else []
+        if len(archs[c.source, c.demangled]) > 1:
+            tags.append(c.arch)
+        headers.append(f"{c.demangled} ({', '.join(tags)})" if tags else c.demangled)
+    return headers
 
 
 def _say_compiler_notes(found: list) -> None:
