@@ -227,7 +227,7 @@ class SourceOptions:
 ALLOWED_OPTIONS = re.compile(
     r"--?use_fast_math|--?ftz=(true|false)|--?prec-div=(true|false)|--?prec-sqrt=(true|false)"
     r"|--?fmad=(true|false)|--?maxrregcount=\d{1,3}|--?lineinfo|--?extra-device-vectorization"
-    r"|--?restrict|-G|--device-debug"
+    r"|--?restrict|-G|--device-debug|-rdc=(true|false)|--relocatable-device-code=(true|false)"
 )
 
 
@@ -236,7 +236,8 @@ def check_option(option: str) -> str:
     if not isinstance(option, str) or not ALLOWED_OPTIONS.fullmatch(option):
         raise InputError(
             f"compiler option {option!r} is not allowed; allowed: --use_fast_math, -ftz=, -prec-div=, -prec-sqrt=, "
-            "-fmad= (true or false), -maxrregcount=N, -lineinfo, --extra-device-vectorization, --restrict, -G"
+            "-fmad= (true or false), -maxrregcount=N, -lineinfo, --extra-device-vectorization, --restrict, -G, "
+            "-rdc= (true or false)"
         )
     return option
 
@@ -624,9 +625,11 @@ _MAXRREGCOUNT = re.compile(r"--?maxrregcount=(\d+)")
 
 def for_ptxas(options: tuple[str, ...]) -> tuple[str, ...]:
     """The compiler options ptxas must be given as well: a register limit leaves no trace in the PTX that NVRTC or
-    `nvcc -ptx` writes, so it is ptxas's --maxrregcount."""
+    `nvcc -ptx` writes, so it is ptxas's --maxrregcount; relocatable device code is ptxas's -c (its calls into other
+    files stay unresolved, as nvcc -rdc=true leaves them for the device linker)."""
     limits = [m.group(1) for m in map(_MAXRREGCOUNT.fullmatch, options) if m]
-    return (f"--maxrregcount={limits[-1]}",) if limits else ()
+    relocatable = [o.endswith("=true") for o in options if o.startswith(("-rdc=", "--relocatable-device-code="))]
+    return (*((f"--maxrregcount={limits[-1]}",) if limits else ()), *(("-c",) if relocatable[-1:] == [True] else ()))
 
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
@@ -712,6 +715,9 @@ def _from_ptx_in_parts(ptx: str, arch: Arch, label: str, ptxas_options: tuple[st
     )
 
 
+_UNRESOLVED = re.compile(r"Unresolved extern function '([^']+)'")
+
+
 def _from_ptx(
     ptx: str,
     arch: Arch,
@@ -721,7 +727,20 @@ def _from_ptx(
     ptxas_options: tuple[str, ...] = (),
     notes: tuple[str, ...] = (),
 ) -> Artifact:
-    cubin, report, ptxas_version = ptxas(ptx, arch, label, options=ptxas_options)
+    try:
+        cubin, report, ptxas_version = ptxas(ptx, arch, label, options=ptxas_options)
+    except InputError as exc:
+        extern = _UNRESOLVED.search(exc.message)
+        if extern is None or "-c" in ptxas_options:
+            raise
+        # It calls into another file (a device-side launch's runtime, a function of separate compilation): assembled
+        # as relocatable code, as nvcc -rdc=true does, its own code is all there to count.
+        cubin, report, ptxas_version = ptxas(ptx, arch, label, options=(*ptxas_options, "-c"))
+        notes = (
+            *notes,
+            f"{label}: assembled as relocatable device code (ptxas -c, as nvcc -rdc=true does): it calls "
+            f"{extern.group(1)}, defined in another file",
+        )
     sass, res, cuobjdump_version = disassemble(cubin, label)
     tools = {**(tools or {}), "ptxas": ptxas_version, "cuobjdump": cuobjdump_version}
     return Artifact(

@@ -137,7 +137,7 @@ INCLUDE_HELP = "An include folder searched for the kernel's #include files (repe
 DEFINE_HELP = "A macro, NAME or NAME=VALUE (repeatable); VALUE of letters, digits, space and _.+-*/%:[]() only."
 COMPILER_OPTION_HELP = (
     "A compiler option (repeatable), one of --use_fast_math, -ftz=, -prec-div=, -prec-sqrt=, -fmad= (true or "
-    "false), -maxrregcount=N, -lineinfo, --extra-device-vectorization, --restrict, -G."
+    "false), -maxrregcount=N, -lineinfo, --extra-device-vectorization, --restrict, -G, -rdc=true."
 )
 
 

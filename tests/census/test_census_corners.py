@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import count, run_tool, sass_functions, tool
+from conftest import count, read_ptxas_v, run_tool, sass_functions, tool
 
-from mage_tune.census import census_artifact, census_path, load
+from mage_tune.census import SourceOptions, census_artifact, census_path, load
 from mage_tune.errors import InputError
 
 FP8_AND_CP_ASYNC_ARRIVE = r"""
@@ -213,8 +213,6 @@ extern "C" __global__ void dbg(const float* x, float* y) { atomicAdd(y, x[thread
 
 
 def test_a_debug_builds_stack_is_the_same_from_its_ptx_as_from_its_cubin(tmp_path):
-    from mage_tune.census import SourceOptions
-
     path = tmp_path / "dbg.cu"
     path.write_text(DEBUG_CALLS)
     art = load(path, "sm_90", source_options=SourceOptions(options=("-G",)))
@@ -256,3 +254,33 @@ def test_a_block_scaled_mma_has_a_key_of_its_own():
     assert key(plain) == "mma.kind::f8f6f4.m16n8k32.f32.e4m3.e4m3.f32"
     assert key(scaled) == "mma.kind::mxf8f6f4.block_scale.m16n8k32.f32.e4m3.e4m3.f32"
     assert key("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == "mma.m16n8k16.f32.f16.f16.f32"  # as before
+
+
+DEVICE_LAUNCH = r"""
+__global__ void child(float* a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] *= 2.f;
+}
+__global__ void parent(float* a, int n) {
+    if (threadIdx.x == 0) child<<<(n + 255) / 256, 256>>>(a, n);
+}
+"""
+
+
+def test_a_device_side_launch_is_censused_as_relocatable_code_from_source_and_from_its_ptx(tmp_path):
+    path = tmp_path / "launch.cu"
+    path.write_text(DEVICE_LAUNCH)
+    art = load(path, "sm_90", source_options=SourceOptions(options=("-rdc=true",)))
+    ptx = tmp_path / "launch.ptx"
+    ptx.write_text(art.ptx)
+    with pytest.raises(AssertionError):  # ptxas alone refuses it: the launch's runtime is in another file
+        run_tool(tool("ptxas"), "-arch=sm_90", str(ptx), "-o", str(tmp_path / "no.cubin"))
+    log = run_tool(tool("ptxas"), "-c", "-v", "-arch=sm_90", str(ptx), "-o", str(tmp_path / "launch.cubin"))
+    want = {name: report["registers"] for name, report in read_ptxas_v(log).items() if "registers" in report}
+    from_source = census_artifact(art)
+    from_ptx = census_path(ptx)
+    for found in (from_source, from_ptx):
+        assert {c.kernel: c.resources.registers for c in found} == want and len(want) == 2
+    (note,) = {n for c in from_ptx for n in c.notes}
+    assert "assembled as relocatable device code (ptxas -c" in note and "__cudaCDP2" in note
+    assert not any(c.notes for c in from_source)  # -rdc=true asked for it: nothing to say
