@@ -65,9 +65,14 @@ def cache_dir() -> Path:
     return cache_root() / "compile"
 
 
+# Bumped when what an entry holds changes for the same inputs, so no entry made before is read: 2, a large PTX's parts
+# split at each `.entry` (a first kernel after nvcc's header was assembled in every part, its SASS counted twice).
+ENTRY_FORMAT = 2
+
+
 def _key(kind: str, payload: bytes, arch: Arch, options: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
-    digest.update(json.dumps([kind, arch.name, list(options), toolchain.fingerprint()]).encode())
+    digest.update(json.dumps([kind, arch.name, list(options), toolchain.fingerprint(), ENTRY_FORMAT]).encode())
     digest.update(payload)
     return digest.hexdigest()[:32]
 

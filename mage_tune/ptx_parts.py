@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 _BLANKED = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:[^\"\\\n]|\\.)*\"", re.S)  # comments and strings: no brace counts
-_KERNEL = re.compile(r"\s*(?:\.(?:visible|weak)\s+)?\.entry\b")
+_ENTRY = re.compile(r"(?:\.(?:visible|weak)\s+)?\.entry\b")
 
 
 def blanked(text: str) -> str:
@@ -22,7 +22,9 @@ def blanked(text: str) -> str:
 
 def top_level_items(ptx: str) -> list[tuple[str, bool]] | None:
     """The module as (text, is_kernel) items in order; their texts joined give the module back exactly. An item ends
-    at a `;` or a closing `}` outside every brace. None when the braces do not balance."""
+    at a `;` or a closing `}` outside every brace; a kernel starts at its `.entry` (or the `.visible` before it), so
+    directives without a `;` before it (nvcc's `.version`, `.target`, `.address_size`) are an item of their own, in
+    every part. None when the braces do not balance."""
     scan = blanked(ptx)
     items, start, depth = [], 0, 0
     for m in re.finditer(r"[;{}]", scan):
@@ -31,8 +33,11 @@ def top_level_items(ptx: str) -> list[tuple[str, bool]] | None:
         if depth < 0:
             return None
         if depth == 0 and char != "{":
-            text = ptx[start : m.end()]
-            items.append((text, char == "}" and bool(_KERNEL.match(_BLANKED.sub(" ", text)))))
+            entry = _ENTRY.search(scan, start, m.end()) if char == "}" else None
+            if entry is not None and scan[start : entry.start()].strip():
+                items.append((ptx[start : entry.start()], False))
+                start = entry.start()
+            items.append((ptx[start : m.end()], entry is not None))
             start = m.end()
     if depth:
         return None

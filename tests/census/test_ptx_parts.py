@@ -74,3 +74,27 @@ def test_an_error_in_one_part_is_reported_for_the_whole_file(module):
     with pytest.raises(InputError) as parts:
         _from_ptx_in_parts(broken, get_arch("sm_90"), "broken.ptx", (), parts=3)
     assert str(parts.value) == str(whole.value) and whole.value.line
+
+
+TWO_KERNELS = """
+extern "C" __global__ void first(const float* x, float* y) { y[threadIdx.x] = 2.f * x[threadIdx.x]; }
+extern "C" __global__ void second(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x] + 1.f; }
+"""
+
+
+def test_a_first_kernel_right_after_the_header_is_in_one_part_only():
+    """nvcc's PTX (and NVRTC's with nothing else at module level) puts the first `.entry` right after the header
+    directives, which end with no `;`: the header is an item of every part, the kernel of one, so its SASS is counted
+    once (it was assembled in every part, and censused twice)."""
+    module = nvrtc_compile(TWO_KERNELS, "sm_90", "two.cu")
+    first = re.search(r"^\.visible \.entry first", module, re.M)
+    assert first and not module[: first.start()].count(";")  # the case: no `;` between the header and the kernel
+    items = ptx_parts.top_level_items(module)
+    assert "".join(text for text, _ in items) == module
+    assert [is_kernel for _, is_kernel in items if is_kernel] == [True, True]
+    assert ".entry" not in items[0][0] and not items[0][1]  # the header alone
+    parts = ptx_parts.split(module, 2)
+    assert [sorted(ptx_functions(part)) for part in parts] == [["first"], ["second"]]
+    whole = census_artifact(_from_ptx(module, get_arch("sm_90"), "two.ptx"))
+    split = census_artifact(_from_ptx_in_parts(module, get_arch("sm_90"), "two.ptx", (), parts=2))
+    assert [c.sass.instructions for c in split] == [c.sass.instructions for c in whole]
