@@ -108,6 +108,9 @@ def census_artifact(
         bounds = dict(k.launch_bounds) if k else _elf_bounds(facts)
         threads = _threads(block) or bounds.get("reqntid") or bounds.get("maxntid")
         occ = _occupancy(art.arch, threads, resources)
+        refused = _over_bounds(threads, bounds)
+        if occ is not None and refused:  # the resources would fit, but the kernel's bounds refuse the launch
+            occ = dataclasses.replace(occ, blocks_per_sm=0, warps_per_sm=0, fraction=0.0, limiter="invalid")
         dims = _block_dims(block, k, facts) if threads else None
         out.append(
             Census(
@@ -121,7 +124,7 @@ def census_artifact(
                 ptx,
                 sass,
                 art.tools,
-                notes=art.notes,
+                notes=(*art.notes, *([f"{art.label}: {refused}"] if refused else [])),
                 cluster=_cluster(k, facts),
                 block_dims=dims,
             )
@@ -253,6 +256,18 @@ def _resources(
     if art.dynamic_shared:
         sources["dynamic_shared_bytes"] = "launcher metadata"
     return Resources(dynamic_shared_bytes=art.dynamic_shared, sources=sources, **values)
+
+
+def _over_bounds(threads: int | None, bounds: dict) -> str | None:
+    """Why a block of `threads` cannot launch a kernel whose launch bounds say otherwise (a launch of more threads
+    than `.maxntid`, or other than `.reqntid`, fails); None where it can."""
+    if not threads:
+        return None
+    if bounds.get("reqntid") and threads != bounds["reqntid"]:
+        return f"a block of {threads} threads cannot launch it: its .reqntid is {bounds['reqntid']}"
+    if bounds.get("maxntid") and threads > bounds["maxntid"]:
+        return f"a block of {threads} threads cannot launch it: its launch bounds allow {bounds['maxntid']} at most"
+    return None
 
 
 def _occupancy(arch_name: str, threads: int | None, resources: Resources) -> Occupancy | None:

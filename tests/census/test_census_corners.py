@@ -284,3 +284,21 @@ def test_a_device_side_launch_is_censused_as_relocatable_code_from_source_and_fr
     (note,) = {n for c in from_ptx for n in c.notes}
     assert "assembled as relocatable device code (ptxas -c" in note and "__cudaCDP2" in note
     assert not any(c.notes for c in from_source)  # -rdc=true asked for it: nothing to say
+
+
+BOUNDED = r"""
+__global__ void __launch_bounds__(256, 4) bounded(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x]; }
+"""
+
+
+def test_a_block_over_the_launch_bounds_cannot_launch_and_says_so(tmp_path):
+    path = tmp_path / "bounded.cu"
+    path.write_text(BOUNDED)
+    art = load(path, "sm_90")
+    (fits,) = census_artifact(art, block=256)
+    (over,) = census_artifact(art, block=512)
+    assert fits.occupancy.blocks_per_sm > 0 and fits.occupancy.limiter != "invalid" and not fits.notes
+    assert over.launch_bounds["maxntid"] == 256 and over.occupancy.block == 512
+    assert (over.occupancy.blocks_per_sm, over.occupancy.warps_per_sm, over.occupancy.limiter) == (0, 0, "invalid")
+    (note,) = over.notes
+    assert "a block of 512 threads cannot launch it" in note and "256 at most" in note
