@@ -132,15 +132,28 @@ def census(
                 file=target,
             )
         found = census_path(target, arch=arch, kernel=kernel, block=block, **inputs)
-    if other:
-        found = found + census_path(other, arch=arch, kernel=kernel, block=block, **inputs)  # the same kernel
-    _say_compiler_notes(found)  # on stderr, so a script reading --json's stdout sees only the records
+    theirs = census_path(other, arch=arch, kernel=kernel, block=block, **inputs) if other else []
+    _say_compiler_notes([*found, *theirs])  # on stderr, so a script reading --json's stdout sees only the records
     if as_json:
-        records = [c.to_json() for c in found]
+        records = [c.to_json() for c in (*found, *theirs)]
         click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2))
         return
-    columns = [(header, rows(c)) for header, c in zip(_headers(found, compare=other is not None), found, strict=True)]
-    click.echo(render(columns, mark_differences=other is not None))
+    tables = []
+    for group in _compared(found, theirs) if other else [found]:
+        columns = [(header, rows(c)) for header, c in zip(_headers(group, compare=bool(other)), group, strict=True)]
+        tables.append(render(columns, mark_differences=bool(other) and len(group) > 1))
+    click.echo("\n\n".join(tables))
+
+
+def _compared(ours: list, theirs: list) -> list[list]:
+    """The kernels of two files side by side: one table where each holds one kernel (whatever their names), else one
+    per kernel name, so that each table's marks are the differences of one kernel between the files."""
+    if len(ours) == 1 and len(theirs) == 1:
+        return [[*ours, *theirs]]
+    groups: dict[str, list] = {}
+    for c in (*ours, *theirs):
+        groups.setdefault(c.demangled, []).append(c)
+    return list(groups.values())
 
 
 def _headers(found: list, compare: bool) -> list[str]:

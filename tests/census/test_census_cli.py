@@ -183,6 +183,21 @@ def test_compare_with_kernel_picks_that_kernel_of_both_files(tmp_path):
     assert records[0]["registers"] == records[1]["registers"]
 
 
+def test_compare_of_files_with_several_kernels_pairs_them_by_name(tmp_path):
+    """Each kernel against the same kernel of the other file, one table each, its marks that kernel's differences
+    alone (marks across every column said nothing where two kernels of one file differ from each other)."""
+    other = tmp_path / "flight_copy.cu"
+    other.write_text((KERNELS / "flight.cu").read_text())
+    out = invoke(str(KERNELS / "flight.cu"), "--arch", "sm_90", "--compare", str(other), "--wide")
+    tables = out.split("\n\n")
+    records = json.loads(invoke(str(KERNELS / "flight.cu"), "--arch", "sm_90", "--json"))
+    assert len(tables) == len(records) == 2
+    for table, record in zip(tables, records, strict=True):
+        header = table.splitlines()[0]
+        assert header.count(record["demangled"]) == 2 and str(other) in header
+        assert not any(cells[0] == "≠" for cells in rows_of(table).values())  # the same source: nothing differs
+
+
 def test_help():
     runner = CliRunner()
     top = runner.invoke(cli, ["--help"])
