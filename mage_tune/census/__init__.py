@@ -250,7 +250,8 @@ def _resources(
                 note = f" (minus the {reserved} B reservation)" if adjust and usage[key] else ""
                 sources[field] = "cuobjdump -res-usage" + note
     if facts is not None:
-        for field, value in (("registers", facts.registers), ("barriers_used", facts.barriers)):
+        # ptxas writes EIATTR_NUM_BARRIERS only for a kernel that uses one: its absence is 0, as ptxas -v says
+        for field, value in (("registers", facts.registers), ("barriers_used", facts.barriers or 0)):
             if values[field] is None and value is not None:
                 values[field], sources[field] = value, "cuobjdump -elf"
     if art.dynamic_shared:

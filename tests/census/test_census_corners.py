@@ -302,3 +302,17 @@ def test_a_block_over_the_launch_bounds_cannot_launch_and_says_so(tmp_path):
     assert (over.occupancy.blocks_per_sm, over.occupancy.warps_per_sm, over.occupancy.limiter) == (0, 0, "invalid")
     (note,) = over.notes
     assert "a block of 512 threads cannot launch it" in note and "256 at most" in note
+
+
+def test_a_cubin_without_barriers_says_0_as_its_ptx_does(tmp_path):
+    path = tmp_path / "neighbours.cu"
+    path.write_text(NEIGHBOURS)  # tiled syncs its block; plain uses no barrier
+    art = load(path, "sm_90")
+    from_ptx = {c.demangled: c.resources for c in census_artifact(art)}
+    from_cubin = {c.demangled: c.resources for c in census_path(_cubin(art, tmp_path))}
+    elf = run_tool(tool("cuobjdump"), "-elf", _cubin(art, tmp_path))
+    assert elf.count("EIATTR_NUM_BARRIERS") == 1  # written for the kernel that uses one alone
+    for name, resources in from_cubin.items():
+        assert resources.barriers_used == from_ptx[name].barriers_used, name
+        assert resources.sources["barriers_used"] == "cuobjdump -elf"
+    assert sorted(r.barriers_used for r in from_cubin.values()) == [0, 1]
