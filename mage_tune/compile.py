@@ -592,21 +592,31 @@ def _both_failed(nvrtc_error: MageError, nvcc_error: MageError, label: str) -> C
 
 
 def build_from_cu(
-    source: str, arch: Arch, label: str, options: tuple[str, ...] = (), source_options: SourceOptions | None = None
+    source: str,
+    arch: Arch,
+    label: str,
+    options: tuple[str, ...] = (),
+    source_options: SourceOptions | None = None,
+    relocatable: bool = False,
 ) -> Artifact:
     """Compile a CUDA source: with `source_options` (census of user files) as its author would, headers found;
     without, through NVRTC with exactly `options` (mage-tune's own templates). A fallback to nvcc is kept in the
-    artifact's notes (cached with it)."""
+    artifact's notes (cached with it). `relocatable` (the census of a file): code that calls into another file
+    (-rdc=true, an extern function) is assembled as relocatable code; a variant, which is loaded and launched whole,
+    is not."""
     assembler = for_ptxas((*options, *(source_options.options if source_options else ())))
+    if "-c" in assembler and not relocatable:
+        raise InputError("-rdc=true is for the census of a file: a variant is loaded and launched whole", file=label)
+    assembler_key = (*assembler, *(("relocatable",) if relocatable else ()))
     key = None
     if source_options is None:
-        key = _key("cu+elf", source.encode(), arch, (*options, *assembler))
+        key = _key("cu+elf", source.encode(), arch, (*options, *assembler_key))
     else:
         source_dir = str(Path(label).parent) if Path(label).is_file() else None
         headers = headers_digest(source, [*source_options.includes, *([source_dir] if source_dir else [])])
         if headers is not None:  # else an #include through a macro: what it reads is unknown, so no cache entry
             extra = (f"compiler={source_options.compiler}", *source_options.flags(source_dir), f"headers={headers}")
-            key = _key("cu+elf", source.encode(), arch, (*options, *assembler, *extra))
+            key = _key("cu+elf", source.encode(), arch, (*options, *assembler_key, *extra))
     cached = _load_cached(key, label, arch.name, source) if key else None
     if cached:
         return cached
@@ -615,7 +625,9 @@ def build_from_cu(
     else:
         ptx, tools, notes = compile_cu(source, arch, label, source_options)
     try:
-        art = _from_ptx(ptx, arch, label, source=source, tools=tools, notes=notes, ptxas_options=assembler)
+        art = _from_ptx(
+            ptx, arch, label, source=source, tools=tools, notes=notes, ptxas_options=assembler, relocatable=relocatable
+        )
     except InputError as exc:  # ptxas's line is the PTX's, not the source's: say so rather than name the source's
         if exc.line is None or isinstance(exc, UnsupportedTarget):
             raise
@@ -676,7 +688,8 @@ def headers_digest(source: str, dirs: list[str]) -> str | None:
 
 
 def build_from_ptx(ptx: str, arch: Arch, label: str, ptxas_options: tuple[str, ...] = ()) -> Artifact:
-    """Assemble and disassemble a PTX file; `ptxas_options` are passed to ptxas (Triton's, when known)."""
+    """Assemble and disassemble a PTX file (a user's: one that calls into another file is assembled as relocatable
+    code); `ptxas_options` are passed to ptxas (Triton's, when known)."""
     key = _key("ptx+elf", ptx.encode(), arch, ptxas_options)
     cached = _load_cached(key, label, arch.name, None)
     if cached:
@@ -699,16 +712,16 @@ def _from_ptx_in_parts(ptx: str, arch: Arch, label: str, ptxas_options: tuple[st
     cubin. Any failure assembles the whole module instead, so an error is ptxas's own about the file."""
     modules = ptx_parts.split(ptx, parts)
     if len(modules) == 1:
-        return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)
+        return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options, relocatable=True)
 
     def assemble(module: str) -> Artifact:
-        return _from_ptx(module, arch, label, ptxas_options=ptxas_options)
+        return _from_ptx(module, arch, label, ptxas_options=ptxas_options, relocatable=True)
 
     try:
         with ThreadPoolExecutor(len(modules)) as pool:  # the threads wait on processes
             done = list(pool.map(assemble, modules))
     except MageError:
-        return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options)
+        return _from_ptx(ptx, arch, label, ptxas_options=ptxas_options, relocatable=True)
     return Artifact(
         label,
         arch.name,
@@ -717,6 +730,7 @@ def _from_ptx_in_parts(ptx: str, arch: Arch, label: str, ptxas_options: tuple[st
         sass="\n".join(a.sass for a in done),
         res_usage="\n".join(a.res_usage for a in done),
         tools={**done[0].tools, "ptxas parts": str(len(done))},
+        notes=tuple(dict.fromkeys(note for a in done for note in a.notes)),  # each part's, said once
     )
 
 
@@ -731,12 +745,13 @@ def _from_ptx(
     tools: dict | None = None,
     ptxas_options: tuple[str, ...] = (),
     notes: tuple[str, ...] = (),
+    relocatable: bool = False,
 ) -> Artifact:
     try:
         cubin, report, ptxas_version = ptxas(ptx, arch, label, options=ptxas_options)
     except InputError as exc:
         extern = _UNRESOLVED.search(exc.message)
-        if extern is None or "-c" in ptxas_options:
+        if extern is None or "-c" in ptxas_options or not relocatable:
             raise
         # It calls into another file (a device-side launch's runtime, a function of separate compilation): assembled
         # as relocatable code, as nvcc -rdc=true does, its own code is all there to count.

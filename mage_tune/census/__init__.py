@@ -237,7 +237,9 @@ def _resources(
             if value is not None:
                 values[field], sources[field] = value, "ptxas -v"
     if usage:
-        reserved = res.reserved_in_res_usage(art.arch)
+        # a relocatable ELF (-rdc, ptxas -c) is not linked yet: cuobjdump folds no reservation into its SHARED
+        relocatable = bool(art.res_usage) and "type=ET_REL" in art.res_usage
+        reserved = 0 if relocatable else res.reserved_in_res_usage(art.arch)
         for field, key, adjust in (
             ("registers", "REG", 0),
             ("shared_bytes", "SHARED", -reserved),
@@ -395,7 +397,10 @@ def _load_cu_default_arch(text: str, label: str, opts: SourceOptions) -> Artifac
         refused = _NEEDS_SPECIFIC_ARCH.search(exc.message)
         if specific is None or refused is None or refused.group(2) != arch.name:
             raise
-        art = _load_cu(text, specific, label, opts)
+        try:
+            art = _load_cu(text, specific, label, opts)
+        except InputError as again:  # not the arch-specific target's alone either (tcgen05 needs sm_100a): say both
+            raise InputError(f"{exc.message}; {specific.name}, tried next: {again.message}", file=label) from None
         note = (
             f"{label}: compiled for {specific.name}, not the default {arch.name}, which ptxas refused "
             f"({refused.group(1)} needs {specific.name}){_ARCH_TAIL}"
@@ -425,7 +430,7 @@ def _load_cu(text: str, arch: Arch, label: str, opts: SourceOptions) -> Artifact
     note = assembler_note(arch)
     if not note:
         try:
-            return build_from_cu(text, arch, label, source_options=opts)
+            return build_from_cu(text, arch, label, source_options=opts, relocatable=True)
         except UnsupportedTarget as exc:
             note = exc.message + "; install a newer CUDA toolkit and set CUDA_HOME"
     ptx, tools, notes = compile_cu(text, arch, label, opts)

@@ -41,13 +41,15 @@ def arch_of(text: str) -> str | None:
 
 
 def parse(text: str, label: str) -> dict[str, list[SassInstr]]:
-    """Function name -> instructions, in listing order."""
+    """Function name -> instructions, in listing order. A name listed again is another ELF's copy (a template kernel
+    instantiated in several files of one executable, the same code): the first is counted, never both."""
     functions: dict[str, list[SassInstr]] = {}
     current: list[SassInstr] | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         head = _FUNCTION.match(line)
         if head:
-            current = functions.setdefault(head.group(1) or head.group(2), [])
+            name = head.group(1) or head.group(2)
+            current = None if name in functions else functions.setdefault(name, [])
             continue
         m = _INSTR.search(line)
         if not m or current is None:

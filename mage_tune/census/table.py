@@ -167,7 +167,7 @@ def rows(c: Census) -> list[tuple[str, str]]:
         ("arch", c.arch),
         ("registers", f"{_na(r.registers)} [{src.get('registers', 'unknown')}]"),
         ("shared bytes (static + dynamic)", f"{_na(r.shared_bytes)} + {r.dynamic_shared_bytes}"),
-        ("stack frame bytes", _na(r.stack_bytes)),
+        ("stack bytes", _na(r.stack_bytes)),
         ("spill stores / loads (bytes)", f"{_na(r.spill_store_bytes)} / {_na(r.spill_load_bytes)}"),
         ("barriers used", _na(r.barriers_used)),
     ]
@@ -193,7 +193,7 @@ def rows(c: Census) -> list[tuple[str, str]]:
     out += hopper_rows(c)
     if "ptxas options" in c.tools:
         out.append(("ptxas options", c.tools["ptxas options"]))
-    out += [("note", note) for note in c.notes]
+    out += [("note" if i == 0 else f"note {i + 1}", note) for i, note in enumerate(c.notes)]  # a row each
     return out + _view_rows("PTX", c.ptx) + _view_rows("SASS", c.sass)
 
 

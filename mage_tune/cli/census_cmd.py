@@ -147,12 +147,14 @@ def census(
 
 def _compared(ours: list, theirs: list) -> list[list]:
     """The kernels of two files side by side: one table where each holds one kernel (whatever their names), else one
-    per kernel name, so that each table's marks are the differences of one kernel between the files."""
+    per kernel (and arch), so that each table's marks are the differences of one kernel between the files."""
     if len(ours) == 1 and len(theirs) == 1:
         return [[*ours, *theirs]]
-    groups: dict[str, list] = {}
+    # by name and arch where both files hold that pair (two fatbinaries), else by name alone
+    both = {(c.demangled, c.arch) for c in ours} & {(c.demangled, c.arch) for c in theirs}
+    groups: dict[tuple, list] = {}
     for c in (*ours, *theirs):
-        groups.setdefault(c.demangled, []).append(c)
+        groups.setdefault((c.demangled, c.arch if (c.demangled, c.arch) in both else None), []).append(c)
     return list(groups.values())
 
 

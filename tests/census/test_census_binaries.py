@@ -201,3 +201,60 @@ def test_device_code_without_a_kernel_is_an_error(tmp_path):
     assert entries(cuobjdump("-elf", str(path))) == set()
     with pytest.raises(InputError, match=r"holds no kernel: its functions \(_Z5twicef\) are device functions"):
         census_path(path)
+
+
+def test_a_relocatable_objects_shared_memory_has_no_reservation_to_take_out(tmp_path):
+    """cuobjdump folds the 1 KB reservation into SHARED on sm_90 once code is linked, not in a relocatable ELF: its
+    SHARED is ptxas's own number, and nothing is taken out of it."""
+    obj = nvcc(BINARIES / "two_arch.cu", tmp_path / "rdc.o", "-c", "-rdc=true", "-arch=sm_90")
+    usage = read_res_usage(cuobjdump("-res-usage", str(obj)))
+    assert "type=ET_REL" in cuobjdump("-elf", str(obj))
+    found = {c.kernel: c.resources for c in census_path(obj)}
+    assert found and set(found) <= set(usage)
+    for name, resources in found.items():
+        assert resources.shared_bytes == usage[name]["SHARED"], name
+    assert max(r.shared_bytes for r in found.values()) == 512 * 4  # stage_sum's sm_90 tile
+
+
+def test_a_kernel_in_two_files_of_one_executable_is_counted_once(tmp_path):
+    """Two files that instantiate one template kernel, linked into one executable: one ELF each, the same code; the
+    census counts it once (both listings were summed)."""
+    source = "template <int N> __global__ void k(float* p) { p[threadIdx.x] = N; }\n"
+    objects = []
+    for name, n in (("a", 4), ("b", 4)):
+        cu = tmp_path / f"{name}.cu"
+        cu.write_text(source + f"void launch_{name}(float* p) {{ k<{n}><<<1, 32>>>(p); }}\n")
+        objects.append(str(nvcc(cu, tmp_path / f"{name}.o", "-c", "-arch=sm_90")))
+    main = tmp_path / "main.cu"
+    main.write_text("void launch_a(float*); void launch_b(float*);\nint main() { launch_a(0); launch_b(0); }\n")
+    exe = tmp_path / "ab"
+    run = subprocess.run(
+        [toolchain.nvcc().path, "-arch=sm_90", "-o", str(exe), str(main), *objects], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    listing = cuobjdump("-sass", str(exe))
+    (kernel,) = {name for name in re.findall(r"Function : (\S+)", listing)}
+    copies = [lines for lines in re.split(r"Function : \S+", listing)[1:]]
+    assert len(copies) == 2 and copies[0].count("STG") == copies[1].count("STG") == 1  # two ELFs, one store each
+    (c,) = census_path(exe)
+    assert c.kernel == kernel and c.sass.global_stores == {32: 1}
+
+
+def test_compare_of_two_fatbinaries_pairs_each_kernel_by_arch(fat):
+    runner = CliRunner()
+    out = runner.invoke(cli, ["census", str(fat["object"]), "--compare", str(fat["fatbin"]), "--kernel", "stage_sum"])
+    assert out.exit_code == 0, out.output
+    tables = out.output.strip().split("\n\n")
+    assert len(tables) == len(ARCHS)  # one table per arch, both files' stage_sum in each
+    for table in tables:  # the same code in both files: within an arch nothing differs but the notes' file names
+        marked = [line for line in table.splitlines() if line.startswith("≠")]
+        assert all(re.match(r"≠\s+note\b", line) for line in marked), marked
+
+
+def test_a_build_for_a_variant_refuses_relocatable_code():
+    from mage_tune.arch import get_arch
+    from mage_tune.compile import build_from_cu
+
+    source = (BINARIES / "two_arch.cu").read_text()
+    with pytest.raises(InputError, match="-rdc=true is for the census of a file"):
+        build_from_cu(source, get_arch("sm_90"), "v.cu", source_options=SourceOptions(options=("-rdc=true",)))

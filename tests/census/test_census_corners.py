@@ -316,3 +316,35 @@ def test_a_cubin_without_barriers_says_0_as_its_ptx_does(tmp_path):
         assert resources.barriers_used == from_ptx[name].barriers_used, name
         assert resources.sources["barriers_used"] == "cuobjdump -elf"
     assert sorted(r.barriers_used for r in from_cubin.values()) == [0, 1]
+
+
+def test_the_table_shows_every_note(tmp_path):
+    import dataclasses
+
+    from mage_tune.census.table import render, rows
+
+    path = tmp_path / "neighbours.cu"
+    path.write_text(NEIGHBOURS)
+    c = census_path(path, arch="sm_90")[0]
+    two = dataclasses.replace(c, notes=("first thing to say", "second thing to say"))
+    table = render([(c.demangled, rows(two))], mark_differences=False)
+    assert "first thing to say" in table and "second thing to say" in table
+
+
+EXTERN_CALL = r"""
+extern __device__ float helper(float);
+__global__ void calls(float* p) { p[threadIdx.x] = helper(p[threadIdx.x]); }
+"""
+
+
+def test_a_large_ptx_in_parts_keeps_each_parts_note(tmp_path):
+    from mage_tune.arch import get_arch
+    from mage_tune.compile import _from_ptx_in_parts
+
+    path = tmp_path / "calls.cu"
+    path.write_text(EXTERN_CALL + NEIGHBOURS)  # a call into another file beside two plain kernels: three kernels
+    ptx = load(path, "sm_90", source_options=SourceOptions(options=("-rdc=true",))).ptx
+    art = _from_ptx_in_parts(ptx, get_arch("sm_90"), "calls.ptx", (), parts=3)
+    assert art.tools["ptxas parts"] == "3"
+    (note,) = art.notes
+    assert "assembled as relocatable device code" in note
