@@ -557,9 +557,13 @@ def compile_cu(source: str, arch: Arch, label: str, opts: SourceOptions) -> tupl
 _FALLBACK_TAIL = "; compiled with nvcc "
 
 
+ARCH_TAIL = "; --arch chooses the target"  # ends a note on the target a .cu without --arch was compiled for
+
+
 def compiler_notes(notes: tuple[str, ...]) -> tuple[str, ...]:
-    """The notes that say nvcc compiled a file NVRTC rejected (for the CLI to say on stderr too)."""
-    return tuple(note for note in notes if _FALLBACK_TAIL in note and ": NVRTC " in note)
+    """The notes that say how a file was compiled: nvcc for a file NVRTC rejected, or the target a .cu without --arch
+    got where that matters (for the CLI to say on stderr too)."""
+    return tuple(note for note in notes if (_FALLBACK_TAIL in note and ": NVRTC " in note) or note.endswith(ARCH_TAIL))
 
 
 def _fallback_note(nvrtc_error: MageError, nvcc_version: str, label: str) -> str:

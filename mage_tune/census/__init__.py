@@ -26,6 +26,7 @@ from mage_tune.census.names import demangle, demangle_all, ordered, select
 from mage_tune.census.occupancy import Occupancy, occupancy
 from mage_tune.census.source_params import source_param_names
 from mage_tune.compile import (
+    ARCH_TAIL,
     Artifact,
     SourceOptions,
     UnsupportedTarget,
@@ -45,7 +46,6 @@ __all__ = [
     "Resources",
     "SourceOptions",
     "View",
-    "arch_notes",
     "census_artifact",
     "census_path",
     "census_variant",
@@ -403,25 +403,16 @@ def _load_cu_default_arch(text: str, label: str, opts: SourceOptions) -> Artifac
             raise InputError(f"{exc.message}; {specific.name}, tried next: {again.message}", file=label) from None
         note = (
             f"{label}: compiled for {specific.name}, not the default {arch.name}, which ptxas refused "
-            f"({refused.group(1)} needs {specific.name}){_ARCH_TAIL}"
+            f"({refused.group(1)} needs {specific.name}){ARCH_TAIL}"
         )
         return dataclasses.replace(art, notes=(*art.notes, note))
     if specific is not None and any(f"sm_{g}a" == specific.name for g in _FEATURE_GUARD.findall(text)):
         note = (
             f"{label}: compiled for the default {arch.name}, where __CUDA_ARCH_FEAT_SM{arch.name[3:]}_ALL is not "
-            f"defined: the code the source keeps to {specific.name} is left out{_ARCH_TAIL}"
+            f"defined: the code the source keeps to {specific.name} is left out{ARCH_TAIL}"
         )
         art = dataclasses.replace(art, notes=(*art.notes, note))
     return art
-
-
-_ARCH_TAIL = "; --arch chooses the target"
-
-
-def arch_notes(notes: tuple[str, ...]) -> tuple[str, ...]:
-    """The notes that say which target a .cu without --arch was compiled for, where that matters (for the CLI to
-    say on stderr too)."""
-    return tuple(note for note in notes if note.endswith(_ARCH_TAIL))
 
 
 def _load_cu(text: str, arch: Arch, label: str, opts: SourceOptions) -> Artifact:

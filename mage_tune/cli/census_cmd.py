@@ -176,11 +176,9 @@ def _headers(found: list, compare: bool) -> list[str]:
 def _say_compiler_notes(found: list) -> None:
     """Which compiler ran, and why, when NVRTC rejected a .cu and nvcc compiled it, and which target a .cu without
     --arch was compiled for where that matters: once a file, on stderr."""
-    from mage_tune.census import arch_notes
     from mage_tune.compile import compiler_notes
 
-    said = (note for c in found for note in (*compiler_notes(c.notes), *arch_notes(c.notes)))
-    for note in dict.fromkeys(said):
+    for note in dict.fromkeys(note for c in found for note in compiler_notes(c.notes)):
         click.echo(f"mage-tune: note: {note}", err=True)
 
 

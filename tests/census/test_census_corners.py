@@ -85,12 +85,18 @@ def _listing(art, folder: Path) -> dict[str, list[str]]:
     return sass_functions(run_tool(tool("cuobjdump"), "-sass", _cubin(art, folder)))
 
 
-def test_an_fp8_mma_and_a_cp_async_arrive_count_in_the_sass_as_in_the_ptx(tmp_path):
-    path = tmp_path / "fp8.cu"
-    path.write_text(FP8_AND_CP_ASYNC_ARRIVE)
-    art = load(path, "sm_89")
+def _one_kernel(folder: Path, name: str, source: str, arch: str) -> tuple:
+    """(artifact, census, cuobjdump's listing lines) of a source of one kernel compiled by the census for `arch`."""
+    path = folder / name
+    path.write_text(source)
+    art = load(path, arch)
     (c,) = census_artifact(art)
-    (sass,) = _listing(art, tmp_path).values()
+    (sass,) = _listing(art, folder).values()
+    return art, c, sass
+
+
+def test_an_fp8_mma_and_a_cp_async_arrive_count_in_the_sass_as_in_the_ptx(tmp_path):
+    _, c, sass = _one_kernel(tmp_path, "fp8.cu", FP8_AND_CP_ASYNC_ARRIVE, "sm_89")
     qmma = count(sass, r"\bQMMA\.")
     assert qmma == 1 and c.sass.matrix.get("QMMA") == qmma and c.ptx.matrix == {"mma": 1}
     assert sum(c.sass.matrix_shapes.values()) == sum(c.sass.matrix.values())
@@ -99,11 +105,7 @@ def test_an_fp8_mma_and_a_cp_async_arrive_count_in_the_sass_as_in_the_ptx(tmp_pa
 
 
 def test_stores_and_reductions_into_a_peer_blocks_shared_memory_count_in_both_views(tmp_path):
-    path = tmp_path / "peer.cu"
-    path.write_text(PEER_STORES)
-    art = load(path, "sm_90")
-    (c,) = census_artifact(art)
-    (sass,) = _listing(art, tmp_path).values()
+    _, c, sass = _one_kernel(tmp_path, "peer.cu", PEER_STORES, "sm_90")
     assert count(sass, r"\bSTAS\b") == 1 and count(sass, r"\bREDAS\b") == 1
     stores = count(sass, r"\bSTS\b") + count(sass, r"\bSTAS\b")
     assert sum(c.sass.shared_stores.values()) == stores == sum(c.ptx.shared_stores.values())
@@ -193,11 +195,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) tc_mma(unsigned long long a
 
 
 def test_blackwell_tensor_memory_mma_counts_in_both_views_and_its_allocation_waits_are_no_copys(tmp_path):
-    path = tmp_path / "tc.cu"
-    path.write_text(TENSOR_MEMORY)
-    art = load(path, "sm_100a")
-    (c,) = census_artifact(art)
-    (sass,) = _listing(art, tmp_path).values()
+    art, c, sass = _one_kernel(tmp_path, "tc.cu", TENSOR_MEMORY, "sm_100a")
     ptx = art.ptx.count("tcgen05.mma.cta_group::1.kind::f16")
     utc = count(sass, r"\bUTCHMMA\b")
     assert ptx >= 1 and utc >= 1
@@ -234,11 +232,7 @@ __global__ void hints(const float* x, float* y) {
 
 
 def test_the_evict_unchanged_hint_counts_in_the_sass_as_in_the_ptx(tmp_path):
-    path = tmp_path / "hints.cu"
-    path.write_text(HINTS)
-    art = load(path, "sm_90")
-    (c,) = census_artifact(art)
-    (sass,) = _listing(art, tmp_path).values()
+    _, c, sass = _one_kernel(tmp_path, "hints.cu", HINTS, "sm_90")
     eu = count(sass, r"\bLDG\.[\w.]*\bEU\b")
     assert eu == 1 and c.sass.global_load_hints.get("EU") == eu == c.ptx.global_load_hints["L1::evict_unchanged"]
 
