@@ -69,6 +69,14 @@ class View:
     # membar / fence by full opcode (wgmma.fence is wgmma_fences); SASS also shows the fences ptxas adds, such as
     # the MEMBAR.ALL.GPU of a release barrier.cluster.arrive
     memory_fences: dict[str, int] = field(default_factory=dict)
+    # programmatic dependent launch: wait / launch_dependents (griddepcontrol.*, SASS ACQBULK / PREEXIT)
+    grid_dependency: dict[str, int] = field(default_factory=dict)
+    elects: int = 0  # elect.sync / ELECT (SASS also has the ones ptxas adds around single-thread tcgen05 ops)
+    # tcgen05 operations other than mma, by op: alloc, ld, st, cp, shift, commit, wait_ld, fence, ... (SASS: the
+    # ones with an instruction of their own, LDTM / STTM / UTCCP / UTCSHIFT / UTCBAR)
+    tensor_memory: dict[str, int] = field(default_factory=dict)
+    # global loads and stores with memory-order semantics, "load.relaxed.gpu" / SASS "load.STRONG.GPU"
+    global_ordering: dict[str, int] = field(default_factory=dict)
     params: dict[str, ParamAccess] | None = None  # PTX only
     registers_declared: dict[str, int] | None = None  # PTX only: .reg declarations by type
     shared_declared: dict[str, int] | None = None  # PTX only: name -> bytes (-1 for extern/dynamic)
@@ -184,6 +192,9 @@ OPTIONAL_COUNTERS = (
     "matrix_shapes",
     "cluster_barriers",
     "memory_fences",
+    "grid_dependency",
+    "tensor_memory",
+    "global_ordering",
 )
 
 
@@ -198,6 +209,7 @@ def optional_tallies() -> dict:
         "setmaxnreg": [],
         "matrix_load_bytes": 0,
         "matrix_store_bytes": 0,
+        "elects": 0,
     }
 
 

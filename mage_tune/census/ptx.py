@@ -7,6 +7,7 @@ where garbled input would otherwise be counted silently: an opcode must look lik
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import re
@@ -91,10 +92,15 @@ def parse(text: str, label: str) -> Module:
     module_shared = _shared_decls(clean)
     kernels = []
     lines = _LineCounter(clean)
-    for match in _ENTRY.finditer(clean):
+    matches = list(_ENTRY.finditer(clean))
+    functions = {m.group(2): _function_shared(clean, m) for m in matches if m.group(1) == "func"}
+    for match in matches:
         if match.group(1) != "entry":
             continue
-        kernels.append(_kernel(clean, match, label, module_shared, lines))
+        kernel = _kernel(clean, match, label, module_shared, lines)
+        if functions:
+            kernel = _with_callees_shared(kernel, clean, match, functions)
+        kernels.append(kernel)
     if not kernels:
         # About the whole module, so no line: for a .cu file the PTX is the compiler's, its lines none of the file's.
         raise InputError("holds no kernel: no .entry in its PTX (a .cu file needs a __global__ function)", file=label)
@@ -139,6 +145,56 @@ def _shared_decls(text: str) -> dict[str, int]:
             found[m.group(3)] = _decl_bytes(m)
         pos = text.find(".shared", end)
     return found
+
+
+_CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")  # direct calls: a name
+
+
+def _body(text: str, match: re.Match) -> str:
+    """A function's body text, braces left out; "" for a declaration without one (an extern .func)."""
+    close = text.find(")", match.end())
+    brace, semicolon = text.find("{", close), text.find(";", close)
+    if close < 0 or brace < 0 or 0 <= semicolon < brace:
+        return ""
+    depth = 0
+    for m in _BRACE.finditer(text, brace):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth == 0:
+            return text[brace + 1 : m.start()]
+    return ""
+
+
+def _function_shared(text: str, match: re.Match) -> tuple[dict[str, int], frozenset[str]]:
+    """A device function's own .shared declarations and the functions it calls by name."""
+    body = _body(text, match)
+    decls = {}
+    for line in body.splitlines():
+        m = _SHARED_DECL.match(line.strip()) if ".shared" in line else None
+        if m:
+            decls[m.group(3)] = _decl_bytes(m)
+    return decls, frozenset(_CALL.findall(body))
+
+
+def _with_callees_shared(
+    kernel: Kernel, text: str, match: re.Match, functions: dict[str, tuple[dict[str, int], frozenset[str]]]
+) -> Kernel:
+    """The kernel with the .shared arrays of every function it calls, directly or through others, in its
+    shared_declared: nvcc declares a __noinline__ function's __shared__ array in that function's body, and the
+    kernel's block holds it (ptxas counts it in the kernel's shared memory)."""
+    seen: set[str] = set()
+    todo = [name for name in _CALL.findall(_body(text, match)) if name in functions]
+    shared = dict(kernel.shared_declared)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        decls, callees = functions[name]
+        shared.update(decls)
+        todo += [callee for callee in callees if callee in functions]
+    if shared == kernel.shared_declared:
+        return kernel
+    return dataclasses.replace(kernel, shared_declared=shared)
 
 
 def _decl_bytes(m: re.Match) -> int:
@@ -266,6 +322,8 @@ _SPECIAL = ("rsqrt", "sqrt", "rcp", "ex2", "lg2", "sin", "cos", "tanh", "div")
 _MATRIX = ("mma", "wgmma", "wmma", "tcgen05")  # of tcgen05, its mma alone is a matrix op
 _HOPPER_ROOTS = ("ldmatrix", "stmatrix", "mbarrier", "setmaxnreg")
 _FENCE_ROOTS = ("membar", "fence")
+# memory-order qualifiers of ld/st and their scopes (`.weak`, the default, is no order)
+_ORDER_MARKS = frozenset(("mmio", "volatile", "relaxed", "acquire", "release", "cta", "cluster", "gpu", "sys"))
 _COUNTED_ROOTS = frozenset(
     (
         "ld",
@@ -281,6 +339,8 @@ _COUNTED_ROOTS = frozenset(
         *_MATRIX,
         *_HOPPER_ROOTS,
         *_FENCE_ROOTS,
+        "griddepcontrol",
+        "elect",
     )
 )
 _SHAPE = re.compile(r"^m\d+n\d+k\d+$")
@@ -383,6 +443,9 @@ def view(kernel: Kernel) -> View:
                 for hint in parts[2:]:
                     if hint in known or hint.startswith(("L1::", "L2::")):
                         c[counter][hint] += 1
+                order = [p for p in parts[1:] if p in _ORDER_MARKS]
+                if order:
+                    c["global_ordering"][".".join(["store" if root == "st" else "load", *order])] += 1
             if ins.guard:
                 c["predicated"][key] += 1
         elif root == "cp" and len(parts) > 2 and parts[1] == "reduce" and "bulk" in parts:
@@ -440,8 +503,8 @@ def view(kernel: Kernel) -> View:
                     depth = wait_depth(ins.operands)
                     if depth is not None:
                         t["wgmma_waits"].append(depth)
-            elif root == "tcgen05" and op != "mma":
-                continue  # its alloc, ld, st, cp, commit, fence and wait move or guard data: no matrix op
+            elif root == "tcgen05" and op != "mma":  # alloc, ld, st, cp, commit, fence::…, wait::ld: no matrix op
+                c["tensor_memory"][op.replace("::", "_")] += 1
             elif root == "wmma" and op in ("load", "store"):
                 if op == "load":
                     t["wmma_loads"] += 1
@@ -460,6 +523,10 @@ def view(kernel: Kernel) -> View:
                 t["matrix_store_bytes"] += nbytes
         elif root == "mbarrier":
             c["mbarrier"][mbarrier_kind(parts)] += 1
+        elif root == "griddepcontrol" and len(parts) > 1:
+            c["grid_dependency"][parts[1]] += 1
+        elif root == "elect":
+            t["elects"] += 1
         elif root == "setmaxnreg" and len(parts) > 1:
             regs = ptx_int(ins.operands)
             if regs is not None:

@@ -105,6 +105,9 @@ _MBARRIER = {  # SYNCS opcode -> the PTX mbarrier operation it implements (read 
     "SYNCS.PHASECHK.TRANS64": "test_wait",
     "SYNCS.CCTL.IV": "inval",
 }
+_TENSOR_MEMORY = {"LDTM": "ld", "STTM": "st", "UTCCP": "cp", "UTCSHIFT": "shift", "UTCBAR": "commit"}  # tcgen05.*
+_GRID_DEPENDENCY = {"ACQBULK": "wait", "PREEXIT": "launch_dependents"}  # griddepcontrol.*
+_ORDERS = ("STRONG", "MMIO")  # LDG.E.STRONG.GPU: a relaxed/acquire/volatile load at a scope (SM, GPU, SYS)
 _LDSM_SHAPES = {"M88": "", "MT88": ".trans"}
 
 
@@ -169,9 +172,14 @@ def view(instrs: list[SassInstr]) -> View:
             key = _MEMORY[root]
             c[key][bits] += 1
             if root in _HINT_COUNTERS:
-                for hint in ins.opcode.split(".")[1:]:
+                mods = ins.opcode.split(".")[1:]
+                for hint in mods:
                     if hint in _CACHE_HINTS:
                         c[_HINT_COUNTERS[root]][hint] += 1
+                order = next((i for i, mod in enumerate(mods) if mod in _ORDERS), None)
+                if order is not None:  # the order and the scope after it
+                    kind = "load" if root == "LDG" else "store"
+                    c["global_ordering"][".".join([kind, *mods[order : order + 2]])] += 1
             if ins.guard and ins.guard != "PT":
                 c["predicated"][key] += 1
         elif root == "LDGDEPBAR":
@@ -205,6 +213,12 @@ def view(instrs: list[SassInstr]) -> View:
                 depth = re.search(r"gsb0\s*,\s*(0x[0-9a-f]+|\d+)", ins.operands)
                 if depth:
                     t["wgmma_waits"].append(int(depth.group(1), 0))
+        elif root in _TENSOR_MEMORY:
+            c["tensor_memory"][_TENSOR_MEMORY[root]] += 1
+        elif root in _GRID_DEPENDENCY:
+            c["grid_dependency"][_GRID_DEPENDENCY[root]] += 1
+        elif root == "ELECT":
+            t["elects"] += 1
         elif root == "USETMAXREG":
             regs = re.search(r"(0x[0-9a-f]+|\d+)\s*$", ins.operands)
             if regs:

@@ -89,6 +89,14 @@ def _optional_rows(view: View) -> list[tuple[str, str]]:
         rows.append(("cluster barriers", _mapping(view.cluster_barriers)))
     if view.memory_fences:
         rows.append(("memory fences", _mapping(view.memory_fences)))
+    if view.global_ordering:
+        rows.append(("ordered global loads / stores", _mapping(view.global_ordering)))
+    if view.grid_dependency:
+        rows.append(("dependent launch", ", ".join(f"{n} {op}" for op, n in view.grid_dependency.items())))
+    if view.elects:
+        rows.append(("elects", str(view.elects)))
+    if view.tensor_memory:
+        rows.append(("tensor memory ops", _mapping(view.tensor_memory)))
     return rows
 
 

@@ -4,8 +4,8 @@ into a peer block's shared memory (STAS, REDAS), a kernel's own shared arrays ke
 the arch-specific target of a saved listing (sm_90a), a PTX error that no newer ptxas would accept (an error, not a
 note to install one), an overloaded name given to --kernel, Blackwell's tcgen05.mma (UTCHMMA) beside its tensor-memory
 allocation (whose SB0 waits are no copy's), a -G build's stack (the same from its PTX as from its cubin), the
-evict_unchanged load hint (EU) and a block-scaled mma's own key. Each count is checked against `cuobjdump -sass` of
-the same cubin, or the PTX's own lines."""
+evict_unchanged load hint (EU), a block-scaled mma's own key and a called function's shared array (its caller's).
+Each count is checked against `cuobjdump -sass` of the same cubin, or the PTX's own lines."""
 
 from __future__ import annotations
 
@@ -342,3 +342,35 @@ def test_a_large_ptx_in_parts_keeps_each_parts_note(tmp_path):
     assert art.tools["ptxas parts"] == "3"
     (note,) = art.notes
     assert "assembled as relocatable device code" in note
+
+
+CALLED_SHARED = r"""
+__device__ __noinline__ float helper(const float* x) {
+    __shared__ float buf[256];
+    buf[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    return buf[255 - threadIdx.x];
+}
+__device__ __noinline__ float outer(const float* x) { return helper(x) * 2.f; }
+__global__ void calls(const float* x, float* y) { y[threadIdx.x] = outer(x); }
+__global__ void own(const float* x, float* y) {
+    __shared__ float t[64];
+    t[threadIdx.x & 63] = x[0];
+    __syncthreads();
+    y[threadIdx.x] = t[threadIdx.x & 63];
+}
+"""
+
+
+def test_a_called_functions_shared_array_is_its_callers_through_every_call(tmp_path):
+    path = tmp_path / "called.cu"
+    path.write_text(CALLED_SHARED)
+    art = load(path, "sm_90")
+    assert ".func" in art.ptx and art.ptx.count("_ZZ6helperPKfE3buf[1024]") == 1  # declared in the helper's body
+    usage = run_tool(tool("cuobjdump"), "-res-usage", _cubin(art, tmp_path))
+    found = {c.demangled.split("(")[0]: c for c in census_artifact(art)}
+    for name, declared in (("calls", {"_ZZ6helperPKfE3buf": 1024}), ("own", {"_ZZ3ownPKfPfE1t": 256})):
+        c = found[name]
+        listed = int(usage.split(f"Function {c.kernel}:")[1].split("SHARED:")[1].split()[0])
+        assert c.ptx.shared_declared == declared
+        assert sum(declared.values()) == c.resources.shared_bytes == listed - 1024  # cuobjdump adds the reservation
