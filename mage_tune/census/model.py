@@ -71,7 +71,7 @@ class View:
     memory_fences: dict[str, int] = field(default_factory=dict)
     # programmatic dependent launch: wait / launch_dependents (griddepcontrol.*, SASS ACQBULK / PREEXIT)
     grid_dependency: dict[str, int] = field(default_factory=dict)
-    elects: int = 0  # elect.sync / ELECT (SASS also has the ones ptxas adds around single-thread tcgen05 ops)
+    elects: int = 0  # elect.sync / ELECT (SASS also has the ones ptxas adds around single-thread TMA / tcgen05 ops)
     # tcgen05 operations other than mma, by op: alloc, ld, st, cp, shift, commit, wait_ld, fence, ... (SASS: the
     # ones with an instruction of their own, LDTM / STTM / UTCCP / UTCSHIFT / UTCBAR)
     tensor_memory: dict[str, int] = field(default_factory=dict)

@@ -90,17 +90,15 @@ def parse(text: str, label: str) -> Module:
     # Blank comments out but keep their newlines so line numbers stay true.
     clean = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     module_shared = _shared_decls(clean)
-    kernels = []
     lines = _LineCounter(clean)
-    matches = list(_ENTRY.finditer(clean))
-    functions = {m.group(2): _function_shared(clean, m) for m in matches if m.group(1) == "func"}
-    for match in matches:
-        if match.group(1) != "entry":
+    parsed = []  # (entry or func, its parse with its own .shared only), in module order
+    for match in _ENTRY.finditer(clean):
+        if match.group(1) == "func" and _declared_only(clean, match):
             continue
-        kernel = _kernel(clean, match, label, module_shared, lines)
-        if functions:
-            kernel = _with_callees_shared(kernel, clean, match, functions)
-        kernels.append(kernel)
+        parsed.append((match.group(1), _kernel(clean, match, label, {}, lines)))
+    functions = {k.name: k for kind, k in parsed if kind == "func"}
+    owners = _shared_owners(module_shared, [k.name for _, k in parsed])
+    kernels = [_linked(k, functions, module_shared, owners) for kind, k in parsed if kind == "entry"]
     if not kernels:
         # About the whole module, so no line: for a .cu file the PTX is the compiler's, its lines none of the file's.
         raise InputError("holds no kernel: no .entry in its PTX (a .cu file needs a __global__ function)", file=label)
@@ -147,54 +145,62 @@ def _shared_decls(text: str) -> dict[str, int]:
     return found
 
 
-_CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")  # direct calls: a name
+_CALLEE = re.compile(r"(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")  # a direct call's operands: the callee's name
 
 
-def _body(text: str, match: re.Match) -> str:
-    """A function's body text, braces left out; "" for a declaration without one (an extern .func)."""
+def _declared_only(text: str, match: re.Match) -> bool:
+    """A .func declared without a body (`.extern .func vprintf(...);`): nothing to count."""
     close = text.find(")", match.end())
     brace, semicolon = text.find("{", close), text.find(";", close)
-    if close < 0 or brace < 0 or 0 <= semicolon < brace:
-        return ""
-    depth = 0
-    for m in _BRACE.finditer(text, brace):
-        depth += 1 if m.group(0) == "{" else -1
-        if depth == 0:
-            return text[brace + 1 : m.start()]
-    return ""
+    return close < 0 or brace < 0 or 0 <= semicolon < brace
 
 
-def _function_shared(text: str, match: re.Match) -> tuple[dict[str, int], frozenset[str]]:
-    """A device function's own .shared declarations and the functions it calls by name."""
-    body = _body(text, match)
-    decls = {}
-    for line in body.splitlines():
-        m = _SHARED_DECL.match(line.strip()) if ".shared" in line else None
-        if m:
-            decls[m.group(3)] = _decl_bytes(m)
-    return decls, frozenset(_CALL.findall(body))
+def _callees(function: Kernel) -> list[str]:
+    found = (_CALLEE.match(ins.operands) for ins in function.instrs if ins.opcode.startswith("call"))
+    return [m.group(1) for m in found if m]
 
 
-def _with_callees_shared(
-    kernel: Kernel, text: str, match: re.Match, functions: dict[str, tuple[dict[str, int], frozenset[str]]]
-) -> Kernel:
-    """The kernel with the .shared arrays of every function it calls, directly or through others, in its
-    shared_declared: nvcc declares a __noinline__ function's __shared__ array in that function's body, and the
-    kernel's block holds it (ptxas counts it in the kernel's shared memory)."""
-    seen: set[str] = set()
-    todo = [name for name in _CALL.findall(_body(text, match)) if name in functions]
-    shared = dict(kernel.shared_declared)
+def _shared_owners(module_shared: dict[str, int], names: list[str]) -> dict[str, str]:
+    """Module-scope .shared arrays that are a function's own (its static __shared__, which relocatable code declares at
+    module scope): the array's mangled local name (`_ZZ9rec_depthiPiE7scratch`) begins with its function's encoding
+    (`_Z9rec_depthiPi`, or `3foo` for an extern "C" foo)."""
+    bases = {_base(name) for name in names}
+    prefixes = {"_ZZ" + (name[2:] if name.startswith("_Z") else f"{len(name)}{name}") + "E": name for name in bases}
+    return {
+        array: owner
+        for array in module_shared
+        if array.startswith("_ZZ")
+        for prefix, owner in prefixes.items()
+        if array.startswith(prefix)
+    }
+
+
+def _base(name: str) -> str:
+    """A function's name without the `$9` of a module-local copy (relocatable code calls one for a recursive
+    function)."""
+    return re.sub(r"\$\d+$", "", name)
+
+
+def _linked(kernel: Kernel, functions: dict[str, Kernel], module_shared: dict[str, int], owners: dict[str, str]):
+    """The kernel with what it reaches through calls: the instructions of every device function it calls, directly or
+    through others, once each (as ptxas places one copy of each in the kernel's code), and their .shared arrays
+    (nvcc declares a __noinline__ function's __shared__ array in that function's body; the kernel's block holds it).
+    A module-scope array that is a function's own belongs only to the kernels reaching that function."""
+    reached: list[str] = []
+    todo = _callees(kernel)
     while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        decls, callees = functions[name]
-        shared.update(decls)
-        todo += [callee for callee in callees if callee in functions]
-    if shared == kernel.shared_declared:
-        return kernel
-    return dataclasses.replace(kernel, shared_declared=shared)
+        name = todo.pop(0)
+        if name in functions and name not in reached:
+            reached.append(name)
+            todo += _callees(functions[name])
+    mine = {_base(name) for name in (kernel.name, *reached)}
+    shared = {array: size for array, size in module_shared.items() if owners.get(array, kernel.name) in mine}
+    shared.update(kernel.shared_declared)
+    called: list[Instr] = []
+    for name in reached:
+        shared.update(functions[name].shared_declared)
+        called += functions[name].instrs
+    return dataclasses.replace(kernel, shared_declared=shared, called=tuple(called))
 
 
 def _decl_bytes(m: re.Match) -> int:
@@ -424,7 +430,7 @@ def view(kernel: Kernel) -> View:
     t = {**optional_tallies(), "wmma_loads": 0, "wmma_stores": 0}
     counted: dict[str, tuple[str, ...] | None] = {}  # opcode -> its parts, None where no branch below takes it
     counted_parts = counted.get
-    for ins in kernel.instrs:
+    for ins in kernel.instrs + kernel.called if kernel.called else kernel.instrs:
         parts = counted_parts(ins.opcode, ())
         if parts == ():
             parts = opcode_parts(ins.opcode)
@@ -533,7 +539,7 @@ def view(kernel: Kernel) -> View:
                 t["setmaxnreg"].append((parts[1], regs))
     in_flight = flight.ptx_in_flight(kernel)
     return View(
-        instructions=len(kernel.instrs),
+        instructions=len(kernel.instrs) + len(kernel.called),
         global_loads=dict(c["global_loads"]),
         global_stores=dict(c["global_stores"]),
         shared_loads=dict(c["shared_loads"]),

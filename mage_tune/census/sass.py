@@ -69,7 +69,7 @@ def parse(text: str, label: str) -> dict[str, list[SassInstr]]:
     return functions
 
 
-_WIDTHS = {"64": 64, "128": 128, "U8": 8, "S8": 8, "U16": 16, "S16": 16}
+_WIDTHS = {"64": 64, "128": 128, "256": 256, "U8": 8, "S8": 8, "U16": 16, "S16": 16}
 
 
 def width(opcode: str) -> int:
@@ -101,6 +101,10 @@ _MBARRIER = {  # SYNCS opcode -> the PTX mbarrier operation it implements (read 
     "SYNCS.ARRIVE.TRANS64.A1T0": "arrive",
     "SYNCS.ARRIVE.TRANS64": "arrive_expect_tx",
     "SYNCS.ARRIVE.TRANS64.RED.A1T0": "arrive",  # remote (cluster) arrive
+    "SYNCS.ARRIVE.TRANS64.RED": "arrive_expect_tx",  # remote (cluster) arrive.expect_tx
+    "SYNCS.ARRIVE.TRANS64.OPTOUT.A1T0": "arrive_drop",
+    "SYNCS.ARRIVE.TRANS64.RED.A0TX": "expect_tx",  # no arrival (A0), the transaction count only
+    "SYNCS.ARRIVE.TRANS64.RED.A0TR": "complete_tx",
     "SYNCS.PHASECHK.TRANS64.TRYWAIT": "try_wait",
     "SYNCS.PHASECHK.TRANS64": "test_wait",
     "SYNCS.CCTL.IV": "inval",

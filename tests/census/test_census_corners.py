@@ -9,6 +9,7 @@ Each count is checked against `cuobjdump -sass` of the same cubin, or the PTX's 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -374,3 +375,77 @@ def test_a_called_functions_shared_array_is_its_callers_through_every_call(tmp_p
         listed = int(usage.split(f"Function {c.kernel}:")[1].split("SHARED:")[1].split()[0])
         assert c.ptx.shared_declared == declared
         assert sum(declared.values()) == c.resources.shared_bytes == listed - 1024  # cuobjdump adds the reservation
+
+
+CALLED_DEEP = r"""
+__device__ __noinline__ float block_sum(float v) {
+    __shared__ float red[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    return red[0];
+}
+__device__ __noinline__ float block_mean_sq(float v) {  // calls block_sum: two levels
+    __shared__ float stash[256];
+    stash[threadIdx.x] = v * v;
+    __syncthreads();
+    return block_sum(stash[(threadIdx.x + 1) % blockDim.x]) / blockDim.x;
+}
+__device__ __noinline__ int rec_depth(int d, int* log) {  // recursion: -rdc calls a module-local copy
+    __shared__ int scratch[64];
+    scratch[threadIdx.x & 63] = d;
+    if (d <= 0) return scratch[0];
+    log[d] = scratch[(threadIdx.x + d) & 63];
+    return rec_depth(d - 1, log) + 1;
+}
+__global__ void rms(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x] * rsqrtf(block_mean_sq(x[0])); }
+__global__ void sum(const float* x, float* y) { y[blockIdx.x] = block_sum(x[threadIdx.x]); }
+__global__ void rec(int* log, int d) { log[0] = rec_depth(d, log); }
+__global__ void plain(float* y) { y[threadIdx.x] = 1.f; }
+"""
+
+
+@pytest.mark.parametrize("relocatable", [False, True], ids=["whole", "relocatable"])
+def test_a_kernels_shared_arrays_are_those_of_the_functions_it_reaches_and_no_others(tmp_path, relocatable):
+    """Relocatable code declares a function's static __shared__ at module scope (`_ZZ9rec_depthiPiE7scratch`): it is
+    still only the kernels' that reach that function, as ptxas -v says of the PTX assembled whole (it calls nothing
+    outside itself; assembled relocatable, ptxas counts a kernel's own arrays alone, the linker adds the rest)."""
+    path = tmp_path / "deep.cu"
+    path.write_text(CALLED_DEEP)
+    options = ("-rdc=true",) if relocatable else ()
+    art = load(path, "sm_90", source_options=SourceOptions(options=options))
+    ptx = tmp_path / "deep.ptx"
+    ptx.write_text(art.ptx)
+    module_scope = re.search(r"^\.shared\b.*_ZZ9rec_depthiPiE7scratch", art.ptx, re.M)  # not indented in a body
+    assert bool(module_scope) == relocatable
+    log = run_tool(tool("ptxas"), "-v", "-arch=sm_90", str(ptx), "-o", str(tmp_path / "deep.cubin"))
+    smem = {name: report.get("smem", 0) for name, report in read_ptxas_v(log).items()}
+    found = {c.demangled.split("(")[0]: c for c in census_artifact(art)}
+    assert set(found) == {"rms", "sum", "rec", "plain"}
+    for c in found.values():
+        assert sum(c.ptx.shared_declared.values()) == smem[c.kernel]
+        assert relocatable or c.resources.shared_bytes == smem[c.kernel]
+    assert found["plain"].ptx.shared_declared == {} and smem[found["sum"].kernel] == 128
+    assert set(found["rms"].ptx.shared_declared) == {"_ZZ13block_mean_sqfE5stash", "_ZZ9block_sumfE3red"}
+
+
+WIDE = r"""
+__global__ void copy256(const float* x, float* y, int n) {
+    int i = 8 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 8 > n) return;
+    float a0, a1, a2, a3, a4, a5, a6, a7;
+    asm volatile("ld.global.nc.L2::256B.v8.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8];"
+                 : "=f"(a0), "=f"(a1), "=f"(a2), "=f"(a3), "=f"(a4), "=f"(a5), "=f"(a6), "=f"(a7) : "l"(x + i));
+    asm volatile("st.global.v8.f32 [%0], {%1,%2,%3,%4,%5,%6,%7,%8};"
+                 :: "l"(y + i), "f"(a0), "f"(a1), "f"(a2), "f"(a3), "f"(a4), "f"(a5), "f"(a6), "f"(a7));
+}
+"""
+
+
+def test_a_256_bit_access_is_256_bits_in_both_views(tmp_path):
+    _, c, sass = _one_kernel(tmp_path, "wide.cu", WIDE, "sm_100a")
+    loads, stores = count(sass, r"\bLDG\.\S*\b256\b"), count(sass, r"\bSTG\.\S*\b256\b")
+    assert loads == stores == 1
+    assert c.sass.global_loads == {256: loads} == c.ptx.global_loads
+    assert c.sass.global_stores == {256: stores} == c.ptx.global_stores
+    assert c.sass.bytes_in_flight == c.ptx.bytes_in_flight == 32

@@ -1,8 +1,9 @@
 """Programmatic dependent launch (griddepcontrol: SASS ACQBULK / PREEXIT), elect.sync (ELECT), Blackwell's
 tensor-memory operations other than mma (tcgen05.ld / st / cp / shift / commit: LDTM / STTM / UTCCP / UTCSHIFT /
-UTCBAR) and global loads and stores with memory-order semantics (volatile, relaxed, acquire, release, mmio: the
-STRONG / MMIO modifiers of LDG and STG), each counted in both views. Every count is checked against the PTX's own
-lines or `cuobjdump -sass` of the same cubin."""
+UTCBAR), global loads and stores with memory-order semantics (volatile, relaxed, acquire, release, mmio: the
+STRONG / MMIO modifiers of LDG and STG), the mbarrier operations ptxas writes as SYNCS.ARRIVE.TRANS64.RED… and .OPTOUT,
+and the instructions of a called device function, each counted in both views. Every count is checked against the
+PTX's own lines or `cuobjdump -sass` of the same cubin."""
 
 from __future__ import annotations
 
@@ -140,3 +141,74 @@ def test_tensor_memory_moves_count_by_operation_in_both_views(tmp_path):
     listed = {op: count(sass, pattern) for op, pattern in own.items()}
     assert all(listed.values()) and c.sass.tensor_memory == listed
     assert c.ptx.matrix == {} and c.sass.matrix == {}  # moves, not matrix ops
+
+
+CALLEE_OPS = r"""
+__device__ __noinline__ int wait_and_poll(const int* flag) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+    unsigned e;
+    asm volatile("{ .reg .pred p; elect.sync _|p, 0xffffffff; selp.u32 %0, 1, 0, p; }" : "=r"(e));
+    return e ? v : 0;
+}
+__global__ void twice(const int* flag, int* out) {  // one copy of the function in the kernel's code, called twice
+    out[threadIdx.x] = wait_and_poll(flag) + wait_and_poll(flag + 1);
+    asm volatile("griddepcontrol.launch_dependents;");
+}
+"""
+
+
+def test_a_called_functions_instructions_count_in_the_ptx_view_as_in_the_sass(tmp_path):
+    c, ptx, sass = _compiled(tmp_path, "callee.cu", CALLEE_OPS, "sm_90")
+    assert count(ptx, r"^\s*call") == 2 and count(sass, r"\bCALL\.") == 2 and count(sass, r"\bRET\.") == 1
+    assert count(sass, r"\bACQBULK\b") == count(ptx, r"griddepcontrol\.wait") == 1  # the function's, once
+    assert c.ptx.grid_dependency == c.sass.grid_dependency == {"wait": 1, "launch_dependents": 1}
+    assert c.ptx.elects == c.sass.elects == count(sass, r"\bELECT\b") == 1
+    assert c.ptx.global_ordering == {"load.acquire.gpu": 1} and c.sass.global_ordering == {"load.STRONG.GPU": 1}
+
+
+MBARRIER_KINDS = r"""
+__global__ void __cluster_dims__(2, 1, 1) barrier_kinds(float* y) {
+    __shared__ __align__(8) unsigned long long bars[2];
+    unsigned b = (unsigned)__cvta_generic_to_shared(&bars[0]), d = (unsigned)__cvta_generic_to_shared(&bars[1]);
+    unsigned rank, remote;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 2;" ::"r"(b));
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 2;" ::"r"(d));
+    }
+    asm volatile("barrier.cluster.arrive; barrier.cluster.wait;" ::: "memory");
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(b), "r"(rank ^ 1));
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+        asm volatile("mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%0], 16;" ::"r"(remote)
+                     : "memory");
+        asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], 16;" ::"r"(b) : "memory");
+        asm volatile("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [%0], 16;" ::"r"(b) : "memory");
+        asm volatile("mbarrier.arrive_drop.shared::cta.b64 _, [%0];" ::"r"(d) : "memory");
+    }
+    asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0; "
+                 "@!p bra W; }" ::"r"(b) : "memory");
+    asm volatile("barrier.cluster.arrive; barrier.cluster.wait;" ::: "memory");
+    y[threadIdx.x] = 1.f;
+}
+"""
+
+
+def test_remote_arrivals_transaction_counts_and_a_drop_have_the_ptx_views_names_in_the_sass(tmp_path):
+    c, _, sass = _compiled(tmp_path, "kinds.cu", MBARRIER_KINDS, "sm_90")
+    listed = {
+        op: count(sass, rf"\bSYNCS\.{re.escape(op)}\s")
+        for op in (
+            "ARRIVE.TRANS64.RED.A1T0",
+            "ARRIVE.TRANS64.RED",
+            "ARRIVE.TRANS64.RED.A0TX",
+            "ARRIVE.TRANS64.RED.A0TR",
+            "ARRIVE.TRANS64.OPTOUT.A1T0",
+        )
+    }
+    assert all(n == 1 for n in listed.values()), listed  # each as ptxas 13 writes it for sm_90
+    kinds = ("arrive", "arrive_expect_tx", "expect_tx", "complete_tx", "arrive_drop")
+    assert {k: c.ptx.mbarrier[k] for k in kinds} == {k: c.sass.mbarrier[k] for k in kinds} == dict.fromkeys(kinds, 1)
+    assert not [k for k in c.sass.mbarrier if k.startswith("SYNCS")]  # no opcode left under its own name
