@@ -7,6 +7,7 @@ where garbled input would otherwise be counted silently: an opcode must look lik
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import gc
@@ -32,7 +33,7 @@ from mage_tune.errors import InputError
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ENTRY = re.compile(r"\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)\s*\(", re.S)
 _PARAM = re.compile(r"\.param\s+\.(\w+)(?:\s+\.ptr)?(?:\s+\.\w+)*?(?:\s+\.align\s+\d+)?\s+([\w$]+)")
-_LABEL = re.compile(r"^[\w$.]+:(?!:)")
+_LABEL = re.compile(r"^[\w$.]+\s*:(?!:)")  # `prototype_4 : .callprototype …` too
 _OPCODE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[A-Za-z0-9_:]+)*$")
 _GUARD = re.compile(r"^@!?%?[\w$]+\s+")
 _BOUNDS = re.compile(r"\.(reqntid|maxntid|minnctapersm|maxnreg)\s+([\d\s,]+)")
@@ -97,8 +98,8 @@ def parse(text: str, label: str) -> Module:
             continue
         parsed.append((match.group(1), _kernel(clean, match, label, {}, lines)))
     functions = {k.name: k for kind, k in parsed if kind == "func"}
-    owners = _shared_owners(module_shared, [k.name for _, k in parsed])
-    kernels = [_linked(k, functions, module_shared, owners) for kind, k in parsed if kind == "entry"]
+    links = _Links(functions, module_shared)
+    kernels = [links.linked(k) for kind, k in parsed if kind == "entry"]
     if not kernels:
         # About the whole module, so no line: for a .cu file the PTX is the compiler's, its lines none of the file's.
         raise InputError("holds no kernel: no .entry in its PTX (a .cu file needs a __global__ function)", file=label)
@@ -155,52 +156,47 @@ def _declared_only(text: str, match: re.Match) -> bool:
     return close < 0 or brace < 0 or 0 <= semicolon < brace
 
 
-def _callees(function: Kernel) -> list[str]:
-    found = (_CALLEE.match(ins.operands) for ins in function.instrs if ins.opcode.startswith("call"))
-    return [m.group(1) for m in found if m]
+class _Links:
+    """What a kernel reaches through calls, and the module-scope .shared arrays it references. Each function's
+    callees and references are read once, however many kernels reach it."""
 
+    def __init__(self, functions: dict[str, Kernel], module_shared: dict[str, int]) -> None:
+        self.functions, self.module_shared = functions, module_shared
+        # a module-scope array belongs to a block whose code names it (ptxas allocates no other's): a global
+        # __shared__, relocatable code's static __shared__ of a function (`_ZZ6helperPKfE3buf`, wherever inlined)
+        self.names = re.compile(r"(?<![\w$])(" + "|".join(map(re.escape, module_shared)) + r")(?![\w$])")
+        self.read: dict[str, tuple[list[str], set[str]]] = {}
 
-def _shared_owners(module_shared: dict[str, int], names: list[str]) -> dict[str, str]:
-    """Module-scope .shared arrays that are a function's own (its static __shared__, which relocatable code declares at
-    module scope): the array's mangled local name (`_ZZ9rec_depthiPiE7scratch`) begins with its function's encoding
-    (`_Z9rec_depthiPi`, or `3foo` for an extern "C" foo)."""
-    bases = {_base(name) for name in names}
-    prefixes = {"_ZZ" + (name[2:] if name.startswith("_Z") else f"{len(name)}{name}") + "E": name for name in bases}
-    return {
-        array: owner
-        for array in module_shared
-        if array.startswith("_ZZ")
-        for prefix, owner in prefixes.items()
-        if array.startswith(prefix)
-    }
+    def _read(self, function: Kernel) -> tuple[list[str], set[str]]:
+        """(direct callees, module-scope arrays named) of one function or kernel."""
+        if function.name not in self.read:
+            calls = (_CALLEE.match(ins.operands) for ins in function.instrs if ins.opcode.startswith("call"))
+            arrays = set()
+            if self.module_shared:
+                arrays = set(self.names.findall("\n".join(ins.operands for ins in function.instrs)))
+            self.read[function.name] = ([m.group(1) for m in calls if m], arrays)
+        return self.read[function.name]
 
-
-def _base(name: str) -> str:
-    """A function's name without the `$9` of a module-local copy (relocatable code calls one for a recursive
-    function)."""
-    return re.sub(r"\$\d+$", "", name)
-
-
-def _linked(kernel: Kernel, functions: dict[str, Kernel], module_shared: dict[str, int], owners: dict[str, str]):
-    """The kernel with what it reaches through calls: the instructions of every device function it calls, directly or
-    through others, once each (as ptxas places one copy of each in the kernel's code), and their .shared arrays
-    (nvcc declares a __noinline__ function's __shared__ array in that function's body; the kernel's block holds it).
-    A module-scope array that is a function's own belongs only to the kernels reaching that function."""
-    reached: list[str] = []
-    todo = _callees(kernel)
-    while todo:
-        name = todo.pop(0)
-        if name in functions and name not in reached:
-            reached.append(name)
-            todo += _callees(functions[name])
-    mine = {_base(name) for name in (kernel.name, *reached)}
-    shared = {array: size for array, size in module_shared.items() if owners.get(array, kernel.name) in mine}
-    shared.update(kernel.shared_declared)
-    called: list[Instr] = []
-    for name in reached:
-        shared.update(functions[name].shared_declared)
-        called += functions[name].instrs
-    return dataclasses.replace(kernel, shared_declared=shared, called=tuple(called))
+    def linked(self, kernel: Kernel) -> Kernel:
+        """The kernel with the instructions of every device function it calls, directly or through others, once each
+        (ptxas places one copy of each in the kernel's code), and the .shared arrays of its block: the module-scope
+        ones its code or theirs names, its own and theirs (nvcc declares a __noinline__ function's __shared__ array in
+        that function's body). A call through a pointer is not followed: its targets are unknown here."""
+        reached: dict[str, None] = {}  # in the order met
+        todo = collections.deque(self._read(kernel)[0])
+        while todo:
+            name = todo.popleft()
+            if name in self.functions and name not in reached:
+                reached[name] = None
+                todo.extend(self._read(self.functions[name])[0])
+        arrays = set(self._read(kernel)[1]).union(*(self._read(self.functions[name])[1] for name in reached))
+        shared = {array: size for array, size in self.module_shared.items() if array in arrays}
+        shared.update(kernel.shared_declared)
+        called: list[Instr] = []
+        for name in reached:
+            shared.update(self.functions[name].shared_declared)
+            called += self.functions[name].instrs
+        return dataclasses.replace(kernel, shared_declared=shared, called=tuple(called))
 
 
 def _decl_bytes(m: re.Match) -> int:

@@ -33,7 +33,7 @@ class Kernel:
     shared_declared: dict[str, int]
     block_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)  # reqntid / maxntid as written (x, y, z)
     cluster: dict[str, tuple[int, ...]] = field(default_factory=dict)  # reqnctapercluster, maxclusterrank, explicit..
-    called: tuple[Instr, ...] = ()  # the device functions' it calls, directly or through others, each once
+    called: tuple[Instr, ...] = ()  # the instructions of the device functions it calls (directly or not), once each
 
 
 @dataclass(frozen=True)

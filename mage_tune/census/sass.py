@@ -102,9 +102,12 @@ _MBARRIER = {  # SYNCS opcode -> the PTX mbarrier operation it implements (read 
     "SYNCS.ARRIVE.TRANS64": "arrive_expect_tx",
     "SYNCS.ARRIVE.TRANS64.RED.A1T0": "arrive",  # remote (cluster) arrive
     "SYNCS.ARRIVE.TRANS64.RED": "arrive_expect_tx",  # remote (cluster) arrive.expect_tx
+    "SYNCS.ARRIVE.TRANS64.ART0": "arrive",  # arrive with a count
     "SYNCS.ARRIVE.TRANS64.OPTOUT.A1T0": "arrive_drop",
-    "SYNCS.ARRIVE.TRANS64.RED.A0TX": "expect_tx",  # no arrival (A0), the transaction count only
-    "SYNCS.ARRIVE.TRANS64.RED.A0TR": "complete_tx",
+    "SYNCS.ARRIVE.TRANS64.RED.OPTOUT.A1T0": "arrive_drop",  # remote (cluster) arrive_drop
+    "SYNCS.ARRIVE.TRANS64.OPTOUT": "arrive_drop_expect_tx",
+    "SYNCS.ARRIVE.TRANS64.RED.A0TR": "expect_tx",  # no arrival (A0): the transaction count alone
+    "SYNCS.ARRIVE.TRANS64.RED.A0TX": "complete_tx",
     "SYNCS.PHASECHK.TRANS64.TRYWAIT": "try_wait",
     "SYNCS.PHASECHK.TRANS64": "test_wait",
     "SYNCS.CCTL.IV": "inval",

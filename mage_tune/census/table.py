@@ -92,7 +92,7 @@ def _optional_rows(view: View) -> list[tuple[str, str]]:
     if view.global_ordering:
         rows.append(("ordered global loads / stores", _mapping(view.global_ordering)))
     if view.grid_dependency:
-        rows.append(("dependent launch", ", ".join(f"{n} {op}" for op, n in view.grid_dependency.items())))
+        rows.append(("dependent launch", _mapping(view.grid_dependency)))
     if view.elects:
         rows.append(("elects", str(view.elects)))
     if view.tensor_memory:

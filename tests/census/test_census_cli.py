@@ -65,6 +65,10 @@ VIEW_KEYS = {
     "setmaxnreg",
     "cluster_barriers",
     "memory_fences",
+    "grid_dependency",
+    "elects",
+    "tensor_memory",
+    "global_ordering",
 }
 
 

@@ -398,18 +398,29 @@ __device__ __noinline__ int rec_depth(int d, int* log) {  // recursion: -rdc cal
     log[d] = scratch[(threadIdx.x + d) & 63];
     return rec_depth(d - 1, log) + 1;
 }
+__device__ float staged(const float* x) {  // inlined; under -rdc also a function, its array at module scope
+    __shared__ float buf[256];
+    buf[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    return buf[255 - threadIdx.x];
+}
+__global__ void inl(const float* x, float* y) { y[threadIdx.x] = staged(x); }
 __global__ void rms(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x] * rsqrtf(block_mean_sq(x[0])); }
 __global__ void sum(const float* x, float* y) { y[blockIdx.x] = block_sum(x[threadIdx.x]); }
 __global__ void rec(int* log, int d) { log[0] = rec_depth(d, log); }
-__global__ void plain(float* y) { y[threadIdx.x] = 1.f; }
+__global__ void plain(float* y) {  // printf: a call to vprintf, declared and never defined in the PTX
+    y[threadIdx.x] = 1.f;
+    printf("%d\n", threadIdx.x);
+}
 """
 
 
 @pytest.mark.parametrize("relocatable", [False, True], ids=["whole", "relocatable"])
 def test_a_kernels_shared_arrays_are_those_of_the_functions_it_reaches_and_no_others(tmp_path, relocatable):
-    """Relocatable code declares a function's static __shared__ at module scope (`_ZZ9rec_depthiPiE7scratch`): it is
-    still only the kernels' that reach that function, as ptxas -v says of the PTX assembled whole (it calls nothing
-    outside itself; assembled relocatable, ptxas counts a kernel's own arrays alone, the linker adds the rest)."""
+    """Relocatable code declares a function's static __shared__ at module scope where two places name it (a recursive
+    function's module-local copy, a function also inlined): it is still only the blocks' whose code names it, as
+    ptxas -v says of the PTX assembled whole (the PTX calls nothing outside itself but vprintf; assembled
+    relocatable, ptxas counts a kernel's own arrays alone, the linker adds the rest)."""
     path = tmp_path / "deep.cu"
     path.write_text(CALLED_DEEP)
     options = ("-rdc=true",) if relocatable else ()
@@ -421,12 +432,13 @@ def test_a_kernels_shared_arrays_are_those_of_the_functions_it_reaches_and_no_ot
     log = run_tool(tool("ptxas"), "-v", "-arch=sm_90", str(ptx), "-o", str(tmp_path / "deep.cubin"))
     smem = {name: report.get("smem", 0) for name, report in read_ptxas_v(log).items()}
     found = {c.demangled.split("(")[0]: c for c in census_artifact(art)}
-    assert set(found) == {"rms", "sum", "rec", "plain"}
+    assert set(found) == {"rms", "sum", "rec", "plain", "inl"} and ".extern .func" in art.ptx
     for c in found.values():
         assert sum(c.ptx.shared_declared.values()) == smem[c.kernel]
         assert relocatable or c.resources.shared_bytes == smem[c.kernel]
     assert found["plain"].ptx.shared_declared == {} and smem[found["sum"].kernel] == 128
     assert set(found["rms"].ptx.shared_declared) == {"_ZZ13block_mean_sqfE5stash", "_ZZ9block_sumfE3red"}
+    assert found["inl"].ptx.shared_declared == {"_ZZ6stagedPKfE3buf": 1024}
 
 
 WIDE = r"""

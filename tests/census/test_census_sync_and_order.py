@@ -89,7 +89,9 @@ def test_a_dependent_launchs_wait_and_trigger_and_an_elect_count_in_both_views(t
     assert c.ptx.grid_dependency == c.sass.grid_dependency == {"wait": waits, "launch_dependents": triggers}
     elects = count(ptx, r"\belect\.sync\b")
     assert elects == 1 and c.ptx.elects == elects and c.sass.elects == count(sass, r"\bELECT\b") == 1
-    assert ("SASS dependent launch", "1 wait, 1 launch_dependents") in rows(c)
+    table = dict(rows(c))
+    assert table["PTX dependent launch"] == table["SASS dependent launch"] == "launch_dependents 1, wait 1"
+    assert table["PTX elects"] == table["SASS elects"] == "1"
 
 
 def test_ordered_global_accesses_are_counted_by_order_and_scope(tmp_path):
@@ -159,8 +161,26 @@ __global__ void twice(const int* flag, int* out) {  // one copy of the function 
 """
 
 
+def _statements(ptx: str, name: str) -> int:
+    """Instruction statements in the body of the kernel or function `name` of nvcc's PTX: the `;`-ended statements
+    that are no directive, label or brace (inline asm's `{ .reg .pred p; elect.sync …; }` counts its instructions)."""
+    head = re.search(rf"\.(?:entry|func)\s+(?:\([^)]*\)\s*)?{re.escape(name)}\s*\(", ptx)
+    text = re.sub(r"//[^\n]*", "", ptx[ptx.index("{", ptx.index(")", head.end())) :])
+    end, depth = 0, 1
+    while depth:  # to the body's closing brace
+        end += 1
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+    found = 0
+    for chunk in text[1:end].split(";"):
+        statement = re.sub(r"^(?:\s*[{}]|\s*[\w$]+\s*:(?!:))*\s*", "", chunk)
+        found += bool(re.match(r"[a-z@]", statement))
+    return found
+
+
 def test_a_called_functions_instructions_count_in_the_ptx_view_as_in_the_sass(tmp_path):
     c, ptx, sass = _compiled(tmp_path, "callee.cu", CALLEE_OPS, "sm_90")
+    text = "\n".join(ptx)
+    assert c.ptx.instructions == _statements(text, c.kernel) + _statements(text, "_Z13wait_and_pollPKi")
     assert count(ptx, r"^\s*call") == 2 and count(sass, r"\bCALL\.") == 2 and count(sass, r"\bRET\.") == 1
     assert count(sass, r"\bACQBULK\b") == count(ptx, r"griddepcontrol\.wait") == 1  # the function's, once
     assert c.ptx.grid_dependency == c.sass.grid_dependency == {"wait": 1, "launch_dependents": 1}
@@ -172,21 +192,27 @@ MBARRIER_KINDS = r"""
 __global__ void __cluster_dims__(2, 1, 1) barrier_kinds(float* y) {
     __shared__ __align__(8) unsigned long long bars[2];
     unsigned b = (unsigned)__cvta_generic_to_shared(&bars[0]), d = (unsigned)__cvta_generic_to_shared(&bars[1]);
-    unsigned rank, remote;
+    unsigned rank, remote, remote_d;
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
     if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 2;" ::"r"(b));
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 2;" ::"r"(d));
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" ::"r"(b));
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" ::"r"(d));
     }
     asm volatile("barrier.cluster.arrive; barrier.cluster.wait;" ::: "memory");
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(b), "r"(rank ^ 1));
-    if (threadIdx.x == 0) {
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_d) : "r"(d), "r"(rank ^ 1));
+    if (threadIdx.x == 0) {  // each kind a different number of times, so that no two names can be swapped unseen
         asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
         asm volatile("mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%0], 16;" ::"r"(remote)
                      : "memory");
         asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], 16;" ::"r"(b) : "memory");
         asm volatile("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [%0], 16;" ::"r"(b) : "memory");
+        asm volatile("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [%0], 16;" ::"r"(d) : "memory");
+        asm volatile("{ .reg .b64 s; mbarrier.arrive.shared::cta.b64 s, [%0], 2; }" ::"r"(d) : "memory");
+        asm volatile("{ .reg .b64 s; mbarrier.arrive_drop.expect_tx.shared::cta.b64 s, [%0], 16; }" ::"r"(d)
+                     : "memory");
         asm volatile("mbarrier.arrive_drop.shared::cta.b64 _, [%0];" ::"r"(d) : "memory");
+        asm volatile("mbarrier.arrive_drop.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_d) : "memory");
     }
     asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0; "
                  "@!p bra W; }" ::"r"(b) : "memory");
@@ -196,19 +222,41 @@ __global__ void __cluster_dims__(2, 1, 1) barrier_kinds(float* y) {
 """
 
 
-def test_remote_arrivals_transaction_counts_and_a_drop_have_the_ptx_views_names_in_the_sass(tmp_path):
+def test_remote_arrivals_transaction_counts_and_drops_have_the_ptx_views_names_in_the_sass(tmp_path):
     c, _, sass = _compiled(tmp_path, "kinds.cu", MBARRIER_KINDS, "sm_90")
     listed = {
-        op: count(sass, rf"\bSYNCS\.{re.escape(op)}\s")
+        op: count(sass, rf"\bSYNCS\.ARRIVE\.TRANS64{re.escape(op)}\s")
         for op in (
-            "ARRIVE.TRANS64.RED.A1T0",
-            "ARRIVE.TRANS64.RED",
-            "ARRIVE.TRANS64.RED.A0TX",
-            "ARRIVE.TRANS64.RED.A0TR",
-            "ARRIVE.TRANS64.OPTOUT.A1T0",
+            ".RED.A1T0",
+            ".RED",
+            ".RED.A0TR",
+            ".RED.A0TX",
+            ".ART0",
+            ".OPTOUT",
+            ".OPTOUT.A1T0",
+            ".RED.OPTOUT.A1T0",
         )
     }
-    assert all(n == 1 for n in listed.values()), listed  # each as ptxas 13 writes it for sm_90
-    kinds = ("arrive", "arrive_expect_tx", "expect_tx", "complete_tx", "arrive_drop")
-    assert {k: c.ptx.mbarrier[k] for k in kinds} == {k: c.sass.mbarrier[k] for k in kinds} == dict.fromkeys(kinds, 1)
+    # as ptxas 13 writes them for sm_90: a remote arrival, a remote arrive.expect_tx, an expect_tx, two complete_tx
+    # (on two barriers: ptxas adds up those on one), an arrival with a count, an arrive_drop.expect_tx, a local and a
+    # remote arrive_drop
+    assert listed == {
+        ".RED.A1T0": 1,
+        ".RED": 1,
+        ".RED.A0TR": 1,
+        ".RED.A0TX": 2,
+        ".ART0": 1,
+        ".OPTOUT": 1,
+        ".OPTOUT.A1T0": 1,
+        ".RED.OPTOUT.A1T0": 1,
+    }
+    kinds = {
+        "arrive": 2,
+        "arrive_expect_tx": 1,
+        "expect_tx": 1,
+        "complete_tx": 2,
+        "arrive_drop": 2,
+        "arrive_drop_expect_tx": 1,
+    }
+    assert {k: c.ptx.mbarrier.get(k) for k in kinds} == {k: c.sass.mbarrier.get(k) for k in kinds} == kinds
     assert not [k for k in c.sass.mbarrier if k.startswith("SYNCS")]  # no opcode left under its own name
