@@ -98,7 +98,7 @@ def parse(text: str, label: str) -> Module:
             continue
         parsed.append((match.group(1), _kernel(clean, match, label, {}, lines)))
     functions = {k.name: k for kind, k in parsed if kind == "func"}
-    links = _Links(functions, module_shared)
+    links = _Links(functions, module_shared, clean, [k for _, k in parsed])
     kernels = [links.linked(k) for kind, k in parsed if kind == "entry"]
     if not kernels:
         # About the whole module, so no line: for a .cu file the PTX is the compiler's, its lines none of the file's.
@@ -160,35 +160,55 @@ class _Links:
     """What a kernel reaches through calls, and the module-scope .shared arrays it references. Each function's
     callees and references are read once, however many kernels reach it."""
 
-    def __init__(self, functions: dict[str, Kernel], module_shared: dict[str, int]) -> None:
+    def __init__(self, functions: dict[str, Kernel], module_shared: dict[str, int], text: str, parsed: list[Kernel]):
         self.functions, self.module_shared = functions, module_shared
         # a module-scope array belongs to a block whose code names it (ptxas allocates no other's): a global
         # __shared__, relocatable code's static __shared__ of a function (`_ZZ6helperPKfE3buf`, wherever inlined)
         self.names = re.compile(r"(?<![\w$])(" + "|".join(map(re.escape, module_shared)) + r")(?![\w$])")
-        self.read: dict[str, tuple[list[str], set[str]]] = {}
+        self.read: dict[str, tuple[list[str], set[str], bool]] = {}
+        self.text, self.parsed, self.taken = text, parsed, None
 
-    def _read(self, function: Kernel) -> tuple[list[str], set[str]]:
-        """(direct callees, module-scope arrays named) of one function or kernel."""
+    def _read(self, function: Kernel) -> tuple[list[str], set[str], bool]:
+        """(direct callees, module-scope arrays named, whether it calls through a pointer) of a function or kernel."""
         if function.name not in self.read:
-            calls = (_CALLEE.match(ins.operands) for ins in function.instrs if ins.opcode.startswith("call"))
+            calls = [_CALLEE.match(ins.operands) for ins in function.instrs if ins.opcode.startswith("call")]
             arrays = set()
             if self.module_shared:
                 arrays = set(self.names.findall("\n".join(ins.operands for ins in function.instrs)))
-            self.read[function.name] = ([m.group(1) for m in calls if m], arrays)
+            self.read[function.name] = ([m.group(1) for m in calls if m], arrays, None in calls)
         return self.read[function.name]
+
+    def address_taken(self) -> list[str]:
+        """The functions a call through a pointer may reach: those the module names other than in their own
+        declarations and in direct calls (a `mov.u64 %rd1, f;`, a table's `generic(f)` initializer)."""
+        if self.taken is None:
+            named = re.compile(r"(?<![\w$])(" + "|".join(map(re.escape, self.functions)) + r")(?![\w$])")
+            left = collections.Counter(named.findall(self.text))
+            left.subtract(m.group(2) for m in _ENTRY.finditer(self.text))
+            left.subtract(name for function in self.parsed for name in self._read(function)[0])
+            self.taken = [name for name in self.functions if left[name] > 0]
+        return self.taken
 
     def linked(self, kernel: Kernel) -> Kernel:
         """The kernel with the instructions of every device function it calls, directly or through others, once each
-        (ptxas places one copy of each in the kernel's code), and the .shared arrays of its block: the module-scope
-        ones its code or theirs names, its own and theirs (nvcc declares a __noinline__ function's __shared__ array in
-        that function's body). A call through a pointer is not followed: its targets are unknown here."""
+        (ptxas places one copy of each in the kernel's code; where it calls through a pointer, one of every function
+        whose address the module takes), and the .shared arrays of its block: the module-scope ones its code or
+        theirs names, its own and theirs (nvcc declares a __noinline__ function's __shared__ array in that
+        function's body)."""
         reached: dict[str, None] = {}  # in the order met
-        todo = collections.deque(self._read(kernel)[0])
-        while todo:
+        callees, _, pointer = self._read(kernel)
+        todo, taken_added = collections.deque(callees), False
+        while todo or (pointer and not taken_added):
+            if not todo:  # a call through a pointer: every function whose address is taken, once
+                todo.extend(self.address_taken())
+                taken_added = True
+                continue
             name = todo.popleft()
             if name in self.functions and name not in reached:
                 reached[name] = None
-                todo.extend(self._read(self.functions[name])[0])
+                callees, _, through_pointer = self._read(self.functions[name])
+                todo.extend(callees)
+                pointer = pointer or through_pointer
         arrays = set(self._read(kernel)[1]).union(*(self._read(self.functions[name])[1] for name in reached))
         shared = {array: size for array, size in self.module_shared.items() if array in arrays}
         shared.update(kernel.shared_declared)

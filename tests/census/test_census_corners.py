@@ -461,3 +461,34 @@ def test_a_256_bit_access_is_256_bits_in_both_views(tmp_path):
     assert c.sass.global_loads == {256: loads} == c.ptx.global_loads
     assert c.sass.global_stores == {256: stores} == c.ptx.global_stores
     assert c.sass.bytes_in_flight == c.ptx.bytes_in_flight == 32
+
+
+POINTER_CALL = r"""
+__device__ __noinline__ float staged(const float* x) {
+    __shared__ float buf[256];
+    buf[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    return buf[255 - threadIdx.x];
+}
+__device__ __noinline__ float direct_only(const float* x) { return 2.f * x[0]; }  // its address never taken
+typedef float (*unary)(const float*);
+__device__ unary table[1] = {staged};
+__global__ void through_table(const float* x, float* y, int i) { y[threadIdx.x] = table[i](x); }
+__global__ void direct(const float* x, float* y) { y[threadIdx.x] = direct_only(x); }
+"""
+
+
+def test_a_call_through_a_pointer_reaches_the_functions_whose_address_is_taken(tmp_path):
+    path = tmp_path / "pointer.cu"
+    path.write_text(POINTER_CALL)
+    art = load(path, "sm_90")
+    assert ".callprototype" in art.ptx  # the call names no function
+    listing = _listing(art, tmp_path)
+    found = {c.demangled.split("(")[0]: c for c in census_artifact(art)}
+    c, sass = found["through_table"], listing[found["through_table"].kernel]
+    assert count(sass, r"\bBAR\.SYNC\b") == c.sass.barriers == c.ptx.barriers == 1  # staged's, in the kernel's code
+    assert c.ptx.shared_declared == {"_ZZ6stagedPKfE3buf": 1024} and c.resources.shared_bytes == 1024
+    loads = count(sass, r"\b(LDG|LD)\.")  # the table's entry and staged's x; direct_only's is not in this kernel
+    for view in (c.ptx, c.sass):
+        assert sum(view.global_loads.values()) + sum(view.generic_loads.values()) == loads == 2
+    assert found["direct"].ptx.barriers == 0 and found["direct"].ptx.shared_declared == {}
