@@ -35,7 +35,7 @@ from mage_tune.compile import (
     build_from_ptx,
     compile_cu,
 )
-from mage_tune.errors import InputError
+from mage_tune.errors import CompileError, InputError
 from mage_tune.inputs import read_input
 
 __all__ = [
@@ -393,14 +393,14 @@ def _load_cu_default_arch(text: str, label: str, opts: SourceOptions) -> Artifac
     specific = ARCHS.get(arch.name + "a")
     try:
         art = _load_cu(text, arch, label, opts)
-    except InputError as exc:
+    except (InputError, CompileError) as exc:  # ptxas's refusal, through NVRTC's path or nvcc's
         refused = _NEEDS_SPECIFIC_ARCH.search(exc.message)
         if specific is None or refused is None or refused.group(2) != arch.name:
             raise
         try:
             art = _load_cu(text, specific, label, opts)
-        except InputError as again:  # not the arch-specific target's alone either (tcgen05 needs sm_100a): say both
-            raise InputError(f"{exc.message}; {specific.name}, tried next: {again.message}", file=label) from None
+        except (InputError, CompileError) as again:  # not the specific target's alone either (tcgen05): say both
+            raise type(again)(f"{exc.message}; {specific.name}, tried next: {again.message}", file=label) from None
         note = (
             f"{label}: compiled for {specific.name}, not the default {arch.name}, which ptxas refused "
             f"({refused.group(1)} needs {specific.name}){ARCH_TAIL}"

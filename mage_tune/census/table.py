@@ -192,7 +192,7 @@ def rows(c: Census) -> list[tuple[str, str]]:
             why = "needs the register count (no ptxas report, cubin or -res-usage lines)"
         elif c.arch not in ARCH_NAMES:
             why = f"unknown for {c.arch}"
-        out.append(("occupancy", why))
+        out.append(("occupancy (limiter)", why))  # the row of the kernels beside it that have one
     if c.cluster:
         cl = c.cluster
         dims = "x".join(map(str, cl.dims)) if cl.dims else "set at launch"

@@ -326,6 +326,21 @@ def test_the_table_shows_every_note(tmp_path):
     assert "first thing to say" in table and "second thing to say" in table
 
 
+def test_kernels_side_by_side_share_one_occupancy_row_whether_or_not_each_has_one(tmp_path):
+    from mage_tune.census.table import render, rows
+
+    path = tmp_path / "bounds.cu"
+    path.write_text(
+        "__global__ void __launch_bounds__(128) bounded(float* y) { y[threadIdx.x] = 1.f; }\n"
+        "__global__ void unbounded(float* y) { y[threadIdx.x] = 2.f; }\n"
+    )
+    found = {c.demangled.split("(")[0]: c for c in census_path(path, arch="sm_90")}
+    assert found["bounded"].occupancy is not None and found["unbounded"].occupancy is None
+    table = render([(name, rows(c)) for name, c in sorted(found.items())])
+    (line,) = [line for line in table.splitlines() if "occupancy" in line]
+    assert "needs --block" in line and "%" in line
+
+
 EXTERN_CALL = r"""
 extern __device__ float helper(float);
 __global__ void calls(float* p) { p[threadIdx.x] = helper(p[threadIdx.x]); }

@@ -27,7 +27,7 @@ from conftest import (
 )
 
 from mage_tune.arch import get_arch
-from mage_tune.census import census_artifact, census_path, load
+from mage_tune.census import SourceOptions, census_artifact, census_path, load
 from mage_tune.errors import InputError
 
 HOPPER = KERNELS / "hopper"
@@ -330,6 +330,10 @@ def test_a_source_that_needs_sm_90a_is_compiled_for_it_where_no_arch_is_given(bu
     (note,) = c.notes
     assert note.startswith(f"{HOPPER / 'wgmma_tma.cu'}: compiled for sm_90a, not the default sm_90")
     assert "wgmma.fence needs sm_90a" in note
+    # the same through nvcc (asked for, or where NVRTC cannot take a source), whose ptxas says it in its own words
+    (by_nvcc,) = census_path(HOPPER / "wgmma_tma.cu", source_options=SourceOptions(compiler="nvcc"))
+    assert by_nvcc.arch == "sm_90a" and by_nvcc.sass.matrix == want.sass.matrix
+    assert any("compiled for sm_90a, not the default sm_90" in n for n in by_nvcc.notes)
     with pytest.raises(InputError) as info:  # asked for sm_90 by name: refused, at the PTX's line, not the source's
         census_path(HOPPER / "wgmma_tma.cu", arch="sm_90")
     assert info.value.line is None and "of the PTX compiled from it" in info.value.message
