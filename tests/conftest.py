@@ -315,3 +315,27 @@ def mt(torch):
 
     mt.configure(db="off")
     return mt
+
+
+def cubin_file(art, folder: Path) -> str:
+    """The census's cubin of an artifact as a file of its own, for NVIDIA's tools."""
+    path = folder / f"{Path(art.label).stem}-{art.arch}.cubin"
+    path.write_bytes(art.cubin)
+    return str(path)
+
+
+def cubin_listing(art, folder: Path) -> dict[str, list[str]]:
+    """cuobjdump's own listing of the census's cubin, by kernel."""
+    return sass_functions(run_tool(tool("cuobjdump"), "-sass", cubin_file(art, folder)))
+
+
+def one_kernel(folder: Path, name: str, source: str, arch: str) -> tuple:
+    """(artifact, census, cuobjdump's listing lines) of a source of one kernel compiled by the census for `arch`."""
+    from mage_tune.census import census_artifact, load
+
+    path = folder / name
+    path.write_text(source)
+    art = load(path, arch)
+    (c,) = census_artifact(art)
+    (sass,) = cubin_listing(art, folder).values()
+    return art, c, sass

@@ -85,19 +85,19 @@ def _optional_rows(view: View) -> list[tuple[str, str]]:
         rows.append(("bulk commits / waits", f"{view.bulk_commits} / {list(view.bulk_waits) or '-'}"))
     if view.setmaxnreg:
         rows.append(("setmaxnreg", ", ".join(f"{action} {regs}" for action, regs in view.setmaxnreg)))
-    if view.cluster_barriers:
-        rows.append(("cluster barriers", _mapping(view.cluster_barriers)))
-    if view.memory_fences:
-        rows.append(("memory fences", _mapping(view.memory_fences)))
-    if view.global_ordering:
-        rows.append(("ordered global loads / stores", _mapping(view.global_ordering)))
-    if view.grid_dependency:
-        rows.append(("dependent launch", _mapping(view.grid_dependency)))
+    rows += [(label, _mapping(getattr(view, key))) for key, label in _COUNTER_ROWS if getattr(view, key)]
     if view.elects:
         rows.append(("elects", str(view.elects)))
-    if view.tensor_memory:
-        rows.append(("tensor memory ops", _mapping(view.tensor_memory)))
     return rows
+
+
+_COUNTER_ROWS = (  # optional counters shown as they are, in this order
+    ("cluster_barriers", "cluster barriers"),
+    ("memory_fences", "memory fences"),
+    ("global_ordering", "ordered global loads / stores"),
+    ("grid_dependency", "dependent launch"),
+    ("tensor_memory", "tensor memory ops"),
+)
 
 
 _SHAPE = re.compile(r"(?:^wgmma\.(m\d+n\d+k\d+)|^[A-Z]*GMMA\.(\d+)x(\d+)x(\d+))")

@@ -10,10 +10,9 @@ Each count is checked against `cuobjdump -sass` of the same cubin, or the PTX's 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from conftest import count, read_ptxas_v, run_tool, sass_functions, tool
+from conftest import count, cubin_file, cubin_listing, one_kernel, read_ptxas_v, run_tool, tool
 
 from mage_tune.census import SourceOptions, census_artifact, census_path, load
 from mage_tune.errors import InputError
@@ -74,30 +73,8 @@ __global__ void fill(double* p, double v) { p[threadIdx.x] = v; }
 """
 
 
-def _cubin(art, folder: Path) -> str:
-    """The census's cubin as a file of its own, for NVIDIA's tools."""
-    path = folder / f"{Path(art.label).stem}-{art.arch}.cubin"
-    path.write_bytes(art.cubin)
-    return str(path)
-
-
-def _listing(art, folder: Path) -> dict[str, list[str]]:
-    """cuobjdump's own listing of the census's cubin, by kernel."""
-    return sass_functions(run_tool(tool("cuobjdump"), "-sass", _cubin(art, folder)))
-
-
-def _one_kernel(folder: Path, name: str, source: str, arch: str) -> tuple:
-    """(artifact, census, cuobjdump's listing lines) of a source of one kernel compiled by the census for `arch`."""
-    path = folder / name
-    path.write_text(source)
-    art = load(path, arch)
-    (c,) = census_artifact(art)
-    (sass,) = _listing(art, folder).values()
-    return art, c, sass
-
-
 def test_an_fp8_mma_and_a_cp_async_arrive_count_in_the_sass_as_in_the_ptx(tmp_path):
-    _, c, sass = _one_kernel(tmp_path, "fp8.cu", FP8_AND_CP_ASYNC_ARRIVE, "sm_89")
+    _, c, sass = one_kernel(tmp_path, "fp8.cu", FP8_AND_CP_ASYNC_ARRIVE, "sm_89")
     qmma = count(sass, r"\bQMMA\.")
     assert qmma == 1 and c.sass.matrix.get("QMMA") == qmma and c.ptx.matrix == {"mma": 1}
     assert sum(c.sass.matrix_shapes.values()) == sum(c.sass.matrix.values())
@@ -106,7 +83,7 @@ def test_an_fp8_mma_and_a_cp_async_arrive_count_in_the_sass_as_in_the_ptx(tmp_pa
 
 
 def test_stores_and_reductions_into_a_peer_blocks_shared_memory_count_in_both_views(tmp_path):
-    _, c, sass = _one_kernel(tmp_path, "peer.cu", PEER_STORES, "sm_90")
+    _, c, sass = one_kernel(tmp_path, "peer.cu", PEER_STORES, "sm_90")
     assert count(sass, r"\bSTAS\b") == 1 and count(sass, r"\bREDAS\b") == 1
     stores = count(sass, r"\bSTS\b") + count(sass, r"\bSTAS\b")
     assert sum(c.sass.shared_stores.values()) == stores == sum(c.ptx.shared_stores.values())
@@ -128,7 +105,7 @@ def test_a_saved_listing_keeps_its_arch_specific_target(tmp_path):
     path.write_text(NEIGHBOURS)
     art = load(path, "sm_90a")
     listing = tmp_path / "listing.sass"
-    listing.write_text(run_tool(tool("cuobjdump"), "-sass", _cubin(art, tmp_path)))
+    listing.write_text(run_tool(tool("cuobjdump"), "-sass", cubin_file(art, tmp_path)))
     assert "code for sm_90a" in listing.read_text()
     assert {c.arch for c in census_path(listing)} == {"sm_90a"}
 
@@ -196,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) tc_mma(unsigned long long a
 
 
 def test_blackwell_tensor_memory_mma_counts_in_both_views_and_its_allocation_waits_are_no_copys(tmp_path):
-    art, c, sass = _one_kernel(tmp_path, "tc.cu", TENSOR_MEMORY, "sm_100a")
+    art, c, sass = one_kernel(tmp_path, "tc.cu", TENSOR_MEMORY, "sm_100a")
     ptx = art.ptx.count("tcgen05.mma.cta_group::1.kind::f16")
     utc = count(sass, r"\bUTCHMMA\b")
     assert ptx >= 1 and utc >= 1
@@ -216,8 +193,8 @@ def test_a_debug_builds_stack_is_the_same_from_its_ptx_as_from_its_cubin(tmp_pat
     path.write_text(DEBUG_CALLS)
     art = load(path, "sm_90", source_options=SourceOptions(options=("-G",)))
     (from_source,) = census_artifact(art)
-    (from_cubin,) = census_path(_cubin(art, tmp_path))
-    usage = run_tool(tool("cuobjdump"), "-res-usage", _cubin(art, tmp_path))
+    (from_cubin,) = census_path(cubin_file(art, tmp_path))
+    usage = run_tool(tool("cuobjdump"), "-res-usage", cubin_file(art, tmp_path))
     stack = int(usage.split("STACK:")[1].split()[0])
     assert "cumulative stack size" in art.ptxas_log  # the entry's frame alone would say less
     assert from_source.resources.stack_bytes == from_cubin.resources.stack_bytes == stack > 0
@@ -233,7 +210,7 @@ __global__ void hints(const float* x, float* y) {
 
 
 def test_the_evict_unchanged_hint_counts_in_the_sass_as_in_the_ptx(tmp_path):
-    _, c, sass = _one_kernel(tmp_path, "hints.cu", HINTS, "sm_90")
+    _, c, sass = one_kernel(tmp_path, "hints.cu", HINTS, "sm_90")
     eu = count(sass, r"\bLDG\.[\w.]*\bEU\b")
     assert eu == 1 and c.sass.global_load_hints.get("EU") == eu == c.ptx.global_load_hints["L1::evict_unchanged"]
 
@@ -304,8 +281,8 @@ def test_a_cubin_without_barriers_says_0_as_its_ptx_does(tmp_path):
     path.write_text(NEIGHBOURS)  # tiled syncs its block; plain uses no barrier
     art = load(path, "sm_90")
     from_ptx = {c.demangled: c.resources for c in census_artifact(art)}
-    from_cubin = {c.demangled: c.resources for c in census_path(_cubin(art, tmp_path))}
-    elf = run_tool(tool("cuobjdump"), "-elf", _cubin(art, tmp_path))
+    from_cubin = {c.demangled: c.resources for c in census_path(cubin_file(art, tmp_path))}
+    elf = run_tool(tool("cuobjdump"), "-elf", cubin_file(art, tmp_path))
     assert elf.count("EIATTR_NUM_BARRIERS") == 1  # written for the kernel that uses one alone
     for name, resources in from_cubin.items():
         assert resources.barriers_used == from_ptx[name].barriers_used, name
@@ -383,7 +360,7 @@ def test_a_called_functions_shared_array_is_its_callers_through_every_call(tmp_p
     path.write_text(CALLED_SHARED)
     art = load(path, "sm_90")
     assert ".func" in art.ptx and art.ptx.count("_ZZ6helperPKfE3buf[1024]") == 1  # declared in the helper's body
-    usage = run_tool(tool("cuobjdump"), "-res-usage", _cubin(art, tmp_path))
+    usage = run_tool(tool("cuobjdump"), "-res-usage", cubin_file(art, tmp_path))
     found = {c.demangled.split("(")[0]: c for c in census_artifact(art)}
     for name, declared in (("calls", {"_ZZ6helperPKfE3buf": 1024}), ("own", {"_ZZ3ownPKfPfE1t": 256})):
         c = found[name]
@@ -470,7 +447,7 @@ __global__ void copy256(const float* x, float* y, int n) {
 
 
 def test_a_256_bit_access_is_256_bits_in_both_views(tmp_path):
-    _, c, sass = _one_kernel(tmp_path, "wide.cu", WIDE, "sm_100a")
+    _, c, sass = one_kernel(tmp_path, "wide.cu", WIDE, "sm_100a")
     loads, stores = count(sass, r"\bLDG\.\S*\b256\b"), count(sass, r"\bSTG\.\S*\b256\b")
     assert loads == stores == 1
     assert c.sass.global_loads == {256: loads} == c.ptx.global_loads
@@ -498,7 +475,7 @@ def test_a_call_through_a_pointer_reaches_the_functions_whose_address_is_taken(t
     path.write_text(POINTER_CALL)
     art = load(path, "sm_90")
     assert ".callprototype" in art.ptx  # the call names no function
-    listing = _listing(art, tmp_path)
+    listing = cubin_listing(art, tmp_path)
     found = {c.demangled.split("(")[0]: c for c in census_artifact(art)}
     c, sass = found["through_table"], listing[found["through_table"].kernel]
     assert count(sass, r"\bBAR\.SYNC\b") == c.sass.barriers == c.ptx.barriers == 1  # staged's, in the kernel's code

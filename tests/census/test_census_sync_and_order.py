@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import count, run_tool, sass_functions, tool
+from conftest import count, one_kernel
 
-from mage_tune.census import census_artifact, load
 from mage_tune.census.table import rows
 
 DEPENDENT_LAUNCH = r"""
@@ -70,14 +69,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) tmem_moves(unsigned long lo
 
 
 def _compiled(folder: Path, name: str, source: str, arch: str):
-    """(census, the PTX's instruction lines, cuobjdump's listing lines) of a one-kernel source."""
-    path = folder / name
-    path.write_text(source)
-    art = load(path, arch)
-    (c,) = census_artifact(art)
-    cubin = folder / f"{path.stem}.cubin"
-    cubin.write_bytes(art.cubin)
-    (sass,) = sass_functions(run_tool(tool("cuobjdump"), "-sass", str(cubin))).values()
+    """(census, the PTX's lines, cuobjdump's listing lines) of a one-kernel source."""
+    art, c, sass = one_kernel(folder, name, source, arch)
     return c, art.ptx.splitlines(), sass
 
 
