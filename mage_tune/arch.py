@@ -92,6 +92,10 @@ class Arch:
     smem_alloc_unit: int = 128  # shared memory is granted per block in multiples of this, bytes
     sub_partitions: int = 4  # SM sub-partitions (schedulers); each holds a quarter of the register file
     max_cluster_size: int = 1  # portable thread-block cluster size (8 from cc 9.0); 1 where there are no clusters
+    # (cluster size, SMs its clusters fill at one block per SM) on the usual part, as its driver answers
+    # (cuOccupancyMaxActiveClusters × size): a cluster's blocks share one GPC, and where a GPC's SM count is not a
+    # multiple of the size some of its SMs stay out. Sizes not listed are taken as whole clusters of every SM.
+    cluster_sms: tuple[tuple[int, int], ...] = ()
 
     @property
     def base(self) -> str:
@@ -121,6 +125,15 @@ class Arch:
         """SMs to plan a grid for: the usual part's, or for an arch whose parts differ widely the H200's (the part
         this project times on); a grid planned for the wrong count is only a little off, never wrong."""
         return self.sm_count or SM_COUNT_UNKNOWN_PART
+
+    def resident_blocks(self, cluster: int = 1, blocks_per_sm: int = 1) -> int:
+        """Blocks the usual part holds at once, `blocks_per_sm` to an SM, launched in clusters of `cluster` blocks:
+        the SMs whole clusters fill (`cluster_sms`) times the blocks an SM holds, in whole clusters. With more than
+        one block to an SM a cluster may share an SM, so this is a floor there; a launcher asks the driver."""
+        if cluster <= 1:
+            return blocks_per_sm * self.sms
+        sms = dict(self.cluster_sms).get(cluster, self.sms)
+        return blocks_per_sm * sms // cluster * cluster
 
     @property
     def nominal(self) -> NominalPart | None:
@@ -162,6 +175,7 @@ def _family(
     steps: tuple[int, ...],
     barriers_per_block_slot: int | None,
     res_usage_reserved: int,
+    cluster_sms: tuple[tuple[int, int], ...] = (),
 ) -> list[Arch]:
     major, minor = capability
     return [
@@ -179,12 +193,16 @@ def _family(
             barriers_per_sm=barriers_per_block_slot * blocks if barriers_per_block_slot else None,
             res_usage_reserved=res_usage_reserved,
             max_cluster_size=8 if major >= 9 else 1,
+            cluster_sms=cluster_sms,
         )
         for suffix in suffixes
     ]
 
 
 # The calculator applies a barrier limit from cc 9.0 on: two barrier sets per block slot (one on cc 10.1, 12.x).
+# sm_90's clusters, one 200 KB block to an SM: pairs fill all 132 SMs of an H100 SXM (66 clusters), 2 × 2 groups 120
+# (30 clusters; records/h100-2026-12-06-launch-counted.tar.xz, the trials' resident_blocks). The H200 is the same
+# die with as many SMs, but its GPCs' SM counts were not asked of its driver.
 _ALL: tuple[Arch, ...] = (
     *_family((8, 0), ("",), sm_count=108, warps=64, blocks=32, smem_kb=164, steps=_STEPS_164,
              barriers_per_block_slot=None, res_usage_reserved=0),
@@ -193,7 +211,7 @@ _ALL: tuple[Arch, ...] = (
     *_family((8, 9), ("",), sm_count=128, warps=48, blocks=24, smem_kb=100, steps=_STEPS_100,
              barriers_per_block_slot=None, res_usage_reserved=0),
     *_family((9, 0), ("", "a"), sm_count=132, warps=64, blocks=32, smem_kb=228, steps=_STEPS_228,
-             barriers_per_block_slot=2, res_usage_reserved=1 * KB),
+             barriers_per_block_slot=2, res_usage_reserved=1 * KB, cluster_sms=((2, 132), (4, 120))),
     *_family((10, 0), ("", "a", "f"), sm_count=148, warps=64, blocks=32, smem_kb=228, steps=_STEPS_228,
              barriers_per_block_slot=2, res_usage_reserved=1 * KB),
     *_family((12, 0), ("", "a", "f"), sm_count=None, warps=48, blocks=24, smem_kb=100, steps=_STEPS_100,

@@ -41,6 +41,8 @@ class Driver:
         "cuModuleGetFunction": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p],
         "cuFuncSetAttribute": [ctypes.c_void_p, ctypes.c_int, ctypes.c_int],
         "cuCtxGetCurrent": [ctypes.POINTER(ctypes.c_void_p)],
+        "cuCtxGetDevice": [ctypes.POINTER(ctypes.c_int)],
+        "cuDeviceGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int],
         "cuOccupancyMaxActiveClusters": [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(LaunchConfig)],
         "cuTensorMapEncodeTiled": [
             ctypes.c_void_p,  # CUtensorMap* (64-byte aligned)

@@ -124,3 +124,14 @@ def test_the_static_models_part_figures_live_on_the_arch():
     h200 = MACHINES["sm_90a"]
     assert (h200.name, h200.sms, h200.dram_gbs) == ("H200-SXM (nominal)", 132, 4800.0)
     assert {name for name in MACHINES} == {a for a in ARCH_NAMES if get_arch(a).nominal}
+
+
+def test_clusters_hold_the_sms_whose_gpcs_take_whole_clusters():
+    """Blocks resident at once in clusters: sm_90's part fills all 132 SMs with pairs and 120 with 2 × 2 clusters
+    (what an H100 SXM's driver answered); a size it has no count for, whole clusters of every SM; with two blocks to
+    an SM, twice the SMs' slots in whole clusters; no clusters, every SM's slots."""
+    hopper = get_arch("sm_90a")
+    assert [hopper.resident_blocks(size) for size in (1, 2, 4, 8)] == [132, 132, 120, 128]
+    assert hopper.resident_blocks(4, blocks_per_sm=2) == 240 and hopper.resident_blocks(1, blocks_per_sm=3) == 396
+    assert get_arch("sm_90").resident_blocks(4) == 120  # the same part, plain or suffixed
+    assert get_arch("sm_100a").resident_blocks(4) == 148 and get_arch("sm_80").resident_blocks() == 108

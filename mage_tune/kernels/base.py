@@ -94,6 +94,7 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     dynamic_shared: int = 0
+    cluster: int = 1  # blocks per cluster the kernel declares (__cluster_dims__): fewer are resident at once
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", dim3(self.grid, "grid"))

@@ -69,9 +69,10 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  tile-count quantization a 2 × 2 group of tiles makes worst). The launcher allocates the workspace
                  (a slot and a zeroed flag per block) once, on torch's device
   cluster        2: blocks launch in pairs (__cluster_dims__); 4 (with multicast): in 2 × 2 groups of tiles. A
-                 persistent grid of clusters is cut, at launch, to the clusters the device holds at once
-                 (cuOccupancyMaxActiveClusters): a cluster's blocks share a GPC, and where its SM count is not a
-                 multiple of the cluster size some SMs stay out
+                 persistent grid of clusters is planned on the blocks the arch's part holds at once in them (an H100
+                 SXM: 132 in pairs, 120 in 2 × 2 clusters; Arch.resident_blocks) and fitted at launch to what the
+                 device's driver answers (cuOccupancyMaxActiveClusters), one block per SM at most: a cluster's blocks
+                 share a GPC, and where its SM count is not a multiple of the cluster size some SMs stay out
   multicast      1 (with cluster=2; pairing=above, transposed=0: the others are below): a pair takes tiles one
                  above the other (tile rows 2p and 2p+1 of one column), so the same k-tiles of B; block r copies B's
                  boxes j with j % 2 == r into both blocks' shared memory (cp.async.bulk.tensor ...
@@ -332,6 +333,7 @@ TENSOR_MAP_SWIZZLE_128B = 3
 TENSOR_MAP_L2_PROMOTION_256B = 3
 TENSOR_MAP_OOB_FILL_NONE = 0
 FUNC_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+DEVICE_MULTIPROCESSOR_COUNT = 16  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
 
@@ -752,20 +754,30 @@ class MatmulBF16(CudaFamily):
             "copies timed with it",
         ]
 
-    def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
+    @staticmethod
+    def work_blocks(config: Config, shape: Shape) -> int:
+        """The blocks of a grid of one block per work item: a tile, or with multicast a cluster's pair or quad of
+        tiles; in whole clusters."""
         cluster = config["cluster"]
         if config["multicast"]:
-            blocks = self.cluster_blocks(config, shape)
-        else:
-            blocks = _cdiv(self.tiles(config, shape), cluster) * cluster
+            return MatmulBF16.cluster_blocks(config, shape)
+        return _cdiv(MatmulBF16.tiles(config, shape), cluster) * cluster
+
+    def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
+        """The grid on the arch's usual part: with persistent=1 or stream_k=1 no more blocks than it holds at once
+        in the variant's clusters (120 of the H100's 132 SMs in 2 × 2 clusters: Arch.resident_blocks); the launcher
+        asks the driver and fits the grid to the device it runs on."""
+        cluster = config["cluster"]
+        blocks = self.work_blocks(config, shape)
+        resident = max(cluster, arch.resident_blocks(cluster))
         if config.get("stream_k"):  # every SM, however few tiles: the k-tiles of the work items are shared out
             # at most a walker per k-tile of each work item: a tile, or a cluster's pair or quad of tiles
             walking = blocks if config["multicast"] else self.tiles(config, shape)
             shares = walking * _cdiv(shape["k"], BK)
-            blocks = min(arch.sms // cluster * cluster, _cdiv(shares, cluster) * cluster)
+            blocks = min(resident, _cdiv(shares, cluster) * cluster)
         elif config["persistent"]:
-            blocks = min(blocks, max(cluster, arch.sms // cluster * cluster))
-        return Launch(blocks, self.threads(config), self.shared_bytes(config))
+            blocks = min(blocks, resident)
+        return Launch(blocks, self.threads(config), self.shared_bytes(config), cluster=cluster)
 
     def template_vars(self, config: Config, shape: Shape) -> dict:
         c = config
@@ -1186,14 +1198,31 @@ class TensorMapLauncher:
         return count.value * cluster
 
     def launched_grid(self, job) -> tuple[int, ...]:
-        """The grid launched: the variant's, but a persistent grid of clusters no larger than the clusters resident
-        at once, so that none waits for another to finish. The blocks walk the tiles by the grid's size, so fewer
-        cover them all; a grid of one block per tile keeps every tile's block."""
+        """The grid launched: a persistent grid of clusters as many blocks as the device holds at once in them (the
+        variant's was planned on the arch's usual part), up to one per work item, so that none waits for another to
+        finish and no SM a cluster could use idles; with stream_k=1 no more than the variant's (its workspace has a
+        slot per block). The blocks walk the tiles by the grid's size, so any number covers them all; a grid of one
+        block per tile keeps every tile's block."""
         if self.resident_blocks is None or not job.config.get("persistent"):
             return tuple(job.grid)
         cluster = int(job.config.get("cluster", 1))
-        blocks = min(job.grid[0], max(cluster, self.resident_blocks))
+        most = job.grid[0]
+        if not job.config.get("stream_k"):
+            one_per_sm = self.device_sms() // cluster * cluster
+            most = max(most, min(MatmulBF16.work_blocks(job.config, self.shape), one_per_sm))
+        blocks = min(most, max(cluster, self.resident_blocks))
         return (blocks, *tuple(job.grid)[1:])
+
+    def device_sms(self) -> int:
+        """The SMs of the current context's device (0 where the driver does not answer): a persistent grid's one
+        block per SM."""
+        device, count = ctypes.c_int(), ctypes.c_int()
+        try:
+            self.driver.call("cuCtxGetDevice", ctypes.byref(device))
+            self.driver.call("cuDeviceGetAttribute", ctypes.byref(count), DEVICE_MULTIPROCESSOR_COUNT, device)
+        except RuntimeError:
+            return 0
+        return count.value
 
     def encode(
         self, target: int, address: int, rows: int, columns: int, box_rows: int, dtype: str = "bfloat16"

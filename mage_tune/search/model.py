@@ -4,7 +4,8 @@ It is a model, documented and deliberately simple, not a prediction to trust ove
 which objective they use and never mix the two (docs/static-model.md):
 
     k          = ceil(blocks / SMs): the blocks of the busiest SM (the scheduler spreads a grid over the SMs first),
-                 run in rounds of c = blocks_per_sm blocks at once, the last round the rest
+                 run in rounds of c = blocks_per_sm blocks at once, the last round the rest; a kernel in clusters
+                 spreads over the SMs whose GPCs hold whole clusters (sm_90's 2 × 2 clusters: 120 of 132)
     mlp_eff(c) = min(1, c * warps_per_block * 32 * bytes_in_flight_per_thread / (DRAM bytes/s per SM * 0.8 µs))
     t_memory   = bytes_moved / DRAM bandwidth + re-read bytes / (3 * DRAM bandwidth)      (at full efficiency)
     t_compute  = flops / FP32 rate,  efficiency min(1, c * warps_per_block / 16)          (no matrix ops)
@@ -140,6 +141,13 @@ def busiest_sm_rounds(blocks: int, sms: int, blocks_per_sm: int) -> list[int]:
     return [blocks_per_sm] * (k // blocks_per_sm) + ([k % blocks_per_sm] if k % blocks_per_sm else [])
 
 
+def _cluster_sms(c: Census, machine: Machine) -> int:
+    """The SMs a grid spreads over: in clusters, those whose GPCs hold whole clusters (Arch.resident_blocks)."""
+    dims = c.cluster.dims if c.cluster else None
+    size = math.prod(dims) if dims else 1
+    return ARCHS[c.arch].resident_blocks(size) if size > 1 else machine.sms
+
+
 def estimate_us(
     c: Census,
     grid: tuple[int, int, int],
@@ -154,7 +162,7 @@ def estimate_us(
     if occ is None or occ.blocks_per_sm == 0:
         return math.inf, {"reason": "cannot launch"}
     blocks = grid[0] * grid[1] * grid[2]
-    rounds = busiest_sm_rounds(blocks, machine.sms, occ.blocks_per_sm)
+    rounds = busiest_sm_rounds(blocks, _cluster_sms(c, machine), occ.blocks_per_sm)
     warps_per_block = occ.warps_per_sm / occ.blocks_per_sm
     needed = machine.dram_gbs * 1e9 / machine.sms * LATENCY_S
     per_warp_in_flight = 32 * bytes_in_flight_per_thread(c)

@@ -27,7 +27,12 @@ h200-2026-12-04-wave-fill, held-out median rho 0.86 to 0.88 and mean top-5 regre
 matmul-bf16`). Its transposed tiles (bm along n, bn along m) are counted in that orientation. With the records of
 h200-2026-12-04-transposed the held-out median rho is 0.90 and the top-5 regret 1.000 median, 1.020 mean, but held
 out, 2900 × 4704 × 3104's transposed winner is not among the model's top 5 (regret 1.131): few other shapes hold
-transposed trials yet, and a search finds it through the seeds of new knob values instead.
+transposed trials yet, and a search finds it through the seeds of new knob values instead. A kernel in clusters
+has the slots its GPCs hold in whole clusters (Arch.resident_blocks: 120 of the H100's 132 SMs in 2 × 2 clusters,
+where every launch feature counted 132): over the records to h100-2026-12-06-launch-counted, matmul-bf16's held-out
+median rho 0.91 to 0.92 and top-5 regret median 1.008 to 1.005, mean 1.015 to 1.011 (`--family matmul-bf16`; its
+seven H100 shapes, mean 1.029 to 1.011; its seventeen H200 shapes, whose driver was never asked its count, 1.009
+to 1.012).
 """
 
 from __future__ import annotations
@@ -63,9 +68,9 @@ def launch_features(problem: Problem, config: Config) -> dict[str, float]:
     blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
     threads = max(1, launch.threads)
     # Blocks per SM before registers are known (the census adds them): the occupancy calculator without a
-    # register limit.
+    # register limit; in clusters, those the GPCs hold in whole clusters.
     per_sm = occupancy(problem.arch, threads, 0, launch.dynamic_shared).blocks_per_sm
-    slots = max(1, per_sm) * problem.arch.sms
+    slots = problem.arch.resident_blocks(launch.cluster, max(1, per_sm))
     waves = blocks / slots
     out = {
         "log2_blocks": math.log2(max(1, blocks)),

@@ -233,8 +233,8 @@ def test_fp32_output_is_within_fp32_s_bound(shape):
 
 def test_a_measurement_keeps_the_resident_clusters_and_the_grid_launched():
     """The driver's count of resident blocks in clusters (cuOccupancyMaxActiveClusters × the cluster's size) comes
-    back with each measurement in clusters, and a persistent grid cut to it as the grid launched; a grid of a block
-    per tile and a kernel without clusters keep the variant's grid."""
+    back with each measurement in clusters, and a persistent grid fitted to it (up to a block per work item and per
+    SM) as the grid launched; a grid of a block per tile and a kernel without clusters keep the variant's grid."""
     shape = {"m": 2056, "n": 2056, "k": 520}
     settings = [
         {"cluster": 4, "multicast": 1},
@@ -242,14 +242,18 @@ def test_a_measurement_keeps_the_resident_clusters_and_the_grid_launched():
         {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "cluster": 2, "multicast": 1, "persistent": 0},
         {},
     ]
-    _, variants = _variants(SPEC, shape, settings)
-    grids = {v.label: v.launch.grid[0] for v in variants}  # the variants' own: one block per SM of the part
+    import torch
+
+    family, variants = _variants(SPEC, shape, settings)
+    grids = {v.label: v.launch.grid[0] for v in variants}  # the variants' own, planned on the part's SMs
+    work = {v.label: family.work_blocks(v.config, shape) for v in variants}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     quad, pair, per_tile, plain = [r for r in _check(SPEC, shape, settings) if r.kind == "variant"]
     for result, size in ((quad, 4), (pair, 2), (per_tile, 2)):
         assert result.resident_blocks and result.resident_blocks % size == 0, result
-    for result in (quad, pair):  # persistent: never more blocks than resident, and never more than one an SM
+    for result, size in ((quad, 4), (pair, 2)):  # persistent: as many as resident, never more than one an SM
         launched = result.launched_grid[0] if result.launched_grid else grids[result.label]
-        assert launched == min(grids[result.label], result.resident_blocks), result
+        assert launched == min(work[result.label], result.resident_blocks, sms // size * size), result
     assert per_tile.launched_grid is None and plain.launched_grid is None and plain.resident_blocks is None
 
 

@@ -675,7 +675,7 @@ def test_free_knobs_change_no_verdict():
         (SHAPE, {"cluster": 2, "multicast": 1, "persistent": 0}, 512),
         ({"m": 300, "n": 520, "k": 72}, {"cluster": 4, "multicast": 1, "persistent": 0}, 16),  # 2 × 2 groups of 4
         ({"m": 200, "n": 136, "k": 72}, {"cluster": 4, "multicast": 1}, 4),  # one group: three of its tiles idle
-        (SHAPE, {"cluster": 4, "multicast": 1}, 132),  # 33 groups at once (the launcher caps it by residency)
+        (SHAPE, {"cluster": 4, "multicast": 1}, 120),  # the 30 groups the part holds at once (its GPCs)
         (SHAPE, {"cluster": 4, "multicast": 1, "persistent": 0}, 512),
         ({"m": 8192, "n": 8192, "k": 64}, {"bm": 64, "bn": 64, "consumers": 1}, 132),
         # transposed: bm rows along N, bn columns along M (2900 × 4704: 37 × 14 tiles of 128 × 208)
@@ -691,7 +691,7 @@ def test_launch_geometry(shape, settings, grid):
     config = FAMILY.complete(settings, shape, ARCH)
     launch = FAMILY.launch(config, shape, ARCH)
     assert launch.grid == (grid, 1, 1)
-    assert launch.grid[0] % config["cluster"] == 0
+    assert launch.grid[0] % config["cluster"] == 0 and launch.cluster == config["cluster"]
     assert launch.block == (128 * (1 + config["consumers"]), 1, 1)
     assert launch.dynamic_shared == FAMILY.shared_bytes(config)
 
@@ -757,6 +757,7 @@ def test_enum_values_match_the_driver_bindings():
         matmul_bf16.FUNC_MAX_DYNAMIC_SHARED
         == driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     )
+    assert matmul_bf16.DEVICE_MULTIPROCESSOR_COUNT == driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 
 
 def _stand_in_job(family, config, shape):
@@ -772,11 +773,12 @@ def _stand_in_job(family, config, shape):
 class Recorder(Driver):
     """Records each driver call with what its arguments point at, and succeeds."""
 
-    RESIDENT_CLUSTERS = 32  # what cuOccupancyMaxActiveClusters answers: 4-block clusters on an H100/H200
-
-    def __init__(self):
+    def __init__(self, resident_clusters=30, sms=132):
+        """`resident_clusters`: what cuOccupancyMaxActiveClusters answers (an H100 SXM's 2 × 2 clusters: 30);
+        `sms`: the device's multiprocessor count."""
         super().__init__(lib=object())
         self.calls = []
+        self.resident_clusters, self.sms = resident_clusters, sms
 
     def call(self, name, *args):
         if name == "cuTensorMapEncodeTiled":
@@ -796,11 +798,15 @@ class Recorder(Driver):
             self.calls.append((name, tuple(geometry), stream.value, values, extra))
         elif name == "cuModuleGetFunction":
             self.calls.append((name, args[2]))
+        elif name == "cuDeviceGetAttribute":
+            count, attribute, _ = args
+            count._obj.value = self.sms if attribute == matmul_bf16.DEVICE_MULTIPROCESSOR_COUNT else 0
+            self.calls.append((name, attribute))
         elif name == "cuFuncSetAttribute":
             self.calls.append((name, args[1], args[2]))
         elif name == "cuOccupancyMaxActiveClusters":
             count, _, config = args
-            count._obj.value = self.RESIDENT_CLUSTERS
+            count._obj.value = self.resident_clusters
             c = config._obj
             self.calls.append((name, tuple(c.grid), tuple(c.block), c.shared_bytes, c.attr_count))
         else:
@@ -850,12 +856,13 @@ def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the
         launcher({"A": Buffer(a + 8), "B": Buffer(b), "__out__": Buffer(c)})
 
 
-def _launched(config, shape):
+def _launched(config, shape, driver=None):
     """(driver calls at the launcher's making, A's box, the grid launched, the launcher) for `config` through a
-    recording driver."""
+    recording driver (an H100 SXM's answers unless `driver` is given)."""
     _, job = _stand_in_job(FAMILY, config, shape)
-    driver = Recorder()
-    launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED, lambda: None)
+    driver = driver or Recorder()
+    allocate = lambda slots, floats: (Buffer(0x7E0000000000), Buffer(0x7E0001000000))  # noqa: E731
+    launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED, lambda: None, allocate=allocate)
     made = list(driver.calls)
     launcher({"A": Buffer(0x7F0000000000), "B": Buffer(0x7F0000100000), "__out__": Buffer(0x7F0000200000)})
     box_a = next(call for call in driver.calls if call[0] == "cuTensorMapEncodeTiled")[7]
@@ -865,26 +872,35 @@ def _launched(config, shape):
 
 
 def test_a_quad_copies_half_of_a_s_rows_and_launches_no_more_clusters_than_are_resident():
-    """In a 2 × 2 cluster each block of a tile row copies half of A's k-tile (A's box: bm / 2 rows); a persistent
-    grid of clusters is cut to what the device holds at once (32 clusters answered here: 128 blocks of four, where
-    the variant's grid is 132), so that no cluster waits for another to finish; pairs are cut the same way. Every
-    launcher in clusters keeps the driver's count of its resident blocks; one grid of a block per tile is not cut."""
+    """In a 2 × 2 cluster each block of a tile row copies half of A's k-tile (A's box: bm / 2 rows). A persistent
+    grid of quads is planned on the 120 blocks an H100 SXM holds at once in them (30 clusters), and launched on what
+    the device's driver answers: 120 there, 128 where 32 clusters fit (never past one block per SM), 112 where 28
+    do, so that no cluster waits for another to finish and no SM a cluster could use idles; pairs fill all 132.
+    Every launcher in clusters keeps the driver's count of its resident blocks; one grid of a block per tile is not
+    cut."""
     quad = FAMILY.complete({"cluster": 4, "multicast": 1}, SHAPE, ARCH)
+    assert FAMILY.work_blocks(quad, SHAPE) > 132 and FAMILY.launch(quad, SHAPE, ARCH).grid[0] == 120
     made, box_a, blocks, launcher = _launched(quad, SHAPE)
-    assert box_a == [64, quad["bm"] // 2] and blocks == 4 * Recorder.RESIDENT_CLUSTERS
-    assert launcher.resident_blocks == 4 * Recorder.RESIDENT_CLUSTERS
+    assert box_a == [64, quad["bm"] // 2] and blocks == launcher.resident_blocks == 120
     asked = [call for call in made if call[0] == "cuOccupancyMaxActiveClusters"]
-    assert asked == [("cuOccupancyMaxActiveClusters", (132, 1, 1), (384, 1, 1), FAMILY.shared_bytes(quad), 0)]
+    assert asked == [("cuOccupancyMaxActiveClusters", (120, 1, 1), (384, 1, 1), FAMILY.shared_bytes(quad), 0)]
+    assert _launched(quad, SHAPE, Recorder(resident_clusters=32))[2] == 128  # grown to the device's
+    assert _launched(quad, SHAPE, Recorder(resident_clusters=40))[2] == 132  # one block per SM at most
+    assert _launched(quad, SHAPE, Recorder(resident_clusters=40, sms=0))[2] == 120  # SMs unknown: the plan
+    assert _launched(quad, SHAPE, Recorder(resident_clusters=28))[2] == 112
+    stream_k = FAMILY.complete({"cluster": 4, "multicast": 1, "stream_k": 1}, SHAPE, ARCH)
+    assert FAMILY.launch(stream_k, SHAPE, ARCH).grid[0] == 120
+    assert _launched(stream_k, SHAPE, Recorder(resident_clusters=32))[2] == 120  # its workspace: a slot a block
     pair = FAMILY.complete({"cluster": 2, "multicast": 1}, SHAPE, ARCH)
-    made, box_a, blocks, launcher = _launched(pair, SHAPE)
-    assert box_a == [64, pair["bm"]] and blocks == 2 * Recorder.RESIDENT_CLUSTERS  # the same cap for pairs
-    assert launcher.resident_blocks == 2 * Recorder.RESIDENT_CLUSTERS
-    assert any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
+    assert FAMILY.launch(pair, SHAPE, ARCH).grid[0] == 132
+    made, box_a, blocks, launcher = _launched(pair, SHAPE, Recorder(resident_clusters=66))
+    assert box_a == [64, pair["bm"]] and blocks == launcher.resident_blocks == 132
+    assert _launched(pair, SHAPE, Recorder(resident_clusters=60))[2] == 120  # the same cap for pairs
     per_tile = FAMILY.complete({"cluster": 4, "multicast": 1, "persistent": 0}, SHAPE, ARCH)
     made, _, blocks, launcher = _launched(per_tile, SHAPE)
     assert any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
-    assert blocks == FAMILY.launch(per_tile, SHAPE, ARCH).grid[0] > 4 * Recorder.RESIDENT_CLUSTERS
-    assert launcher.resident_blocks == 4 * Recorder.RESIDENT_CLUSTERS
+    assert blocks == FAMILY.launch(per_tile, SHAPE, ARCH).grid[0] == FAMILY.work_blocks(per_tile, SHAPE) > 120
+    assert launcher.resident_blocks == 120
     made, _, blocks, launcher = _launched(FAMILY.complete({}, SHAPE, ARCH), SHAPE)  # no cluster: nothing asked
     assert not any(call[0] == "cuOccupancyMaxActiveClusters" for call in made)
     assert blocks == 132 and launcher.resident_blocks is None

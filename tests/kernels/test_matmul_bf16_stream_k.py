@@ -177,13 +177,14 @@ def test_the_grid_is_every_sm_however_few_the_tiles(shape, blocks):
 
 @pytest.mark.parametrize(
     ("clusters", "shape", "blocks"),
-    [(PAIR, {"m": 2900, "n": 4704, "k": 3104}, 132), (QUAD, {"m": 2900, "n": 4704, "k": 3104}, 132),
+    [(PAIR, {"m": 2900, "n": 4704, "k": 3104}, 132), (QUAD, {"m": 2900, "n": 4704, "k": 3104}, 120),
      (PAIR, {"m": 256, "n": 256, "k": 128}, 2 * 2), (QUAD, {"m": 128, "n": 256, "k": 128}, 4 * 2),
      ({"cluster": 2}, {"m": 128, "n": 256, "k": 192}, 4)],
 )  # fmt: skip
 def test_clusters_of_stream_k_fill_the_sms_in_whole_clusters(clusters, shape, blocks):
-    """Whole clusters over every SM, or a walker per k-tile of the work items (a pair's two tiles, a quad's four,
-    the lower or past-the-edge ones idle) where there are fewer; the launch cuts the grid to the resident clusters."""
+    """Whole clusters over the SMs the part holds them on (pairs: all 132; quads: 120), or a walker per k-tile of
+    the work items (a pair's two tiles, a quad's four, the lower or past-the-edge ones idle) where there are fewer;
+    the launcher cuts the grid to the clusters the device holds at once."""
     config = FAMILY.with_defaults({**STREAM_K, **clusters})
     assert FAMILY.launch(config, shape, ARCH).grid == (blocks, 1, 1)
 

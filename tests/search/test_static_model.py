@@ -23,9 +23,9 @@ SHAPE = {"m": 2048, "n": 2048, "k": 1024}
 ONE_CHAIN = {"bm": 128, "bn": 128, "chain": 0, "split_k": 8}  # 64×64 warp tiles need chain=0: chains of 128 products
 
 
-def _census(family_name: str, settings: dict, shape: dict):
+def _census(family_name: str, settings: dict, shape: dict, arch: str = "sm_90"):
     family = load_family(family_name)
-    variant = family.build(family.with_defaults(settings), shape, get_arch("sm_90"))
+    variant = family.build(family.with_defaults(settings), shape, get_arch(arch))
     census = census_artifact(
         variant.artifact, kernel=variant.kernel_name, block=variant.block, param_names=list(variant.param_names)
     )[0]
@@ -92,6 +92,22 @@ def test_a_grid_under_one_round_is_charged_at_the_concurrency_it_has():
     assert times[128][0] == pytest.approx(times[256][0], rel=0.04)
     assert times[133][0] - model.LAUNCH_US == pytest.approx(2 * 132 / 133 * (times[132][0] - model.LAUNCH_US))
     assert model.busiest_sm_rounds(1000, 132, 2) == [2, 2, 2, 2] and model.busiest_sm_rounds(1000, 132, 3) == [3, 3, 2]
+
+
+def test_a_kernel_in_clusters_spreads_over_the_sms_that_hold_whole_clusters():
+    """matmul-bf16 in 2 × 2 clusters (its census: __cluster_dims__ 4) has 120 of the part's 132 SMs: 264 blocks take
+    three rounds where pairs take two; its persistent grid is planned at 120 blocks, one round at 120 / 132 of the
+    machine, where 132 blocks would take two rounds."""
+    shape = {"m": 4096, "n": 4096, "k": 4096}
+    quad = _census("matmul-bf16", {"cluster": 4, "multicast": 1}, shape, "sm_90a")
+    pair = _census("matmul-bf16", {"cluster": 2, "multicast": 1}, shape, "sm_90a")
+    assert quad[2].cluster.dims == (4, 1, 1) and pair[2].cluster.dims == (2, 1, 1)
+    assert quad[1].launch.grid == (120, 1, 1) and pair[1].launch.grid == (132, 1, 1)
+    rounds = {name: _estimate(*built, shape, grid=(264, 1, 1))[1] for name, built in (("quad", quad), ("pair", pair))}
+    assert rounds["quad"]["blocks_per_busiest_sm"] == 3 and rounds["pair"]["blocks_per_busiest_sm"] == 2
+    (planned, parts), (uncut, _) = _estimate(*quad, shape), _estimate(*quad, shape, grid=(132, 1, 1))
+    assert parts["blocks_per_busiest_sm"] == 1 and parts["wave_eff"] == pytest.approx(120 / 132)
+    assert uncut - model.LAUNCH_US == pytest.approx(2 / (132 / 120) * (planned - model.LAUNCH_US))
 
 
 def test_serial_split_k_turns_are_charged():

@@ -407,14 +407,20 @@ def test_a_run_whose_baseline_is_unusually_slow_is_measured_against_its_best_tri
 
 def test_the_model_sees_a_persistent_grid_s_tile_waves_and_the_tiles_past_a_ragged_edge():
     """A persistent grid is one wave of blocks whatever the shape: the features that tell a ragged shape's configs
-    apart are the family's work units over the resident blocks and the tiles' area inside the output."""
+    apart are the family's work units over the resident blocks and the tiles' area inside the output. 2 × 2
+    clusters hold 120 blocks at once on the arch's part (30 clusters), pairs all 132."""
     problem = Problem(get_family("matmul-bf16"), {"m": 5000, "n": 2600, "k": 4000}, get_arch("sm_90a"))
     family = problem.family
     wide = learned.features(problem, family.with_defaults({"bn": 224, "cluster": 4, "multicast": 1}), None)
     narrow = learned.features(problem, family.with_defaults({"bn": 192, "cluster": 4, "multicast": 1}), None)
-    assert wide["waves"] == narrow["waves"] == 1  # one block per SM of the arch's 132
-    assert wide["work_waves"] == pytest.approx(40 * 12 / 132) and narrow["work_waves"] == pytest.approx(40 * 14 / 132)
-    assert wide["work_last_wave_share"] == pytest.approx(480 / (4 * 132))
+    assert wide["waves"] == narrow["waves"] == wide["last_wave_share"] == 1  # a block on each of 120 SMs
+    assert wide["work_waves"] == 40 * 12 / 120 == 4 and narrow["work_waves"] == pytest.approx(40 * 14 / 120)
+    assert wide["work_last_wave_share"] == 1 and narrow["work_last_wave_share"] == pytest.approx(560 / (5 * 120))
+    pair = learned.features(problem, family.with_defaults({"bn": 224, "cluster": 2, "multicast": 1}), None)
+    assert pair["waves"] == 1 and pair["work_waves"] == pytest.approx(40 * 12 / 132)  # pairs: every SM
+    per_tile = learned.features(problem, family.with_defaults({"bn": 224, "cluster": 4, "multicast": 1,
+                                                                "persistent": 0}), None)  # fmt: skip
+    assert per_tile["waves"] == 480 / 120 and per_tile["last_wave_share"] == 1  # 480 blocks in waves of 120
     assert wide["tile_area_inside"] == pytest.approx(5000 * 2600 / (5120 * 2688))
     assert narrow["tile_area_inside"] == pytest.approx(5000 * 2600 / (5120 * 2688))  # 14 × 192 = 12 × 224 = 2688
     layernorm = Problem(get_family("layernorm"), {"m": 4096, "d": 768}, get_arch("sm_90"))
