@@ -69,9 +69,11 @@ def entry_params(ptx: str, kernel: str) -> list[tuple[str, str, int]] | None:
     .u/.s/.b/.pred types (PTX keeps no signedness for a C parameter), "bytes" for an aggregate (`.b8 name[N]`, a
     struct passed by value); None when the module has no such entry."""
     scan = blanked(ptx)
-    found = re.search(r"\.entry\s+" + re.escape(kernel) + r"\s*\(", scan)
+    found = re.search(r"\.entry\s+" + re.escape(kernel) + r"\s*(\(|(?=[{.;]))", scan)
     if found is None:
         return None
+    if not found.group(1):  # `.entry kernel { ... }`: PTX lets a kernel without parameters leave the list out
+        return []
     close = scan.find(")", found.end())
     if close < 0:
         return None

@@ -138,19 +138,21 @@ def _kernel_names(
     """The kernels in their one order, and their readable names. Only entry functions are kernels: the PTX's
     `.entry`s, else the listing's functions that the symbol table marks as entries, since relocatable (-rdc) and -G
     code lists its device functions as functions of their own."""
-    names = [k.name for k in module.kernels] if module is not None else _entries(art, list(sass_funcs))
+    names = [k.name for k in module.kernels] if module is not None else _entries(art, sass_funcs)
     readable = demangle_all(names)
     return ordered(names, readable), readable
 
 
-def _entries(art: Artifact, functions: list[str]) -> list[str]:
-    """The functions of a binary or listing that are kernels; all of them where nothing says (a cuobjdump -sass
-    listing has no symbol table)."""
+def _entries(art: Artifact, sass_funcs: dict[str, list[sass_view.SassInstr]]) -> list[str]:
+    """The functions of a binary or listing that are kernels: those its symbol table marks as entries. A cuobjdump
+    -sass listing has none: there a function that returns (RET) and never exits (EXIT) is a device function (an
+    -rdc object lists each on its own), every other one a kernel (one that only spins has neither)."""
+    functions = list(sass_funcs)
     entries = entry_functions(art.res_usage) if art.res_usage else None
     if entries is None:
         entries = entry_functions(art.sass or "")
     if entries is None:
-        return functions
+        entries = {name for name, code in sass_funcs.items() if not _returns_only(code)}
     kernels = [name for name in functions if name in entries]
     if functions and not kernels:
         raise InputError(
@@ -159,6 +161,12 @@ def _entries(art: Artifact, functions: list[str]) -> list[str]:
             file=art.label,
         )
     return kernels
+
+
+def _returns_only(code: list[sass_view.SassInstr]) -> bool:
+    """Whether SASS code returns to a caller and never exits: a device function's."""
+    opcodes = {i.opcode.split(".")[0] for i in code}
+    return "RET" in opcodes and "EXIT" not in opcodes
 
 
 def _block_dims(

@@ -31,7 +31,9 @@ from mage_tune.census.ptx_ir import (
 from mage_tune.errors import InputError
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_ENTRY = re.compile(r"\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)\s*\(", re.S)
+# A kernel or function: its kind, name, and "(" where a parameter list follows (PTX lets both leave it out: `.entry
+# k .maxntid 128, 1, 1 { ... }`, `.func f { ... }`), else "" before its directives, body or `;`.
+_ENTRY = re.compile(r"\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)\s*(\(|(?=[{.;]))", re.S)
 _PARAM = re.compile(r"\.param\s+\.(\w+)(?:\s+\.ptr)?(?:\s+\.\w+)*?(?:\s+\.align\s+\d+)?\s+([\w$]+)")
 _LABEL = re.compile(r"^[\w$.]+\s*:(?!:)")  # `prototype_4 : .callprototype …` too
 _OPCODE = re.compile(r"^[a-z][a-z0-9_]*(?:\.[A-Za-z0-9_:]+)*$")
@@ -149,9 +151,14 @@ def _shared_decls(text: str) -> dict[str, int]:
 _CALLEE = re.compile(r"(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")  # a direct call's operands: the callee's name
 
 
+def _params_close(text: str, match: re.Match) -> int:
+    """Where the parameter list of an _ENTRY match closes (-1 where it never does); its name's end where it has none."""
+    return text.find(")", match.end()) if match.group(3) else match.end()
+
+
 def _declared_only(text: str, match: re.Match) -> bool:
     """A .func declared without a body (`.extern .func vprintf(...);`): nothing to count."""
-    close = text.find(")", match.end())
+    close = _params_close(text, match)
     brace, semicolon = text.find("{", close), text.find(";", close)
     return close < 0 or brace < 0 or 0 <= semicolon < brace
 
@@ -234,7 +241,7 @@ def _kernel(
 ) -> Kernel:
     line_of = line_of or _LineCounter(text)
     name = match.group(2)
-    close = text.find(")", match.end())
+    close = _params_close(text, match)
     if close < 0:
         raise InputError(f"kernel {name}: parameter list never closes", file=label, line=line_of(match.start()))
     params = tuple((m.group(2), m.group(1)) for m in _PARAM.finditer(text, match.end(), close))

@@ -4,7 +4,8 @@ into a peer block's shared memory (STAS, REDAS), a kernel's own shared arrays ke
 the arch-specific target of a saved listing (sm_90a), a PTX error that no newer ptxas would accept (an error, not a
 note to install one), an overloaded name given to --kernel, Blackwell's tcgen05.mma (UTCHMMA) beside its tensor-memory
 allocation (whose SB0 waits are no copy's), a -G build's stack (the same from its PTX as from its cubin), the
-evict_unchanged load hint (EU), a block-scaled mma's own key and a called function's shared array (its caller's).
+evict_unchanged load hint (EU), a block-scaled mma's own key, a called function's shared array (its caller's) and
+hand-written PTX without parameter lists.
 Each count is checked against `cuobjdump -sass` of the same cubin, or the PTX's own lines."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import re
 import pytest
 from conftest import count, cubin_file, cubin_listing, one_kernel, read_ptxas_v, run_tool, tool
 
-from mage_tune.census import SourceOptions, census_artifact, census_path, load
+from mage_tune import ptx_parts
+from mage_tune.census import SourceOptions, census_artifact, census_path, load, ptx
 from mage_tune.errors import InputError
 
 FP8_AND_CP_ASYNC_ARRIVE = r"""
@@ -484,3 +486,87 @@ def test_a_call_through_a_pointer_reaches_the_functions_whose_address_is_taken(t
     for view in (c.ptx, c.sass):
         assert sum(view.global_loads.values()) + sum(view.generic_loads.values()) == loads == 2
     assert found["direct"].ptx.barriers == 0 and found["direct"].ptx.shared_declared == {}
+
+
+# Hand-written PTX may leave out an empty parameter list (`.entry k { ... }`, `.func f { ... }`), as ptxas accepts;
+# nvcc and LLVM always write one. A forward declaration of such a function ends in `;`.
+NO_PARAMETER_LISTS = """
+.version 8.0
+.target sm_90
+.address_size 64
+
+.func helper;
+
+.visible .entry plain
+.maxntid 128, 1, 1
+{
+\t.reg .b32 \t%r<3>;
+\tmov.u32 \t%r1, %tid.x;
+\tcall helper;
+\tbar.sync \t1;
+\tret;
+}
+
+.func helper
+{
+\tbar.sync \t0;
+\tret;
+}
+
+.visible .entry with_params(.param .u64 out)
+{
+\t.reg .b64 \t%rd<2>;
+\tld.param.u64 \t%rd1, [out];
+\tret;
+}
+"""
+
+
+def test_ptx_without_parameter_lists_is_read_with_its_calls(tmp_path):
+    """A kernel and a function written without a parameter list: the kernel is found (its block from .maxntid, no
+    parameters), its call reaches the function's barrier as ptxas puts it in the kernel's code, the forward
+    declaration counts nothing, and the next kernel's parameters are still read."""
+    path = tmp_path / "bare.ptx"
+    path.write_text(NO_PARAMETER_LISTS)
+    art = load(path, "sm_90")
+    listing = cubin_listing(art, tmp_path)
+    found = {c.kernel: c for c in census_artifact(art)}
+    assert set(found) == {"plain", "with_params"}
+    c = found["plain"]
+    assert c.occupancy.block == 128 and c.ptx.params == {}
+    assert count(listing["plain"], r"\bBAR\.SYNC\b") == c.sass.barriers == c.ptx.barriers == 2
+    kernels = {k.name: k for k in ptx.parse(NO_PARAMETER_LISTS, "bare.ptx").kernels}
+    assert kernels["plain"].params == () and [name for name, _ in kernels["with_params"].params] == ["out"]
+    assert ptx_parts.entry_params(NO_PARAMETER_LISTS, "plain") == []
+    assert ptx_parts.entry_params(NO_PARAMETER_LISTS, "with_params") == [("out", "int", 8)]
+    assert ptx_parts.entry_params(NO_PARAMETER_LISTS, "helper") is None  # a function, not a kernel
+
+
+RELOCATABLE_CALLS = r"""
+__device__ __noinline__ float helper(float x) { return x * x + 1.0f; }
+__device__ void far_away(float* p);  // defined in another file: the linker resolves it
+__global__ void squares(float* p) { p[threadIdx.x] = helper(p[threadIdx.x]); far_away(p); }
+__global__ void spin(int* flag) { while (atomicAdd(flag, 0) == 0) {} }
+"""
+
+
+def test_a_saved_listing_of_relocatable_code_lists_its_kernels_not_its_device_functions(tmp_path):
+    """A -rdc object's `cuobjdump -sass` lists each device function as a function of its own, and a listing keeps
+    no symbol table to say which are kernels: a function that returns (RET) and never exits (EXIT) is a device
+    function, as the object's own symbol table says (STO_CUDA_ENTRY); a listing of device functions alone holds
+    no kernel."""
+    path = tmp_path / "calls.cu"
+    path.write_text(RELOCATABLE_CALLS)
+    art = load(path, "sm_90", source_options=SourceOptions(options=("-rdc=true",)))
+    listing_text = run_tool(tool("cuobjdump"), "-sass", cubin_file(art, tmp_path))
+    listing = tmp_path / "calls.sass"
+    listing.write_text(listing_text)
+    functions = {name.split("(")[0] for name in cubin_listing(art, tmp_path)}
+    assert functions == {"_Z6helperf", "_Z7squaresPf", "_Z4spinPi"}  # what cuobjdump lists
+    from_binary = {c.kernel for c in census_artifact(art)}
+    assert from_binary == {c.kernel for c in census_path(listing)} == {"_Z7squaresPf", "_Z4spinPi"}
+    helper_only = re.search(r"\n[^\n]*Function : _Z6helperf.*?(?=\n[^\n]*Function :|\Z)", listing_text, re.S)
+    header = listing_text[: listing_text.index("Function :")].rsplit("\n", 1)[0]
+    (tmp_path / "helper.sass").write_text(header + helper_only.group(0))
+    with pytest.raises(InputError, match="device functions, none an entry"):
+        census_path(tmp_path / "helper.sass")
