@@ -51,8 +51,11 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  (stagger <= stages - 2). Correct on the GPU; no faster at the shapes measured, where the gap to
                  cuBLAS is in the main loop, not between tiles (records/h200-2026-12-05-k-sweep.tar.xz)
   walk           blocks take tiles blockIdx.x, + gridDim.x, ... in grouped order (raster); persistent=1 launches
-                 min(tiles, SMs) blocks, persistent=0 one per tile (the kernel is the same; only the grid differs)
-  stream_k       1 (persistent, cooperative): the grid is every SM (or one block per k-tile where there are fewer).
+                 one block per work item (a tile, or with multicast a cluster's pair or quad of tiles) up to the
+                 blocks resident at once (a block per SM; in clusters those the GPCs hold: cluster), persistent=0 one
+                 per work item (the kernel is the same; only the grid differs)
+  stream_k       1 (persistent, cooperative): the grid is every SM a cluster can use (or one block per k-tile where
+                 there are fewer).
                  The walkers are the blocks, or with multicast the clusters (a pair's or a quad's blocks walk the same
                  work items, each its own tile of them). The items of the full waves go whole as above, and the
                  k-tiles of the items left over are numbered item by item and dealt out evenly, walker b taking
@@ -64,7 +67,7 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  that walker's block of its own rank (ld.acquire.gpu), the consumers meet at a named barrier, add its
                  slot, meet again, and the flag is lowered for the next launch; then the tile is stored. Waits point
                  only to lower walkers, which give before they wait, and every block of a grid of at most one per SM
-                 (clusters cut to those the device holds at once) is resident: every wait ends. The sums are added
+                 (clusters fitted to those the device holds at once) is resident: every wait ends. The sums are added
                  in a fixed order: launches are bit-identical. With clusters the wave is the resident clusters' (the
                  tile-count quantization a 2 × 2 group of tiles makes worst). The launcher allocates the workspace
                  (a slot and a zeroed flag per block) once, on torch's device
@@ -420,7 +423,12 @@ class MatmulBF16(CudaFamily):
             "tile rows per rasterization group (0: row-major tile order): blocks resident together share tiles in L2",
             free=True,
         ),
-        Knob("persistent", (1, 0), "1: min(tiles, SMs) blocks walk the tiles; 0: one block per tile"),
+        Knob(
+            "persistent",
+            (1, 0),
+            "1: a block per SM (in clusters, per SM the GPCs hold them on), at most one per tile, walks the tiles; "
+            "0: one block per tile",
+        ),
         Knob(
             "epilogue",
             ("tma", "direct"),
@@ -763,20 +771,26 @@ class MatmulBF16(CudaFamily):
             return MatmulBF16.cluster_blocks(config, shape)
         return _cdiv(MatmulBF16.tiles(config, shape), cluster) * cluster
 
+    @staticmethod
+    def walker_blocks(config: Config, shape: Shape) -> int:
+        """The most blocks a persistent grid puts to use, in whole clusters: one per work item, or with stream_k=1
+        one per k-tile of the work items (a tile, or a cluster's pair or quad of tiles)."""
+        blocks = MatmulBF16.work_blocks(config, shape)
+        if not config.get("stream_k"):
+            return blocks
+        walking = blocks if config["multicast"] else MatmulBF16.tiles(config, shape)
+        cluster = config["cluster"]
+        return _cdiv(walking * _cdiv(shape["k"], BK), cluster) * cluster
+
     def launch(self, config: Config, shape: Shape, arch: Arch) -> Launch:
         """The grid on the arch's usual part: with persistent=1 or stream_k=1 no more blocks than it holds at once
         in the variant's clusters (120 of the H100's 132 SMs in 2 × 2 clusters: Arch.resident_blocks); the launcher
         asks the driver and fits the grid to the device it runs on."""
         cluster = config["cluster"]
         blocks = self.work_blocks(config, shape)
-        resident = max(cluster, arch.resident_blocks(cluster))
-        if config.get("stream_k"):  # every SM, however few tiles: the k-tiles of the work items are shared out
-            # at most a walker per k-tile of each work item: a tile, or a cluster's pair or quad of tiles
-            walking = blocks if config["multicast"] else self.tiles(config, shape)
-            shares = walking * _cdiv(shape["k"], BK)
-            blocks = min(resident, _cdiv(shares, cluster) * cluster)
-        elif config["persistent"]:
-            blocks = min(blocks, resident)
+        # stream_k=1: every SM, however few tiles (the k-tiles of the work items are shared out)
+        if config.get("stream_k") or config["persistent"]:
+            blocks = min(self.walker_blocks(config, shape), max(cluster, arch.resident_blocks(cluster)))
         return Launch(blocks, self.threads(config), self.shared_bytes(config), cluster=cluster)
 
     def template_vars(self, config: Config, shape: Shape) -> dict:
@@ -1089,7 +1103,7 @@ def _torch_workspace(slots: int, slot_floats: int) -> tuple:
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     if slots > sms:
         raise ConfigError(
-            f"stream_k=1 launches {slots} blocks, one per SM of the arch's part, and waits between them; this GPU "
+            f"stream_k=1 launches {slots} blocks, at most one per SM, and waits between them; this GPU "
             f"has {sms} SMs, so some would not be resident and a wait could never end: not launched"
         )
     partials = torch.empty(slots * slot_floats, dtype=torch.float32, device="cuda")
@@ -1177,7 +1191,7 @@ class TensorMapLauncher:
         if job.config.get("stream_k"):
             if allocate is None:
                 raise ConfigError("stream_k=1 needs a workspace: the launcher was given no way to allocate one")
-            self.workspace = allocate(job.grid[0], int(job.config["bm"]) * int(job.config["bn"]))
+            self.workspace = allocate(self.grid[0], int(job.config["bm"]) * int(job.config["bn"]))
 
     def resident_cluster_blocks(self, job) -> int | None:
         """The blocks of a variant in clusters that the device holds at once: cuOccupancyMaxActiveClusters times the
@@ -1199,17 +1213,15 @@ class TensorMapLauncher:
 
     def launched_grid(self, job) -> tuple[int, ...]:
         """The grid launched: a persistent grid of clusters as many blocks as the device holds at once in them (the
-        variant's was planned on the arch's usual part), up to one per work item, so that none waits for another to
-        finish and no SM a cluster could use idles; with stream_k=1 no more than the variant's (its workspace has a
-        slot per block). The blocks walk the tiles by the grid's size, so any number covers them all; a grid of one
-        block per tile keeps every tile's block."""
+        variant's was planned on the arch's usual part), up to one per work item (with stream_k=1, per k-tile of
+        them) and one per SM, so that none waits for another to finish and no SM a cluster could use idles. The
+        blocks walk the tiles (and stream-K's shares) by the grid's size, so any number covers them all; stream-K's
+        workspace is made for the grid launched. A grid of one block per tile keeps every tile's block."""
         if self.resident_blocks is None or not job.config.get("persistent"):
             return tuple(job.grid)
         cluster = int(job.config.get("cluster", 1))
-        most = job.grid[0]
-        if not job.config.get("stream_k"):
-            one_per_sm = self.device_sms() // cluster * cluster
-            most = max(most, min(MatmulBF16.work_blocks(job.config, self.shape), one_per_sm))
+        one_per_sm = self.device_sms() // cluster * cluster
+        most = max(job.grid[0], min(MatmulBF16.walker_blocks(job.config, self.shape), one_per_sm))
         blocks = min(most, max(cluster, self.resident_blocks))
         return (blocks, *tuple(job.grid)[1:])
 

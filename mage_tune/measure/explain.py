@@ -112,7 +112,7 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
             lines.append(
                 f"  clusters of {cluster}: a cluster's blocks share one GPC, so a GPC whose SM count is not a multiple "
                 f"of {cluster} leaves SMs out; the clusters resident at once are the driver's count "
-                "(cuOccupancyMaxActiveClusters, which a persistent launcher cuts its grid to), not in the record: the "
+                "(cuOccupancyMaxActiveClusters, which a persistent launcher fits its grid to), not in the record: the "
                 "slots here are the most the SMs allow, so the waves the fewest"
             )
     return lines

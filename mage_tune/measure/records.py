@@ -73,7 +73,7 @@ class Result:
     cubin_sha256: str | None = None
     outputs: tuple[OutputCheck, ...] = ()  # each output's check; rel_err is the largest relative L2 error of them
     # Where its launcher says: the grid it launched where that is not the variant's (a persistent grid of clusters
-    # cut to those resident at once), and the blocks of its clusters the device holds at once (the driver's count)
+    # fitted to those resident at once), and the blocks of its clusters the device holds at once (the driver's count)
     launched_grid: tuple[int, ...] | None = None
     resident_blocks: int | None = None
 

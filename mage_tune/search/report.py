@@ -305,7 +305,8 @@ def explain_text(run_dir: Path, with_triton: bool = True, family: str | None = N
 
 def launch_lines(trial: dict) -> list[str]:
     """What the trial's measurement kept of its launch, where its launcher said (a kernel in clusters): the blocks
-    resident at once by the driver's count, and the grid launched where it was cut to them."""
+    resident at once by the driver's count, and the grid launched where it was fitted to them (cut, or grown past a
+    plan made for the arch's part)."""
     measured = trial.get("measurement") or {}
     resident = measured.get("resident_blocks")
     if type(resident) is not int or resident < 1:
@@ -313,8 +314,8 @@ def launch_lines(trial: dict) -> list[str]:
     launched, variant = _blocks(measured.get("launched_grid")), _blocks(trial.get("grid"))
     blocks = launched or variant
     said = f"{blocks} blocks" if blocks else "its grid"
-    cut = f", cut from {variant}" if launched and variant else ""
-    return [f"  launched: {said}{cut}; {resident} blocks of its clusters resident at once (the driver's count)"]
+    fitted = f", {'cut' if launched < variant else 'grown'} from {variant}" if launched and variant else ""
+    return [f"  launched: {said}{fitted}; {resident} blocks of its clusters resident at once (the driver's count)"]
 
 
 def _blocks(grid) -> int | None:

@@ -858,11 +858,18 @@ def test_the_launcher_encodes_both_tensor_maps_once_per_buffer_set_and_packs_the
 
 def _launched(config, shape, driver=None):
     """(driver calls at the launcher's making, A's box, the grid launched, the launcher) for `config` through a
-    recording driver (an H100 SXM's answers unless `driver` is given)."""
+    recording driver (an H100 SXM's answers unless `driver` is given); a stream-K launcher's workspace slots are
+    kept in its `slots`."""
     _, job = _stand_in_job(FAMILY, config, shape)
     driver = driver or Recorder()
-    allocate = lambda slots, floats: (Buffer(0x7E0000000000), Buffer(0x7E0001000000))  # noqa: E731
+    slots = []
+
+    def allocate(count, floats):
+        slots.append(count)
+        return Buffer(0x7E0000000000), Buffer(0x7E0001000000)
+
     launcher = TensorMapLauncher(job, shape, driver, lambda: 0x5EED, lambda: None, allocate=allocate)
+    launcher.slots = slots
     made = list(driver.calls)
     launcher({"A": Buffer(0x7F0000000000), "B": Buffer(0x7F0000100000), "__out__": Buffer(0x7F0000200000)})
     box_a = next(call for call in driver.calls if call[0] == "cuTensorMapEncodeTiled")[7]
@@ -875,7 +882,8 @@ def test_a_quad_copies_half_of_a_s_rows_and_launches_no_more_clusters_than_are_r
     """In a 2 × 2 cluster each block of a tile row copies half of A's k-tile (A's box: bm / 2 rows). A persistent
     grid of quads is planned on the 120 blocks an H100 SXM holds at once in them (30 clusters), and launched on what
     the device's driver answers: 120 there, 128 where 32 clusters fit (never past one block per SM), 112 where 28
-    do, so that no cluster waits for another to finish and no SM a cluster could use idles; pairs fill all 132.
+    do, so that no cluster waits for another to finish and no SM a cluster could use idles (stream-K's too, its
+    workspace made for the grid launched); pairs fill all 132.
     Every launcher in clusters keeps the driver's count of its resident blocks; one grid of a block per tile is not
     cut."""
     quad = FAMILY.complete({"cluster": 4, "multicast": 1}, SHAPE, ARCH)
@@ -890,7 +898,8 @@ def test_a_quad_copies_half_of_a_s_rows_and_launches_no_more_clusters_than_are_r
     assert _launched(quad, SHAPE, Recorder(resident_clusters=28))[2] == 112
     stream_k = FAMILY.complete({"cluster": 4, "multicast": 1, "stream_k": 1}, SHAPE, ARCH)
     assert FAMILY.launch(stream_k, SHAPE, ARCH).grid[0] == 120
-    assert _launched(stream_k, SHAPE, Recorder(resident_clusters=32))[2] == 120  # its workspace: a slot a block
+    *_, blocks, launcher = _launched(stream_k, SHAPE, Recorder(resident_clusters=32))
+    assert blocks == 128 and launcher.slots == [128]  # grown too, its workspace a slot a block launched
     pair = FAMILY.complete({"cluster": 2, "multicast": 1}, SHAPE, ARCH)
     assert FAMILY.launch(pair, SHAPE, ARCH).grid[0] == 132
     made, box_a, blocks, launcher = _launched(pair, SHAPE, Recorder(resident_clusters=66))

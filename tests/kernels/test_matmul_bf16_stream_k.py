@@ -183,8 +183,8 @@ def test_the_grid_is_every_sm_however_few_the_tiles(shape, blocks):
 )  # fmt: skip
 def test_clusters_of_stream_k_fill_the_sms_in_whole_clusters(clusters, shape, blocks):
     """Whole clusters over the SMs the part holds them on (pairs: all 132; quads: 120), or a walker per k-tile of
-    the work items (a pair's two tiles, a quad's four, the lower or past-the-edge ones idle) where there are fewer;
-    the launcher cuts the grid to the clusters the device holds at once."""
+    the work items (a pair's two tiles, a quad's four, the lower or past-the-edge ones idle) where there are fewer
+    (the launcher fits it to the device: test_matmul_bf16_family's quad test)."""
     config = FAMILY.with_defaults({**STREAM_K, **clusters})
     assert FAMILY.launch(config, shape, ARCH).grid == (blocks, 1, 1)
 

@@ -56,8 +56,8 @@ def test_a_padded_launch_says_what_its_inner_launcher_launches():
 
 
 def test_explain_of_a_search_says_how_its_winner_was_launched(tmp_path):
-    """A run directory's winner in clusters: the blocks launched (the grid cut to the driver's count) and that
-    count; a trial measured without one says nothing of it."""
+    """A run directory's winner in clusters: the blocks launched (the grid fitted to the driver's count: cut, or
+    grown past a plan made for another part) and that count; a trial measured without one says nothing of it."""
     from mage_tune.search.report import explain_text
 
     measurement = {"label": "q", "ok": True, "launched_grid": [120, 1, 1], "resident_blocks": 120}
@@ -71,9 +71,12 @@ def test_explain_of_a_search_says_how_its_winner_was_launched(tmp_path):
     text = explain_text(tmp_path, with_triton=False)
     said = "launched: 120 blocks, cut from 132; 120 blocks of its clusters resident at once (the driver's count)"
     assert said in text
+    trials[0]["grid"], measurement["launched_grid"], measurement["resident_blocks"] = [120, 1, 1], [128, 1, 1], 128
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials))
+    assert "launched: 128 blocks, grown from 120; 128 blocks" in explain_text(tmp_path, with_triton=False)
     trials[0]["grid"] = []  # a damaged grid: the count alone is said
     (tmp_path / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials))
-    assert "launched: 120 blocks; 120 blocks of its clusters" in explain_text(tmp_path, with_triton=False)
+    assert "launched: 128 blocks; 128 blocks of its clusters" in explain_text(tmp_path, with_triton=False)
     trials[0]["measurement"] = {"label": "q", "ok": True}
     (tmp_path / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials))
     assert "launched:" not in explain_text(tmp_path, with_triton=False)
