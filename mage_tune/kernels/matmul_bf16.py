@@ -179,7 +179,8 @@ The epilogues (knob `epilogue`):
                  (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group through C's map, SWIZZLE_128B, box 64 rows ×
                  128 bytes) and commits it. Before that barrier the same thread waits cp.async.bulk.wait_group.read 0,
                  so the store of the previous chunk has read the other staging chunk, which the next chunk overwrites:
-                 one store is in flight while the next chunk is written. The tensor store clips rows and columns
+                 one store is in flight while the next chunk is written (staging=4: four chunks in turn, the wait
+                 cp.async.bulk.wait_group.read 2, for the store three chunks back, so up to three are in flight). The tensor store clips rows and columns
                  outside C (no per-element guards); chunks that start outside C are skipped by the whole warpgroup.
                  Where the consumer's width (bn, or bn / 2 with split=columns) is not a multiple of a chunk's (64 BF16
                  or 32 FP32 columns), the columns past its last whole chunk are stored from registers as the direct
@@ -438,10 +439,12 @@ class MatmulBF16(CudaFamily):
         ),
         Knob(
             "staging",
-            (2, 1),
+            (2, 1, 4),
             "epilogue=tma's staging chunks per consumer warpgroup: 2, one written while the other's tensor store "
             "reads it; 1, each store read out before the next chunk is written, 8 KB per consumer left for the "
-            "stages (a fifth stage of 128 × 192 tiles with two consumers)",
+            "stages (a fifth stage of 128 × 192 tiles with two consumers); 4, one written while up to three stores "
+            "read the others (a 64 × 256 part of C whole: the wait before a chunk's barrier is for a store issued "
+            "three chunks earlier), 16 KB more per consumer, at the cost of a stage",
         ),
         Knob(
             "schedule",

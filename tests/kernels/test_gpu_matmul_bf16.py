@@ -102,6 +102,8 @@ COVER = [
     {"bn": 224, "cluster": 2, "multicast": 1, "pairing": "beside"},
     # one staging chunk per consumer warpgroup, overwritten once its last store has read it
     {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1},
+    # four, each overwritten once the store three chunks back has read it
+    {"transposed": 1, "bn": 256, "stages": 3, "staging": 4, "raster": 0},
     # consumers splitting the tile's columns: a 192-row tile
     {"bm": 192, "bn": 192, "split": "columns", "transposed": 1},
     # the second consumer started stagger k-tiles behind the first
@@ -177,6 +179,14 @@ TMA = [
     {"bm": 256, "bn": 64, "consumers": 1, "stages": 4, "staging": 1},
     {"bm": 64, "bn": 128, "stages": 3, "schedule": "pingpong", "epilogue": "tma", "staging": 1},
     {"bn": 224, "staging": 1, "stream_k": 1},
+    # four staging chunks: a 64 × 256 part of C whole, three chunks a tile (the turn wraps within tiles), one a tile
+    # (it wraps across them), ping-pong, a tail of C
+    {"bn": 256, "stages": 3, "staging": 4},
+    {"transposed": 1, "bn": 256, "stages": 3, "staging": 4, "raster": 0},
+    {"bn": 192, "stages": 3, "cluster": 2, "multicast": 1, "staging": 4},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "staging": 4},
+    {"bm": 64, "bn": 256, "stages": 4, "schedule": "pingpong", "epilogue": "tma", "staging": 4},
+    {"bn": 224, "stages": 3, "staging": 4, "stream_k": 1},
 ]
 
 

@@ -172,6 +172,14 @@ COVER = [
     {"bn": 192, "stages": 5, "cluster": 4, "multicast": 1, "raster": 0, "staging": 1},
     {"bm": 64, "bn": 128, "schedule": "pingpong", "epilogue": "tma", "staging": 1},
     {"transposed": 1, "bn": 208, "staging": 1, "stream_k": 1},
+    # four staging chunks per consumer warpgroup, each overwritten once the store three chunks back has read it: a
+    # 64 × 256 part of C whole (untransposed and transposed), three chunks a tile (the turn wraps within tiles), one
+    # chunk a tile, ping-pong
+    {"bn": 256, "stages": 3, "staging": 4},
+    {"transposed": 1, "bn": 256, "stages": 3, "staging": 4, "raster": 0},
+    {"bn": 192, "stages": 3, "cluster": 2, "multicast": 1, "staging": 4},
+    {"bm": 64, "bn": 64, "consumers": 1, "stages": 2, "staging": 4},
+    {"bm": 64, "bn": 256, "stages": 4, "schedule": "pingpong", "epilogue": "tma", "staging": 4},
     # consumers splitting the tile's columns (every row, bn / 2 columns each): 192-row tiles of every width that
     # fits (transposed: the second consumer's A rows from row bn / 2, whole swizzle atoms), and without transposed=1
     # bn / 2 of whole B boxes
@@ -1177,6 +1185,27 @@ def test_one_staging_chunk_is_written_once_the_last_store_has_read_it(covered):
     assert FAMILY.violations({**quad, "staging": 2}, SHAPE, ARCH)  # two chunks leave no room for a fifth stage
     with pytest.raises(ConfigError, match="staging=1 counts epilogue=tma's chunks of C: it needs epilogue=tma"):
         FAMILY.check_valid({**quad, "epilogue": "direct"}, SHAPE, ARCH)
+
+
+def test_four_staging_chunks_wait_for_the_store_three_chunks_back(covered):
+    """staging=4: the chunks taken in turn, each chunk's wait before its barrier lets the latest two stores read on
+    (cp.async.bulk.wait_group.read 2: the chunk the next one overwrites was read by the store three chunks back),
+    one named barrier a chunk as with two, and 32 KB of staging per consumer warpgroup, which costs 128 × 256 its
+    fourth stage."""
+    fours = [(c, v, census) for c, v, census in covered if c["staging"] == 4]
+    assert len(fours) == 5
+    for config, variant, census in fours:
+        chunks, label = FAMILY.m_sub(config) * config["bn"] // 64, variant.label  # 64 bf16 columns a chunk
+        assert census.sass.bulk["store"] == census.ptx.bulk["store"] == chunks, label
+        assert census.ptx.bulk_waits == (2,) * chunks + (0,), label  # the reads, then the block's end
+        assert re.findall(r"cp\.async\.bulk\.wait_group\.read (\d+)", variant.artifact.ptx) == ["2"] * chunks, label
+        two = FAMILY.with_defaults({**config, "staging": 2})
+        assert census.ptx.barriers == census_variant(FAMILY.build(two, SHAPE, ARCH)).ptx.barriers, label
+        assert FAMILY.staging_bytes(config) == config["consumers"] * 4 * 8192 == 2 * FAMILY.staging_bytes(two), label
+        source = variant.source[variant.source.index("const unsigned chunk = my_staging") :]
+        assert source.index("stage_chunk(chunk") < source.index("store_wait_read();"), label  # the writes first
+    wide = FAMILY.with_defaults({"bn": 256, "staging": 4})
+    assert FAMILY.violations(wide, SHAPE, ARCH) and not FAMILY.violations({**wide, "stages": 3}, SHAPE, ARCH)
 
 
 def test_a_staggered_second_consumer_waits_once_for_the_first_s_arrival(covered):
