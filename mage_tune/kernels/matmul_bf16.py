@@ -180,8 +180,9 @@ The epilogues (knob `epilogue`):
                  128 bytes) and commits it. Before that barrier the same thread waits cp.async.bulk.wait_group.read 0,
                  so the store of the previous chunk has read the other staging chunk, which the next chunk overwrites:
                  one store is in flight while the next chunk is written (staging=4: four chunks in turn, the wait
-                 cp.async.bulk.wait_group.read 2, for the store three chunks back, so up to three are in flight). The tensor store clips rows and columns
-                 outside C (no per-element guards); chunks that start outside C are skipped by the whole warpgroup.
+                 cp.async.bulk.wait_group.read 2, for the store three chunks back, so up to three are in flight). The
+                 tensor store clips rows and columns outside C (no per-element guards); chunks that start outside C
+                 are skipped by the whole warpgroup.
                  Where the consumer's width (bn, or bn / 2 with split=columns) is not a multiple of a chunk's (64 BF16
                  or 32 FP32 columns), the columns past its last whole chunk are stored from registers as the direct
                  epilogue does, guarded by row < M and col < N (a width under one chunk takes epilogue=direct).
