@@ -133,7 +133,8 @@ def test_no_ratio_to_a_cublas_line_that_meets_zero():
 
 
 def test_a_variant_s_waves_and_its_cost_per_64_of_k_with_whole_waves(tmp_path):
-    # 4500 × 3000 in 128 × 192 quads: 36 × 16 = 576 tiles over 132 persistent blocks, 4.36 waves (the fifth 36 % full)
+    # 4500 × 3000 in 128 × 192 quads: 36 × 16 = 576 tiles over the 120 persistent blocks the part holds in quads
+    # (Arch.resident_blocks), 4.8 waves (the fifth 80 % full)
     def record(k):
         made = _record(k, {"cuBLAS": 10.0 + 2.0 * k / 64, "192": 14.0 + 2.2 * k / 64})
         made["environment"] |= {"sm_count": 132}
@@ -143,8 +144,8 @@ def test_a_variant_s_waves_and_its_cost_per_64_of_k_with_whole_waves(tmp_path):
     rows = {row["name"]: row for row in k_sweep.sweep([record(k) for k in (2200, 4400, 8800)])}
     assert rows["cuBLAS"]["waves"] is None and rows["cuBLAS"]["per_64_whole_waves_us"] is None
     quad = rows["192"]  # the only variant: no knob varies, so it is named by its label
-    assert abs(quad["waves"] - 576 / 132) < 1e-9
-    assert abs(quad["per_64_whole_waves_us"] - 2.2 * 576 / (5 * 132)) < 1e-9
+    assert abs(quad["waves"] - 576 / 120) < 1e-9
+    assert abs(quad["per_64_whole_waves_us"] - 2.2 * 576 / (5 * 120)) < 1e-9
     headers, body = k_sweep.table(list(rows.values()))
     cells = dict(zip(headers, next(b for b in body if b[0] == "192"), strict=True))
-    assert cells["waves"] == "4.36" and cells["µs/64 K, whole waves"] == f"{2.2 * 576 / 660:.3f}"
+    assert cells["waves"] == "4.80" and cells["µs/64 K, whole waves"] == f"{2.2 * 576 / 600:.3f}"
