@@ -26,9 +26,9 @@ The kernel (kernels/templates/matmul_bf16.cu.j2; its header comment has the barr
                  stage's `empty` barrier and arming its `full` barrier with the bytes to come
                  (mbarrier.arrive.expect_tx)
   warpgroups 1.. setmaxnreg.inc to 232 (two consumers), 240 (one) or 152 (three: 192-row tiles split by rows, 96
-                 accumulators at most); wait on `full`, then 4 k16 steps × M_SUB wgmma
-                 per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's stage
-                 (one arrival per warp on `empty`); at a tile's end wait_group 0 and store (see "the epilogues")
+                 accumulators at most; one or two: 192, 128 with stream-K); wait on `full`, then 4 k16 steps ×
+                 M_SUB wgmma per k-tile, one commit group per k-tile, wait_group 1, and release the previous k-tile's
+                 stage (one arrival per warp on `empty`); at a tile's end wait_group 0 and store (see "the epilogues")
   schedule       cooperative: the consumers split each tile (its rows, BM / consumers each, or with split=columns its
                  columns); pingpong: each consumer
                  takes whole tiles, the block's alternately, skipping the other's k-tiles in the ring, and their main
@@ -312,10 +312,15 @@ def wgmma_refusal(arch: Arch) -> list[str]:
     ]
 
 
-MAX_ACCUMULATORS = 128  # FP32 accumulators per consumer thread: what 232 registers hold beside addresses
+# FP32 accumulators per consumer thread, split by rows: ptxas 13 fits up to 192 (a 256 × 192 tile over two consumers,
+# a 128 × 192 ping-pong or one-consumer tile) in 232 or 240 registers with no spill, every epilogue, cluster and the
+# transposed kernel alike. Tiles over 128 accumulators fill a wave with fewer, larger tiles: 128 tiles of 256 × 160
+# cover 2048 × 2560, as cuBLAS's 320 × 128 does there.
+MAX_ACCUMULATORS = 192
+# Stream-K's fix-up (a workspace walk beside the accumulators) spilled 8-36 bytes at 160 accumulators: it keeps 128.
+STREAM_K_ACCUMULATORS = 128
 # With split=columns, 144: a 192 × 192 tile's (three m64n96 wgmma per consumer), which ptxas 13 fits in 232 registers
-# with no spill (as it does the other column splits of 132-144); split by rows, nothing over 128 has been compiled,
-# so the space leaves it out.
+# with no spill (as it does the other column splits of 132-144); over that, not compiled, so the space leaves it out.
 COLUMNS_ACCUMULATORS = 144
 # Three consumer warpgroups (a 192-row tile split by rows, one m64 each) get 152 registers each (128 × (40 + 3 × 152)
 # <= 512 threads × 128, what the block launches with): room for 96 accumulators, a 192 × 192 tile's
@@ -541,10 +546,13 @@ class MatmulBF16(CudaFamily):
 
     @staticmethod
     def max_accumulators(config: Config) -> int:
-        """The most FP32 accumulators per consumer thread the space admits (see COLUMNS_ACCUMULATORS)."""
+        """The most FP32 accumulators per consumer thread the space admits (see MAX_ACCUMULATORS and the limits
+        after it)."""
         if config.get("split") == "columns":
             return COLUMNS_ACCUMULATORS
-        return THREE_CONSUMER_ACCUMULATORS if config["consumers"] == 3 else MAX_ACCUMULATORS
+        if config["consumers"] == 3:
+            return THREE_CONSUMER_ACCUMULATORS
+        return STREAM_K_ACCUMULATORS if config.get("stream_k") else MAX_ACCUMULATORS
 
     def accumulators(self, config: Config) -> int:
         """FP32 accumulators per consumer thread: M_SUB tiles of 64 × wgmma_n over 128 threads."""
@@ -638,6 +646,7 @@ class MatmulBF16(CudaFamily):
             out.append(
                 f"each consumer thread would hold {self.accumulators(c)} FP32 accumulators ({split} "
                 f"× {width}), over the {self.max_accumulators(c)} that fit its {self.consumer_registers(c)} registers"
+                + (" beside stream-K's fix-up" if c.get("stream_k") and c.get("split") != "columns" else "")
             )
         if c.get("split") == "columns":
             if c.get("schedule") == "pingpong" or c["consumers"] != 2:
@@ -752,7 +761,8 @@ class MatmulBF16(CudaFamily):
             "staging=1 needs epilogue=tma (it counts the TMA-store epilogue's chunks of C)",
             "stagger > 0 needs consumers=2, schedule=cooperative, persistent=1, stream_k=0 and stagger <= stages - 2",
             f"(bm / consumers / 64) × bn / 2 (pingpong: bm / 64 × bn / 2) <= {MAX_ACCUMULATORS} FP32 accumulators per "
-            f"consumer thread ({THREE_CONSUMER_ACCUMULATORS} with three consumers); with split=columns "
+            f"consumer thread ({STREAM_K_ACCUMULATORS} with stream_k=1, {THREE_CONSUMER_ACCUMULATORS} with three "
+            "consumers); with split=columns "
             f"bm / 64 × bn / 4 <= {COLUMNS_ACCUMULATORS} (a 192 × 192 tile's)",
             f"setmaxnreg: 128 × ({PRODUCER_REGISTERS} + consumers × 240, 232 or {THREE_CONSUMER_REGISTERS} for one, "
             "two or three) registers <= threads × the registers the block launches with (240 for 256 threads, 168 "

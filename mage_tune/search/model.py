@@ -141,11 +141,11 @@ def busiest_sm_rounds(blocks: int, sms: int, blocks_per_sm: int) -> list[int]:
     return [blocks_per_sm] * (k // blocks_per_sm) + ([k % blocks_per_sm] if k % blocks_per_sm else [])
 
 
-def _cluster_sms(c: Census, machine: Machine) -> int:
-    """The SMs a grid spreads over: in clusters, those whose GPCs hold whole clusters (Arch.resident_blocks)."""
+def _cluster_sms(c: Census) -> int:
+    """The SMs a grid spreads over: every SM alone, in clusters those whose GPCs hold whole clusters
+    (Arch.resident_blocks; the machine's SMs are its arch's)."""
     dims = c.cluster.dims if c.cluster else None
-    size = math.prod(dims) if dims else 1
-    return ARCHS[c.arch].resident_blocks(size) if size > 1 else machine.sms
+    return ARCHS[c.arch].resident_blocks(math.prod(dims) if dims else 1)
 
 
 def estimate_us(
@@ -162,7 +162,7 @@ def estimate_us(
     if occ is None or occ.blocks_per_sm == 0:
         return math.inf, {"reason": "cannot launch"}
     blocks = grid[0] * grid[1] * grid[2]
-    rounds = busiest_sm_rounds(blocks, _cluster_sms(c, machine), occ.blocks_per_sm)
+    rounds = busiest_sm_rounds(blocks, _cluster_sms(c), occ.blocks_per_sm)
     warps_per_block = occ.warps_per_sm / occ.blocks_per_sm
     needed = machine.dram_gbs * 1e9 / machine.sms * LATENCY_S
     per_warp_in_flight = 32 * bytes_in_flight_per_thread(c)

@@ -511,6 +511,35 @@ def test_quads_share_a_along_rows_and_b_along_columns_at_ragged_edges(shape):
     _check(SPEC, shape, QUAD)
 
 
+# Over 128 accumulators a consumer thread (split by rows, up to 192): 256-row tiles of 160 to 192 columns over two
+# consumers with both epilogues, transposed, in pairs and quads, four staging chunks; 128 × 192 ping-pong, one consumer
+WIDE = [
+    {"bm": 256, "bn": 160, "stages": 3},
+    {"bm": 256, "bn": 192, "stages": 3, "epilogue": "direct"},
+    {"bm": 256, "bn": 176, "stages": 3, "transposed": 1},
+    {"bm": 256, "bn": 160, "stages": 3, "cluster": 2, "multicast": 1, "raster": 0},
+    {"bm": 256, "bn": 192, "stages": 3, "cluster": 4, "multicast": 1},
+    {"bm": 256, "bn": 160, "stages": 3, "staging": 4},
+    {"bm": 128, "bn": 192, "schedule": "pingpong", "epilogue": "tma"},
+    {"bm": 128, "bn": 176, "consumers": 1, "stages": 5},
+    {"bm": 256, "bn": 96, "consumers": 1, "stages": 4, "epilogue": "direct"},
+]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [*RAGGED, {"m": 300, "n": 520, "k": 1000}, {"m": 2056, "n": 2056, "k": 520}],
+    ids=lambda s: "x".join(map(str, s.values())),
+)
+@pytest.mark.parametrize("spec", [SPEC, SPEC_FP32, SPEC_F16], ids=["bf16", "fp32", "fp16"])
+def test_tiles_over_128_accumulators_a_thread(spec, shape):
+    """The tiles whose consumers hold 144 to 192 accumulators a thread (ptxas fits them in 232 or 240 registers with
+    no spill) against the float64 reference (an FP32 C's transposed config takes the direct epilogue: completion
+    picks it; four chunks need a 2-byte C)."""
+    settings = [s for s in WIDE if spec != SPEC_FP32 or s.get("staging") != 4]
+    _check(spec, shape, settings)
+
+
 @pytest.mark.parametrize("shape", [{"m": 1, "n": 8, "k": 8}, {"m": 77, "n": 24, "k": 40}], ids=["1x8x8", "77x24x40"])
 def test_shapes_under_one_box(shape):
     settings = [{}, {"bm": 64, "bn": 64, "consumers": 1, "stages": 2}, {"bm": 256, "bn": 64}]

@@ -72,8 +72,10 @@ LOOPS = [
     ({"bm": 128, "consumers": 2}, 256),
     ({"bm": 64, "consumers": 1}, 256),
     ({"bm": 64, "consumers": 2, "schedule": "pingpong"}, 256),
-    ({"bm": 128, "consumers": 1}, 128),
-    ({"bm": 256, "consumers": 2}, 128),
+    ({"bm": 128, "consumers": 1}, 192),
+    ({"bm": 256, "consumers": 2}, 192),
+    ({"bm": 256, "consumers": 1}, 96),
+    ({"bm": 128, "consumers": 2, "schedule": "pingpong"}, 192),
     ({"bm": 192, "consumers": 3}, 192),
 ]
 # The other knobs' settings the fine widths' configs take in turn: both epilogues, every cluster mode, stream-K (not
@@ -97,7 +99,10 @@ def _fine_columns() -> list[dict]:
         for loop, widest in LOOPS:
             if bn <= widest:
                 turn = TURNS[len(out) % len(TURNS)]
-                out.append({**loop, "bn": bn, **({} if "schedule" in loop and "stream_k" in turn else turn)})
+                # stream-K keeps 128 accumulators a thread (its fix-up's registers), ping-pong none
+                wide = FAMILY.accumulators(FAMILY.with_defaults({**loop, "bn": bn})) > 128
+                skip = "stream_k" in turn and ("schedule" in loop or wide)
+                out.append({**loop, "bn": bn, **({} if skip else turn)})
     widths = set(FAMILY.knob("bn").domain)
     return [c for c in out if c["bn"] in widths]
 
@@ -159,6 +164,16 @@ COVER = [
     {"bm": 64, "bn": 160, "schedule": "pingpong", "epilogue": "direct"},
     {"bn": 160, "stream_k": 1},
     *FINE_COLUMNS,
+    # over 128 accumulators a consumer thread (split by rows): 256 × 160 and 256 × 192 over two consumers (one wave
+    # of fewer, larger tiles), 256 × 96 over one, 128 × 192 ping-pong and over one consumer
+    {"bm": 256, "bn": 160, "stages": 3},
+    {"bm": 256, "bn": 192, "stages": 3, "cluster": 4, "multicast": 1, "epilogue": "direct"},
+    {"bm": 256, "bn": 176, "stages": 3, "transposed": 1},
+    {"bm": 256, "bn": 160, "stages": 3, "cluster": 2, "multicast": 1, "raster": 16},
+    {"bm": 256, "bn": 96, "consumers": 1, "stages": 4},
+    {"bm": 128, "bn": 160, "consumers": 1, "stages": 5, "cluster": 2},
+    {"bm": 128, "bn": 192, "consumers": 1, "stages": 4, "epilogue": "direct"},
+    {"bm": 128, "bn": 192, "schedule": "pingpong", "epilogue": "tma"},
     # the kernel of Cᵀ's tiles: wgmma's A operand from B's boxes (N-major), its B operand from A's rows (K-major)
     {"transposed": 1, "bn": 208},
     {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1},  # A's rows in halves
@@ -455,6 +470,10 @@ def test_other_archs_are_refused_in_a_sentence(arch):
         ({"bm": 128, "bn": 192, "stages": 6}, "exceeds the 232448 B"),
         ({"bm": 256, "bn": 128, "consumers": 1}, "would hold 256 FP32 accumulators"),
         ({"bm": 128, "bn": 256, "consumers": 1}, "would hold 256 FP32 accumulators"),
+        ({"bm": 256, "bn": 208, "stages": 3}, "would hold 208 FP32 accumulators"),
+        ({"bm": 256, "bn": 192, "stages": 3}, None),  # 192 accumulators
+        ({"bm": 256, "bn": 160, "stages": 3, "stream_k": 1}, "the 128 that fit its 232 registers beside stream-K's"),
+        ({"bm": 256, "bn": 128, "stream_k": 1}, None),
         ({"bm": 64, "consumers": 2}, "bm=64 does not split into 64-row wgmma tiles over 2 consumer warpgroups"),
         ({"multicast": 1, "cluster": 1}, "multicast=1 shares copies between the blocks of a cluster: it needs "),
         ({"multicast": 0, "cluster": 4}, "cluster=4 is the 2 × 2 group of tiles whose blocks share A and B"),
@@ -486,7 +505,7 @@ def test_every_valid_config_fits_the_shared_memory_and_the_registers():
     configs = valid_at(SHAPE)
     assert len(configs) > 100
     for c in configs:
-        limit = 144 if c["split"] == "columns" else 128
+        limit = 144 if c["split"] == "columns" else 96 if c["consumers"] == 3 else 128 if c["stream_k"] else 192
         assert FAMILY.shared_bytes(c) <= 227 * 1024 and FAMILY.accumulators(c) <= limit
         if c["schedule"] == "pingpong" or c["split"] == "columns":  # each consumer takes whole tiles or every row
             assert c["consumers"] == 2 and c["bm"] % 64 == 0
@@ -1165,7 +1184,9 @@ def test_one_staging_chunk_is_written_once_the_last_store_has_read_it(covered):
     one); 8 KB of staging per consumer warpgroup, which leaves the fifth stage of a 128 × 192 quad its room."""
     ones = [(c, v, census) for c, v, census in covered if c["staging"] == 1 and c["split"] == "rows"]
     ones = [(c, v, census) for c, v, census in ones if not c["stream_k"] and not c["stagger"]]
-    assert len(ones) == 3  # a 128 × 192 quad, a 64-row ping-pong tile, three consumers' 192 × 192 pair
+    # a 128 × 192 quad, a 64-row ping-pong tile, three consumers' 192 × 192 pair, a transposed 256 × 144 pair (two
+    # whole chunks an m64 tile, its last 16 columns from registers)
+    assert len(ones) == 4
     for config, variant, census in ones:
         chunks, label = FAMILY.m_sub(config) * config["bn"] // 64, variant.label  # 64 bf16 columns a chunk
         assert census.sass.bulk["store"] == census.ptx.bulk["store"] == chunks, label
@@ -1173,6 +1194,8 @@ def test_one_staging_chunk_is_written_once_the_last_store_has_read_it(covered):
         assert census.ptx.memory_fences.get("fence.proxy.async.shared::cta") == chunks, label
         # two chunks each: with three consumers, room for three stages only
         two = FAMILY.with_defaults({**config, "staging": 2, "stages": 3 if config["consumers"] == 3 else 4})
+        if FAMILY.violations(two, SHAPE, ARCH):  # 256 × 144: room for three stages beside two chunks
+            two = {**two, "stages": 3}
         two_census = census_variant(FAMILY.build(two, SHAPE, ARCH))
         assert census.sass.barriers == census.ptx.barriers == two_census.ptx.barriers + chunks, label
         for source, first in ((variant.source, "store_wait_read();"), (FAMILY.render(two, SHAPE), "stage_chunk(chunk")):
