@@ -392,6 +392,12 @@ class Family(ABC):
         empty there, which the listing and `complete` then say without checking a combination of a large space."""
         return []
 
+    def shape_seeds(self, shape: Shape, arch: Arch) -> list[tuple[str, Config]]:
+        """The author's picks for this shape beside the defaults, each (why, valid config): configs a search should
+        measure early whatever the tuning data says (a tile count that fills this shape's waves, say), since a model
+        trained on other shapes cannot rank what it never saw. None by default."""
+        return []
+
     def check_refusal(self, shape: Shape, arch: Arch) -> None:
         """A ConfigError where `refusal` says this shape and arch have no valid config."""
         refused = self.refusal(shape, arch)

@@ -319,6 +319,8 @@ def wgmma_refusal(arch: Arch) -> list[str]:
 MAX_ACCUMULATORS = 192
 # Stream-K's fix-up (a workspace walk beside the accumulators) spilled 8-36 bytes at 160 accumulators: it keeps 128.
 STREAM_K_ACCUMULATORS = 128
+WAVE_SEEDS = 2  # large tiles a search measures early for their wave fill (MatmulBF16.shape_seeds)
+WAVE_SEED_ACCUMULATORS = 128  # a tile counts as large from this many accumulators a consumer thread (128 × 256)
 # With split=columns, 144: a 192 × 192 tile's (three m64n96 wgmma per consumer), which ptxas 13 fits in 232 registers
 # with no spill (as it does the other column splits of 132-144); over that, not compiled, so the space leaves it out.
 COLUMNS_ACCUMULATORS = 144
@@ -599,6 +601,35 @@ class MatmulBF16(CudaFamily):
     def tiles(config: Config, shape: Shape) -> int:
         rows, cols = tile_extents(config, shape)
         return _cdiv(rows, config["bm"]) * _cdiv(cols, config["bn"])
+
+    def shape_seeds(self, shape: Shape, arch: Arch) -> list[tuple[str, Config]]:
+        """The WAVE_SEEDS large tiles (two consumers, 128 accumulators a thread or more: 128 × 256 and 256 × 128 to
+        256 × 192) that keep the most of one block a SM busy over their waves at this shape: their tiles over the
+        slots of whole waves, times C's share of the tiles' area. At 2048 × 2560 that is 128 tiles of 256 × 160 in
+        one wave, where 128 × 256 makes 160 (two waves, the second a fifth full), and cuBLAS picks such a tile there
+        (320 × 128); the tuning data, measured before tiles over 128 accumulators existed, holds none of them."""
+        slots = arch.resident_blocks(1)
+        scored = []
+        for bm in (128, 256):
+            for bn in self.knob("bn").domain:
+                config = self.with_defaults({"bm": bm, "bn": bn, "cluster": 1, "multicast": 0})
+                if self.accumulators(config) < WAVE_SEED_ACCUMULATORS:
+                    continue
+                tiles = self.tiles(config, shape)
+                waves = _cdiv(tiles, slots)
+                busy = tiles / (waves * slots) * shape["m"] * shape["n"] / (tiles * bm * bn)
+                scored.append((-busy, -bm * bn, bm, bn, tiles, waves))
+        seeds = []
+        for _, _, bm, bn, tiles, waves in sorted(scored):
+            config = self.nearest_valid(
+                self.with_defaults({"bm": bm, "bn": bn, "cluster": 1, "multicast": 0}), shape, arch, keep=("bm", "bn")
+            )
+            if config is not None:
+                wave_words = "one wave" if waves == 1 else f"{waves} waves"
+                seeds.append((f"wave fill {bm}x{bn}: {tiles} tiles in {wave_words} of {slots}", config))
+            if len(seeds) == WAVE_SEEDS:
+                break
+        return seeds
 
     @staticmethod
     def beside(config: Config) -> bool:

@@ -93,6 +93,7 @@ def source_kind(source: str) -> str:
         "model": "model (tuning database)",
         "polish": "polish (neighbours of the best)",
         "default": "the family's defaults (nothing measured)",
+        "family": "the family's picks for the shape",
     }
     return named.get(first, first)
 

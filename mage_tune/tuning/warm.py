@@ -6,7 +6,9 @@
 2. Knob values no measured trial of the database has taken (a knob or a value newer than the records: a model
    trained on those records cannot know what they do), each tried once on the best nearest config, changing as few
    other knobs as its constraints need.
-3. Then a model trained on the database (tuning/learned.py) ranks a random sample of valid configs without
+3. The family's own picks for the shape (Family.shape_seeds: matmul-bf16's large tiles that fill its waves best),
+   which no model trained on other shapes can rank where the data holds no such tile.
+4. Then a model trained on the database (tuning/learned.py) ranks a random sample of valid configs without
    compiling, the best few are compiled and censused, and the model with census features picks among them: its
    best, each a few knobs from the others (not one config in six rasters).
 
@@ -215,14 +217,28 @@ def model_seeds(
     return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note, plain
 
 
+def family_seeds(problem: Problem, taken: list[Config]) -> list[Seed]:
+    """The family's own picks for this shape (Family.shape_seeds), those not already taken, each valid here."""
+    out: list[Seed] = []
+    for why, config in problem.family.shape_seeds(problem.shape, problem.arch):
+        config = valid_here(problem, config)
+        if config is not None and config not in taken and all(s.config != config for s in out):
+            out.append(Seed(config, f"family pick: {why}"))
+    return out
+
+
 def cold_start(problem: Problem) -> WarmStart:
     """Nothing measured of the family and arch: the family's defaults, its author's pick, go first (where they are
-    valid at this shape), so a search's first trial is never worse than a bench without --set."""
+    valid at this shape), so a search's first trial is never worse than a bench without --set; then the family's
+    picks for the shape."""
     note = "warm start: the tuning database has no measured trial of this family and arch"
     default = valid_here(problem, problem.family.defaults())
-    if default is None:
-        return WarmStart((), (note,))
-    return WarmStart((Seed(default, "default"),), (f"{note}; the family's defaults first",))
+    first = [] if default is None else [Seed(default, "default")]
+    picks = family_seeds(problem, [s.config for s in first])
+    notes = [f"{note}; the family's defaults first" if first else note]
+    if picks:
+        notes.append(f"{len(picks)} of the family's picks for this shape")
+    return WarmStart(tuple(first + picks), tuple(notes))
 
 
 def plan(
@@ -259,7 +275,10 @@ def plan(
     notes.append(f"warm start: {len(near)} config(s) from the nearest of {shapes} measured shape(s)")
     if fresh_note:
         notes.append(fresh_note)
-    taken = [s.config for s in near + fresh]
+    picks = family_seeds(problem, [s.config for s in near + fresh])
+    if picks:
+        notes.append(f"warm start: {len(picks)} of the family's picks for this shape")
+    taken = [s.config for s in near + fresh + picks]
     modelled, note, model = model_seeds(problem, rows, plain, taken, workers, seed or 0)
     notes.append(note)
-    return WarmStart(tuple(near + fresh + modelled), tuple(notes), model)
+    return WarmStart(tuple(near + fresh + picks + modelled), tuple(notes), model)

@@ -519,7 +519,7 @@ WIDE = [
     {"bm": 256, "bn": 176, "stages": 3, "transposed": 1},
     {"bm": 256, "bn": 160, "stages": 3, "cluster": 2, "multicast": 1, "raster": 0},
     {"bm": 256, "bn": 192, "stages": 3, "cluster": 4, "multicast": 1},
-    {"bm": 256, "bn": 160, "stages": 3, "staging": 4},
+    {"bm": 256, "bn": 160, "stages": 3, "staging": 4, "transposed": 1},
     {"bm": 128, "bn": 192, "schedule": "pingpong", "epilogue": "tma"},
     {"bm": 128, "bn": 176, "consumers": 1, "stages": 5},
     {"bm": 256, "bn": 96, "consumers": 1, "stages": 4, "epilogue": "direct"},

@@ -13,8 +13,11 @@ def test_with_nothing_measured_the_family_defaults_go_first_where_valid(monkeypa
     monkeypatch.setattr(warm.shipped, "entries", lambda *args: [])  # nothing shipped either (the package has some)
     problem = Problem(BF16, {"m": 2304, "n": 1792, "k": 3072}, get_arch("sm_90a"))
     cold = warm.plan(problem, [], "NVIDIA H200", False, 1, 0)
-    assert [(s.config, s.source) for s in cold.seeds] == [(BF16.defaults(), "default")]
-    assert "defaults first" in cold.notes[0]
+    # the defaults (128 × 256: 126 tiles in one wave), then the family's other pick that fills the wave as well
+    assert (cold.seeds[0].config, cold.seeds[0].source) == (BF16.defaults(), "default")
+    assert [(s.config["bm"], s.config["bn"]) for s in cold.seeds[1:]] == [(256, 128)]
+    assert cold.seeds[1].source == "family pick: wave fill 256x128: 126 tiles in one wave of 132"
+    assert "defaults first" in cold.notes[0] and "1 of the family's picks" in cold.notes[1]
     # The family refuses sm_80 (wgmma is sm_90a's): no seed, and the note says only that nothing was measured.
     refused = warm.plan(Problem(BF16, problem.shape, get_arch("sm_80")), [], "NVIDIA A100", False, 1, 0)
     assert refused.seeds == () and "defaults" not in refused.notes[0]
@@ -39,9 +42,9 @@ def test_many_new_knob_values_are_seeded_by_the_model_s_pick_else_in_knob_order(
         assert len(seeds) == warm.NEW_VALUE_PICKS and "knob values the database has not measured" in note
         return [s.config["bn"] for s in seeds]
 
-    # 208, then staging's new 4 on the nearest width that fits four chunks beside four stages (192: 16 off), 176 and
-    # 240 (32 off, in the knob's order), then new values of other knobs on the base's 256
-    assert widths(ByWidth()) == [208, 192, 176, 240, 256, 256]
+    # 208, then three new values on the nearest width they fit (192: 16 off): one consumer and ping-pong (192
+    # accumulators a thread), staging's 4 beside four stages; then 176 and 240 (32 off, in the knob's order)
+    assert widths(ByWidth()) == [208, 192, 192, 192, 176, 240]
     # bm's three new values (bn kept, or the nearest valid width: 256 rows take bn=128, 192 rows three consumers and
     # bn=128, as 192 x 192 in four stages of two staging chunks overflows shared memory), then bn's
     assert widths(None) == [256, 128, 128, 80, 96, 112]
@@ -65,3 +68,32 @@ def test_the_model_s_picks_are_spread_over_configs_a_few_knobs_apart():
     for i, p in enumerate(picks[:4]):
         assert all(sum(p[k] != q[k] for k in p) >= warm.PICKS_APART for q in picks[:i])
     assert warm.spread_picks(same_tile[:2]) == same_tile[:2]  # fewer than MODEL_PICKS: all of them
+
+
+def test_the_family_s_picks_are_the_large_tiles_that_fill_the_shape_s_waves(monkeypatch):
+    """At 2048 × 2560 the 128 × 256 default makes 160 tiles (a second wave a fifth full); 256 × 160 makes 128, one
+    wave, and 256 × 176 120 (cuBLAS runs a 320 × 128 tile there). At 2048 × 3072 256 × 192 makes 128. Each pick is
+    valid at its shape, holds over 128 accumulators a consumer thread and is seeded once, after the defaults."""
+    arch = get_arch("sm_90a")
+    for shape, tiles in (
+        ({"m": 2048, "n": 2560, "k": 12288}, [(256, 160), (256, 176)]),
+        ({"m": 2048, "n": 3072, "k": 8192}, [(256, 192), (128, 256)]),
+    ):
+        picks = BF16.shape_seeds(shape, arch)
+        assert [(c["bm"], c["bn"]) for _, c in picks] == tiles
+        assert all(BF16.violations(c, shape, arch) == [] and BF16.accumulators(c) >= 128 for _, c in picks)
+    assert (
+        BF16.shape_seeds({"m": 2048, "n": 2560, "k": 12288}, arch)[0][0]
+        == "wave fill 256x160: 128 tiles in one wave of 132"
+    )
+    monkeypatch.setattr(warm.shipped, "entries", lambda *args: [])
+    problem = Problem(BF16, {"m": 2048, "n": 3072, "k": 8192}, arch)
+    seeds = warm.plan(problem, [], "NVIDIA H200", False, 1, 0).seeds
+    # the defaults are the second pick already: seeded once
+    assert [(s.config["bm"], s.config["bn"], s.source.split(":")[0]) for s in seeds] == [
+        (128, 256, "default"),
+        (256, 192, "family pick"),
+    ]
+    # a pick the warm start has taken already (a nearest shape's best, say) is not seeded twice
+    taken = [seeds[1].config]
+    assert [s.config["bn"] for s in warm.family_seeds(problem, taken)] == [256]
