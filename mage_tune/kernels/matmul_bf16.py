@@ -613,17 +613,18 @@ class MatmulBF16(CudaFamily):
         for bm in (128, 256):
             for bn in self.knob("bn").domain:
                 config = self.with_defaults({"bm": bm, "bn": bn, "cluster": 1, "multicast": 0})
-                if self.accumulators(config) < WAVE_SEED_ACCUMULATORS:
+                if not WAVE_SEED_ACCUMULATORS <= self.accumulators(config) <= self.max_accumulators(config):
                     continue
                 tiles = self.tiles(config, shape)
                 waves = _cdiv(tiles, slots)
-                busy = tiles / (waves * slots) * shape["m"] * shape["n"] / (tiles * bm * bn)
-                scored.append((-busy, -bm * bn, bm, bn, tiles, waves))
+                # the busy share is M·N / (waves · slots · bm · bn): the least waves · bm · bn (an integer, so ties
+                # are exact), then the larger tile, then the fewer rows
+                scored.append((waves * bm * bn, -bm * bn, bm, bn, tiles, waves))
         seeds = []
         for _, _, bm, bn, tiles, waves in sorted(scored):
-            config = self.nearest_valid(
-                self.with_defaults({"bm": bm, "bn": bn, "cluster": 1, "multicast": 0}), shape, arch, keep=("bm", "bn")
-            )
+            base = self.with_defaults({"bm": bm, "bn": bn, "cluster": 1, "multicast": 0})
+            # the tile, its orientation and its cluster kept: the count in the pick's words stays true
+            config = self.nearest_valid(base, shape, arch, keep=("bm", "bn", "transposed", "cluster", "multicast"))
             if config is not None:
                 wave_words = "one wave" if waves == 1 else f"{waves} waves"
                 seeds.append((f"wave fill {bm}x{bn}: {tiles} tiles in {wave_words} of {slots}", config))
@@ -672,12 +673,13 @@ class MatmulBF16(CudaFamily):
                 f"(a multiple of {64 * sharers})"
             )
         elif self.accumulators(c) > self.max_accumulators(c):
+            stream_k_limit = c.get("stream_k") and self.max_accumulators(c) == STREAM_K_ACCUMULATORS
             split = "(bm / consumers / 64)" if sharers > 1 else "(bm / 64, every row of the tile per consumer)"
             width = "bn / consumers / 2" if c.get("split") == "columns" else "bn / 2"
             out.append(
                 f"each consumer thread would hold {self.accumulators(c)} FP32 accumulators ({split} "
                 f"× {width}), over the {self.max_accumulators(c)} that fit its {self.consumer_registers(c)} registers"
-                + (" beside stream-K's fix-up" if c.get("stream_k") and c.get("split") != "columns" else "")
+                + (" beside stream-K's fix-up" if stream_k_limit else "")
             )
         if c.get("split") == "columns":
             if c.get("schedule") == "pingpong" or c["consumers"] != 2:

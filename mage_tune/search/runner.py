@@ -159,7 +159,8 @@ class Search:
             why = f"warm start: skipped, the tuning database cannot be read ({type(exc).__name__}: {redact(first)})"
             cold = warm.cold_start(self.problem)  # nothing known here either: the family's defaults first
             self._enqueue(cold.seeds)
-            return (why + ("; the family's defaults first" if cold.seeds else ""),)
+            defaults_first = bool(cold.seeds) and cold.seeds[0].source == "default"
+            return (why + ("; the family's defaults first" if defaults_first else ""), *cold.notes[1:])
         plan = warm.plan(
             self.problem,
             entries,

@@ -12,7 +12,7 @@
    compiling, the best few are compiled and censused, and the model with census features picks among them: its
    best, each a few knobs from the others (not one config in six rasters).
 
-With nothing measured at all, the family's defaults (where valid at the shape) are the one seed.
+With nothing measured at all, the family's defaults (where valid at the shape) go first, then its picks for the shape.
 
 The trials shipped with the package (tuning/shipped.py: H200 and H100) of the family and arch join the database's,
 every GPU's: the nearest shapes favour the searching GPU's own, and the model learns from all of them (its target is

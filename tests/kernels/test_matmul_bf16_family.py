@@ -174,6 +174,8 @@ COVER = [
     {"bm": 128, "bn": 160, "consumers": 1, "stages": 5, "cluster": 2},
     {"bm": 128, "bn": 192, "consumers": 1, "stages": 4, "epilogue": "direct"},
     {"bm": 128, "bn": 192, "schedule": "pingpong", "epilogue": "tma"},
+    {"bm": 256, "bn": 160, "stages": 3, "stagger": 1},
+    {"bm": 256, "bn": 160, "stages": 3, "cluster": 2, "multicast": 1, "pairing": "beside", "epilogue": "direct"},
     # the kernel of Cᵀ's tiles: wgmma's A operand from B's boxes (N-major), its B operand from A's rows (K-major)
     {"transposed": 1, "bn": 208},
     {"transposed": 1, "bn": 208, "cluster": 2, "multicast": 1},  # A's rows in halves
@@ -474,6 +476,7 @@ def test_other_archs_are_refused_in_a_sentence(arch):
         ({"bm": 256, "bn": 192, "stages": 3}, None),  # 192 accumulators
         ({"bm": 256, "bn": 160, "stages": 3, "stream_k": 1}, "the 128 that fit its 232 registers beside stream-K's"),
         ({"bm": 256, "bn": 128, "stream_k": 1}, None),
+        ({"bm": 192, "bn": 208, "consumers": 3, "stream_k": 1}, "over the 96 that fit its 152 registers"),
         ({"bm": 64, "consumers": 2}, "bm=64 does not split into 64-row wgmma tiles over 2 consumer warpgroups"),
         ({"multicast": 1, "cluster": 1}, "multicast=1 shares copies between the blocks of a cluster: it needs "),
         ({"multicast": 0, "cluster": 4}, "cluster=4 is the 2 × 2 group of tiles whose blocks share A and B"),
@@ -499,6 +502,14 @@ def test_the_space_refuses_what_cannot_launch(settings, message):
         assert any(message in p for p in problems), problems
         with pytest.raises(ConfigError):
             FAMILY.check_valid(config, SHAPE, ARCH)
+
+
+def test_only_stream_k_s_own_limit_is_said_to_be_stream_k_s():
+    """Three consumers' limit (96) holds with or without stream-K: its refusal does not blame stream-K's fix-up."""
+    three = FAMILY.violations(FAMILY.with_defaults({"bm": 192, "bn": 208, "consumers": 3, "stream_k": 1}), SHAPE, ARCH)
+    rows = FAMILY.violations(FAMILY.with_defaults({"bm": 256, "bn": 160, "stream_k": 1}), SHAPE, ARCH)
+    assert any("over the 96" in p for p in three) and not any("stream-K's fix-up" in p for p in three)
+    assert any("over the 128 that fit its 232 registers beside stream-K's fix-up" in p for p in rows)
 
 
 def test_every_valid_config_fits_the_shared_memory_and_the_registers():

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from mage_tune.arch import get_arch
 from mage_tune.kernels.matmul_bf16 import FAMILY as BF16
 from mage_tune.problem import Problem
+from mage_tune.search.report import source_kind
 from mage_tune.tuning import warm
 
 
@@ -40,14 +41,21 @@ def test_many_new_knob_values_are_seeded_by_the_model_s_pick_else_in_knob_order(
     def widths(model):
         seeds, note = warm.new_value_seeds(problem, measured, near, model)
         assert len(seeds) == warm.NEW_VALUE_PICKS and "knob values the database has not measured" in note
-        return [s.config["bn"] for s in seeds]
+        return [(s.source.split(" ")[2].split("=")[0], s.config["bn"]) for s in seeds]  # "new value KNOB=V on …"
 
     # 208, then three new values on the nearest width they fit (192: 16 off): one consumer and ping-pong (192
     # accumulators a thread), staging's 4 beside four stages; then 176 and 240 (32 off, in the knob's order)
-    assert widths(ByWidth()) == [208, 192, 192, 192, 176, 240]
+    assert widths(ByWidth()) == [
+        ("bn", 208),
+        ("consumers", 192),
+        ("staging", 192),
+        ("schedule", 192),
+        ("bn", 176),
+        ("bn", 240),
+    ]
     # bm's three new values (bn kept, or the nearest valid width: 256 rows take bn=128, 192 rows three consumers and
     # bn=128, as 192 x 192 in four stages of two staging chunks overflows shared memory), then bn's
-    assert widths(None) == [256, 128, 128, 80, 96, 112]
+    assert widths(None) == [("bm", 256), ("bm", 128), ("bm", 128), ("bn", 80), ("bn", 96), ("bn", 112)]
 
 
 def test_the_model_s_picks_are_spread_over_configs_a_few_knobs_apart():
@@ -73,7 +81,7 @@ def test_the_model_s_picks_are_spread_over_configs_a_few_knobs_apart():
 def test_the_family_s_picks_are_the_large_tiles_that_fill_the_shape_s_waves(monkeypatch):
     """At 2048 × 2560 the 128 × 256 default makes 160 tiles (a second wave a fifth full); 256 × 160 makes 128, one
     wave, and 256 × 176 120 (cuBLAS runs a 320 × 128 tile there). At 2048 × 3072 256 × 192 makes 128. Each pick is
-    valid at its shape, holds over 128 accumulators a consumer thread and is seeded once, after the defaults."""
+    valid at its shape, holds 128 accumulators a consumer thread or more and is seeded once, after the defaults."""
     arch = get_arch("sm_90a")
     for shape, tiles in (
         ({"m": 2048, "n": 2560, "k": 12288}, [(256, 160), (256, 176)]),
@@ -94,6 +102,7 @@ def test_the_family_s_picks_are_the_large_tiles_that_fill_the_shape_s_waves(monk
         (128, 256, "default"),
         (256, 192, "family pick"),
     ]
+    assert source_kind(seeds[1].source) == "the family's picks for the shape"  # the report's "trials from" row
     # a pick the warm start has taken already (a nearest shape's best, say) is not seeded twice
     taken = [seeds[1].config]
     assert [s.config["bn"] for s in warm.family_seeds(problem, taken)] == [256]
