@@ -54,6 +54,15 @@ def searched(tmp_path_factory):
     return result, said
 
 
+def test_a_static_search_of_an_arch_specific_family_targets_its_arch(tmp_path):
+    """matmul-bf16 runs on sm_90a only: a static search with the arch left to "auto" builds for sm_90a, as on an sm_90
+    GPU, where it took sm_90 and pruned every trial ("sm_90 cannot build or run this kernel")."""
+    shape = {"m": 256, "n": 256, "k": 128}
+    result = mage_tune.search("matmul-bf16", shape, run_dir=tmp_path / "run", **{**ARGS, "trials": 1})
+    assert result.arch == "sm_90a" and result.study == "matmul-bf16-m256-n256-k128-sm_90a-static"
+    assert result.outcomes == {"modelled": 1}
+
+
 def test_a_static_search_returns_typed_results(searched):
     result, said = searched
     assert isinstance(result, SearchResult) and result.mode == "static" and result.arch == "sm_90"

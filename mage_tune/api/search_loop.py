@@ -163,7 +163,8 @@ def search(
     defaults: suggest, compile, census, then check and time on this machine's GPU, or with `static=True` (or where
     no NVIDIA GPU is here, said through `echo` first) score with the census model. Every trial lands in `run_dir`
     (default runs/search-<study>) and the tuning database (`db`: a URL, or "off"); calling again with the same
-    arguments resumes. `arch`: None or "auto" is the GPU's where measuring, else the default arch.
+    arguments resumes. `arch`: None or "auto" is the GPU's where measuring, else the default arch (sm_90) as the
+    family builds for it (sm_90a for an sm_90a-only family).
 
     `gpus`: "all", "0,1" or [0, 1]: one measuring worker per GPU. `warm_start`: "auto", "off" (or False) or
     "other-shapes". `include_dirs`, `defines`, `compiler_options`: as -I, -D and --compiler-option. `progress`: a bar on
@@ -195,7 +196,9 @@ def search(
                 arch = fam.target_arch(device.arch_of_device())
     else:
         said = "static census model (--static), no GPU used; "
-    arch = get_arch(DEFAULT_ARCH if arch in (None, "auto") else arch)  # the caller's arch name: an Arch, once
+    # the caller's arch name as an Arch, once; "auto" without a GPU is the default arch as the family builds for it
+    # there (matmul-bf16, sm_90a-only: sm_90a), as a search on such a GPU does
+    arch = fam.target_arch(get_arch(DEFAULT_ARCH)) if arch in (None, "auto") else get_arch(arch)
     mode = "static" if static else "measured"
     shape_text = "-".join(f"{k}{v}" for k, v in shape.items())
     study = study or f"{fam.name}-{shape_text}-{arch}-{mode}"
