@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mage_tune.api.common import Echo, FamilyArg, OptionConflict, family_and_shape, plain, progress_bar, quiet
-from mage_tune.arch import DEFAULT_ARCH, Arch, get_arch
+from mage_tune.arch import Arch, get_arch
 from mage_tune.errors import InputError, MageError
 from mage_tune.measure import device
 from mage_tune.measure.baselines import is_context
@@ -198,7 +198,7 @@ def search(
         said = "static census model (--static), no GPU used; "
     # the caller's arch name as an Arch, once; "auto" without a GPU is the default arch as the family builds for it
     # there (matmul-bf16, sm_90a-only: sm_90a), as a search on such a GPU does
-    arch = fam.target_arch(get_arch(DEFAULT_ARCH)) if arch in (None, "auto") else get_arch(arch)
+    arch = fam.default_target() if arch in (None, "auto") else get_arch(arch)
     mode = "static" if static else "measured"
     shape_text = "-".join(f"{k}{v}" for k, v in shape.items())
     study = study or f"{fam.name}-{shape_text}-{arch}-{mode}"

@@ -127,10 +127,9 @@ def family_arch(family, name: str | None) -> Arch:
     """--arch as an Arch for `family`: where the option was left at its default (sm_90), the family's own target on
     that arch, as a search on such a GPU builds it (an sm_90a-only family, matmul-bf16, means sm_90a); a name given
     on the command line is taken as it is."""
-    arch = get_arch(name or DEFAULT_ARCH)
     ctx = click.get_current_context(silent=True)
     given = ctx is not None and name is not None and ctx.get_parameter_source("arch") != ParameterSource.DEFAULT
-    return arch if given else family.target_arch(arch)
+    return get_arch(name) if given else family.default_target()
 
 
 INCLUDE_HELP = "An include folder searched for the kernel's #include files (repeatable)."

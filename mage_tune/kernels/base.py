@@ -30,7 +30,7 @@ from typing import ClassVar
 import jinja2
 import numpy as np
 
-from mage_tune.arch import Arch, get_arch
+from mage_tune.arch import DEFAULT_ARCH, Arch, get_arch
 from mage_tune.compile import Artifact, SourceOptions, build_from_cu
 from mage_tune.errors import ConfigError, InputError
 from mage_tune.ptx_parts import entry_params
@@ -551,6 +551,11 @@ class Family(ABC):
             return get_arch(device_arch.base + self.arch_features)
         except InputError:
             return device_arch
+
+    def default_target(self) -> Arch:
+        """What this family builds for where neither a GPU nor the caller names an arch: its target on the default
+        arch (sm_90; an sm_90a-only family, matmul-bf16, means sm_90a), as a search on such a GPU builds it."""
+        return self.target_arch(get_arch(DEFAULT_ARCH))
 
     def shape_from(self, given: Mapping[str, int | None] | None = None, **more: int | None) -> Shape:
         """The family's dims from `given` and `more` (CLI options, --shape), defaults filled, each checked."""

@@ -619,10 +619,9 @@ class MatmulBF16(CudaFamily):
                 waves = _cdiv(tiles, slots)
                 # the busy share is M·N / (waves · slots · bm · bn): the least waves · bm · bn (an integer, so ties
                 # are exact), then the larger tile, then the fewer rows
-                scored.append((waves * bm * bn, -bm * bn, bm, bn, tiles, waves))
+                scored.append((waves * bm * bn, -bm * bn, bm, bn, tiles, waves, config))
         seeds = []
-        for _, _, bm, bn, tiles, waves in sorted(scored):
-            base = self.with_defaults({"bm": bm, "bn": bn, "cluster": 1, "multicast": 0})
+        for _, _, bm, bn, tiles, waves, base in sorted(scored, key=lambda row: row[:4]):
             # the tile, its orientation and its cluster kept: the count in the pick's words stays true
             config = self.nearest_valid(base, shape, arch, keep=("bm", "bn", "transposed", "cluster", "multicast"))
             if config is not None:

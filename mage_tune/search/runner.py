@@ -157,10 +157,9 @@ class Search:
         except Exception as exc:  # the database is a convenience: a search without its warm start still runs
             first = (str(exc).strip().splitlines() or [""])[0]
             why = f"warm start: skipped, the tuning database cannot be read ({type(exc).__name__}: {redact(first)})"
-            cold = warm.cold_start(self.problem)  # nothing known here either: the family's defaults first
+            cold = warm.cold_start(self.problem, why)  # nothing known here either: the family's defaults first
             self._enqueue(cold.seeds)
-            defaults_first = bool(cold.seeds) and cold.seeds[0].source == "default"
-            return (why + ("; the family's defaults first" if defaults_first else ""), *cold.notes[1:])
+            return cold.notes
         plan = warm.plan(
             self.problem,
             entries,

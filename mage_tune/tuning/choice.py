@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mage_tune.arch import DEFAULT_ARCH, Arch, get_arch
+from mage_tune.arch import Arch, get_arch
 from mage_tune.kernels import registry
 from mage_tune.kernels.base import Config, Family, Launch, Shape
 from mage_tune.measure import device
@@ -163,7 +163,8 @@ class TunedKernel:
         data = self.user_entries() or self.shipped_entries()
         if arch is None:
             on_gpu = [e.run.arch for e in data if gpu is None or e.run.gpu == gpu] or [e.run.arch for e in data]
-            arch = get_arch(_most_common(on_gpu) or DEFAULT_ARCH)
+            most = _most_common(on_gpu)
+            arch = get_arch(most) if most else self.family.default_target()
         if gpu is None:
             gpu = _most_common([e.run.gpu for e in data if e.run.arch == arch.name]) or ""
         return gpu, arch

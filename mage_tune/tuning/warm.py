@@ -227,11 +227,13 @@ def family_seeds(problem: Problem, taken: list[Config]) -> list[Seed]:
     return out
 
 
-def cold_start(problem: Problem) -> WarmStart:
-    """Nothing measured of the family and arch: the family's defaults, its author's pick, go first (where they are
-    valid at this shape), so a search's first trial is never worse than a bench without --set; then the family's
-    picks for the shape."""
-    note = "warm start: the tuning database has no measured trial of this family and arch"
+COLD_NOTE = "warm start: the tuning database has no measured trial of this family and arch"
+
+
+def cold_start(problem: Problem, note: str = COLD_NOTE) -> WarmStart:
+    """Nothing measured of the family and arch (or, `note` says, nothing readable): the family's defaults, its
+    author's pick, go first (where they are valid at this shape), so a search's first trial is never worse than a
+    bench without --set; then the family's picks for the shape."""
     default = valid_here(problem, problem.family.defaults())
     first = [] if default is None else [Seed(default, "default")]
     picks = family_seeds(problem, [s.config for s in first])

@@ -14,6 +14,7 @@ import pytest
 from tuning_data import ARCH, GPU, layernorm_configs, made_up_time, make_db, run
 
 import mage_tune
+from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
 from mage_tune.runtime import load
 from mage_tune.tuning import choice as choice_module
@@ -156,6 +157,8 @@ def test_gpu_and_arch_from_the_data_where_none_is_given(layernorm_db):
     assert (picked.gpu, picked.arch, picked.source) == (GPU, ARCH, "measured here")
     assert load("layernorm", db="off").context() == ("NVIDIA H200", ARCH)  # the shipped data's
     assert load("layernorm", db="off", use_shipped=False).context() == ("", ARCH)
+    # with no data at all, an sm_90a-only family's arch is its own target, not the plain default it cannot build for
+    assert load("matmul-bf16", db="off", use_shipped=False).context(this_machine=False) == ("", get_arch("sm_90a"))
     assert isinstance(mage_tune.load("layernorm", db="off"), TunedKernel)
 
 
