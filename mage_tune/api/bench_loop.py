@@ -228,12 +228,17 @@ def _result(run: BenchRun, saved: dict, arch: Arch, regimes: tuple[str, ...], ou
 
 
 def _baseline_names(baselines: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    """--baselines: None (the family's own), "none", "triton,torch", or the kinds as a list."""
+    """--baselines: None (the family's own), "none", "triton,torch", or a list of such (the option given twice: the
+    kinds of both, in order, each once)."""
     if baselines is None:
         return None
-    if isinstance(baselines, str):
-        return () if baselines == "none" else tuple(b.strip() for b in baselines.split(",") if b.strip())
-    return tuple(baselines)
+    given = [baselines] if isinstance(baselines, str) else list(baselines)
+    names = [b.strip() for text in given for b in text.split(",") if b.strip()]
+    if "none" in names:
+        if len(names) > 1:
+            raise InputError(f"--baselines: 'none' cannot go with other kinds ({', '.join(names)})")
+        return ()
+    return tuple(dict.fromkeys(names))
 
 
 def _variants(fam, shape, arch, settings, sources, configs, all_configs, sample, say: Echo) -> list[Variant]:

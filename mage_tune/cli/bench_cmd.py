@@ -38,11 +38,12 @@ from mage_tune.cli.options import compile_options, family_options
 @click.option("--regime", type=click.Choice(["cold", "hot", "both"]), default="cold", show_default=True)
 @click.option(
     "--baselines",
-    default=None,
-    help="Comma list of baseline kinds, or 'none' (default: the family's own, e.g. triton,torch,copy, and shipped "
-    "where it names one). copy: copies of the same bytes, the floor at this shape; shipped: the config the family's "
-    "authors ship (its as_shipped), timed as ours / yours; context: a kernel timed for context only, not held to "
-    "the family's accuracy (cuBLAS TF32 beside the FP32-accurate matmuls), never the best baseline.",
+    multiple=True,
+    help="Comma list of baseline kinds (repeatable: the kinds of all), or 'none' (default: the family's own, e.g. "
+    "triton,torch,copy, and shipped where it names one). copy: copies of the same bytes, the floor at this shape; "
+    "shipped: the config the family's authors ship (its as_shipped), timed as ours / yours; context: a kernel timed "
+    "for context only, not held to the family's accuracy (cuBLAS TF32 beside the FP32-accurate matmuls), never the "
+    "best baseline.",
 )
 @click.option("--rounds", type=int, default=7, show_default=True, help="Graph replays per regime (median, min, max).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per job.")
@@ -91,7 +92,7 @@ def bench(
             sample=sample,
             check_only=check_only,
             regime=regime,
-            baselines=baselines,
+            baselines=baselines or None,  # the option not given: the family's own
             rounds=rounds,
             timeout_s=timeout_s,
             seed=seed,

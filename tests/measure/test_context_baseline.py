@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from mage_tune.api import bench_loop, search_loop
 from mage_tune.arch import get_arch
 from mage_tune.cli import cli
-from mage_tune.errors import ConfigError
+from mage_tune.errors import ConfigError, InputError
 from mage_tune.kernels import load_family
 from mage_tune.kernels import matmul_3xtf32 as tf32_module
 from mage_tune.measure import harness, plan_jobs
@@ -71,9 +71,32 @@ def test_the_simt_matmul_offers_no_context_baseline():
 def test_bench_accepts_and_explains_the_context_kind():
     assert bench_loop._baseline_names("context") == ("context",)
     assert bench_loop._baseline_names("torch,context") == ("torch", "context")
+    # the option given twice: the kinds of both, once each (click's last-one-wins dropped the first)
+    assert bench_loop._baseline_names(("torch", "triton,torch")) == ("torch", "triton")
+    assert bench_loop._baseline_names(("none",)) == ()
+    with pytest.raises(InputError, match="'none' cannot go with other kinds"):
+        bench_loop._baseline_names(("none", "torch"))
     shown = CliRunner().invoke(cli, ["bench", "--help"], env={"COLUMNS": "200"})
     assert shown.exit_code == 0
     assert "context: a kernel timed for context only" in " ".join(shown.output.split())
+
+
+def test_the_baselines_option_given_twice_keeps_the_kinds_of_both(monkeypatch):
+    import mage_tune.api
+
+    seen = {}
+
+    def fake_bench(*args, baselines=None, **kwargs):
+        seen["baselines"] = baselines
+        raise InputError("stopped before measuring")
+
+    monkeypatch.setattr(mage_tune.api, "bench", fake_bench)
+    runner = CliRunner()
+    twice = runner.invoke(cli, ["bench", "layernorm", "--baselines", "torch", "--baselines", "triton"])
+    assert isinstance(twice.exception, InputError)  # the stand-in's stop: the entry point turns it into exit 2
+    assert bench_loop._baseline_names(seen["baselines"]) == ("torch", "triton")
+    runner.invoke(cli, ["bench", "layernorm"])
+    assert seen["baselines"] is None  # not given: the family's own
 
 
 class _Flag:
