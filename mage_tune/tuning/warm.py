@@ -217,6 +217,11 @@ def model_seeds(
     return [Seed(c, f"model #{i + 1}") for i, c in enumerate(picks)], note, plain
 
 
+def picks_note(picks: list[Seed]) -> list[str]:
+    """The warm start's line on the family's picks (none where there are none), one wording for every path."""
+    return [f"warm start: {len(picks)} of the family's picks for this shape"] if picks else []
+
+
 def family_seeds(problem: Problem, taken: list[Config]) -> list[Seed]:
     """The family's own picks for this shape (Family.shape_seeds), those not already taken, each valid here."""
     out: list[Seed] = []
@@ -237,9 +242,7 @@ def cold_start(problem: Problem, note: str = COLD_NOTE) -> WarmStart:
     default = valid_here(problem, problem.family.defaults())
     first = [] if default is None else [Seed(default, "default")]
     picks = family_seeds(problem, [s.config for s in first])
-    notes = [f"{note}; the family's defaults first" if first else note]
-    if picks:
-        notes.append(f"{len(picks)} of the family's picks for this shape")
+    notes = [f"{note}; the family's defaults first" if first else note, *picks_note(picks)]
     return WarmStart(tuple(first + picks), tuple(notes))
 
 
@@ -278,8 +281,7 @@ def plan(
     if fresh_note:
         notes.append(fresh_note)
     picks = family_seeds(problem, [s.config for s in near + fresh])
-    if picks:
-        notes.append(f"warm start: {len(picks)} of the family's picks for this shape")
+    notes += picks_note(picks)
     taken = [s.config for s in near + fresh + picks]
     modelled, note, model = model_seeds(problem, rows, plain, taken, workers, seed or 0)
     notes.append(note)

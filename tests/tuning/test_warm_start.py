@@ -18,7 +18,7 @@ def test_with_nothing_measured_the_family_defaults_go_first_where_valid(monkeypa
     assert (cold.seeds[0].config, cold.seeds[0].source) == (BF16.defaults(), "default")
     assert [(s.config["bm"], s.config["bn"]) for s in cold.seeds[1:]] == [(256, 128)]
     assert cold.seeds[1].source == "family pick: wave fill 256x128: 126 tiles in one wave of 132"
-    assert "defaults first" in cold.notes[0] and "1 of the family's picks" in cold.notes[1]
+    assert "defaults first" in cold.notes[0] and cold.notes[1] == "warm start: 1 of the family's picks for this shape"
     # The family refuses sm_80 (wgmma is sm_90a's): no seed, and the note says only that nothing was measured.
     refused = warm.plan(Problem(BF16, problem.shape, get_arch("sm_80")), [], "NVIDIA A100", False, 1, 0)
     assert refused.seeds == () and "defaults" not in refused.notes[0]
