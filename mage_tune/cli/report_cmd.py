@@ -83,7 +83,7 @@ def explain(run, counters_path, family):
 
     RUN is a search run directory or a `mage-tune bench --out` record; for a record, also what the winner is
     measured against (Triton, torch, the same-bytes copy, the floor) and what its census shows holding it back
-    (occupancy limiter, bytes in flight per SM, waves of blocks)."""
+    (occupancy limiter, bytes in flight per SM, a TMA kernel's by its family's count, waves of blocks)."""
     from mage_tune.textwidth import wrap
 
     if Path(run).is_file():

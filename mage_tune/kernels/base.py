@@ -355,8 +355,9 @@ class Family(ABC):
     The whole contract, every member with what it means and a worked example of each, is docs/families.md; in short:
     the problem (name, dims, make_inputs, reference, outputs, output_shape(s), bytes_moved, flops, tolerance), the
     space (knobs, violations, constraint_text, launch, as_shipped), the baselines (baselines, baseline_kernels,
-    launcher, copy_of) and what the static model and `compare` ask (mma_passes, serial_turns, walk_steps, walk_twin,
-    reference_kernels, compare_facts, best_files). Each method below says what it gives.
+    launcher, copy_of) and what the static model, `compare` and `explain` ask (mma_passes, serial_turns, walk_steps,
+    walk_twin, bulk_bytes_in_flight, reference_kernels, compare_facts, best_files).
+    Each method below says what it gives.
     """
 
     name: str
@@ -491,6 +492,12 @@ class Family(ABC):
     def walk_steps(self, config: Config, shape: Shape, blocks: int) -> int:
         """Pieces of work the busiest of `blocks` blocks does one after another, each a dependent round trip to
         memory (a persistent kernel's walk; 0: every block does one piece)."""
+        return 0
+
+    def bulk_bytes_in_flight(self, config: Config) -> int:
+        """Bytes one block's bulk tensor (TMA) copies can hold in flight at most: its ring of shared-memory stages,
+        every stage filling. The census cannot count them (a copy's size is its tensor map's box, set on the host),
+        so the family says; 0: no bulk tensor copies."""
         return 0
 
     def walk_twin(self, config: Config) -> Config | None:

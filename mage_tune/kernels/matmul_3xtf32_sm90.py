@@ -207,6 +207,10 @@ class Matmul3xTF32SM90(CudaFamily):
         """Dynamic shared memory: the stages, their two mbarriers each, and 1024 bytes to align the first stage."""
         return SWIZZLE_ATOM + config["stages"] * (Matmul3xTF32SM90.stage_bytes(config) + 2 * BARRIER_BYTES)
 
+    def bulk_bytes_in_flight(self, config: Config) -> int:
+        """Every stage filling: the producer's four tensor copies a k-tile (A_big, A_small, B_big^T, B_small^T)."""
+        return config["stages"] * Matmul3xTF32SM90.stage_bytes(config)
+
     @staticmethod
     def consumer_registers(config: Config) -> int:
         """What setmaxnreg.inc asks for each consumer thread: the block's share once the producer gave up its own."""

@@ -583,6 +583,10 @@ class MatmulBF16(CudaFamily):
         turns = 2 * BARRIER_BYTES if config.get("schedule") == "pingpong" else 0
         return SWIZZLE_ATOM + config["stages"] * (stage + 2 * BARRIER_BYTES) + staging + turns
 
+    def bulk_bytes_in_flight(self, config: Config) -> int:
+        """Every stage of wgmma's operands filling: the producer's tensor copies of A's and B's boxes."""
+        return config["stages"] * (config["bm"] + MatmulBF16.stage_columns(config)) * BK * BF16
+
     @staticmethod
     def consumer_registers(config: Config) -> int:
         """What setmaxnreg.inc asks for each consumer thread: the block's share once the producer gave up its own."""

@@ -80,6 +80,9 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
         f"= {sass.get('bytes_in_flight', 0) * occ['block'] * occ['blocks_per_sm'] / 1024:.0f} KiB per SM"
         + (f", and {sass['cp_async_groups_in_flight']} cp.async groups in flight" if sass.get("cp_async") else "")
     ]
+    bulk_loads = (sass.get("bulk") or {}).get("load", 0)
+    if bulk_loads:
+        lines.append(_bulk_line(record, best, named, bulk_loads, occ["blocks_per_sm"]))
     if grid and occ["blocks_per_sm"]:
         blocks = grid[0] * grid[1] * grid[2]
         cluster = cluster_size(census)
@@ -116,6 +119,22 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
                 "slots here are the most the SMs allow, so the waves the fewest"
             )
     return lines
+
+
+def _bulk_line(record: dict, best: dict, named: str | None, copies: int, blocks_per_sm: int) -> str:
+    """The winner's bulk tensor (TMA) loads, which the per-thread count above leaves out: a copy's size is its tensor
+    map's box, set on the host, so the bytes come from the family's code (a built-in one or one the user named)."""
+    head = f"  bulk tensor (TMA) loads: {copies} in the code, "
+    family, _ = recorded.family_for(record, named)
+    if family is None or "source" in best["config"]:
+        return head + "their bytes set by tensor maps on the host, not in the binary"
+    ring = family.bulk_bytes_in_flight(family.with_defaults(best["config"]))
+    if not ring:
+        return head + f"whose bytes {family.name} does not say"
+    return head + (
+        f"up to {ring / 1024:.0f} KiB a block in flight by the family's count (every stage of its ring filling) = "
+        f"{ring * blocks_per_sm / 1024:.0f} KiB per SM"
+    )
 
 
 def resident_slots(best: dict, occupancy: dict, sms: int) -> tuple[int, bool]:

@@ -217,3 +217,37 @@ def test_a_cluster_winner_whose_launch_was_counted_uses_the_driver_s_count():
     best |= {"launched_grid": [0, 1, 1], "resident_blocks": True}  # damaged: read as not kept
     assert bound_fractions(record, best, t)["tail"]["counted"] is False
     assert "at most 132 resident" in explain_bench(record)
+
+
+def test_a_tma_winner_s_bulk_loads_are_counted_by_its_family():
+    """A bulk tensor copy's size is its tensor map's box, set on the host, so the census counts the winner's TMA loads
+    but no bytes in flight: explain takes the bytes from the family's code (its ring of stages), and says where it
+    has no code to ask."""
+    record = read_json(MATMUL)  # winner: 128 × 256, four stages, five bulk loads in its census
+    ring = 4 * (128 + 256) * 64 * 2  # 192 KiB
+    text = explain_bench(record)
+    assert (
+        f"  bulk tensor (TMA) loads: 5 in the code, up to {ring // 1024} KiB a block in flight by the family's count "
+        f"(every stage of its ring filling) = {ring // 1024} KiB per SM" in text
+    )
+    unnamed = copy.deepcopy(record)
+    unnamed["family"] = "my_kernels/matmul_bf16.py"
+    assert "bulk tensor (TMA) loads: 5 in the code, their bytes set by tensor maps on the host, not in the binary" in (
+        explain_bench(unnamed)
+    )
+    plain = read_json(LAYERNORM)  # no bulk copies: no such line
+    assert "bulk tensor" not in explain_bench(plain)
+
+
+def test_families_count_their_ring_of_bulk_copies():
+    from mage_tune.kernels.registry import load_family
+
+    bf16, tf32 = load_family("matmul-bf16"), load_family("matmul-3xtf32-sm90")
+    config = bf16.with_defaults({"bm": 128, "bn": 160, "stages": 5, "consumers": 2})
+    assert bf16.bulk_bytes_in_flight(config) == 5 * (128 + 192) * 64 * 2  # B's last 64-column box copied whole
+    assert bf16.bulk_bytes_in_flight({**config, "transposed": 1}) == 5 * (128 + 160) * 64 * 2  # bn rows of A
+    assert load_family("matmul-f16").bulk_bytes_in_flight(config) == bf16.bulk_bytes_in_flight(config)
+    wide = tf32.with_defaults({"bm": 128, "bn": 128, "stages": 3})
+    assert tf32.bulk_bytes_in_flight(wide) == 3 * 2 * (128 + 128) * 32 * 4  # big and small parts of A and B^T
+    layernorm = load_family("layernorm")
+    assert layernorm.bulk_bytes_in_flight(layernorm.with_defaults({})) == 0
