@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from mage_tune.census.occupancy import Occupancy
+from mage_tune.errors import InputError
+from mage_tune.records import schema
 
 SCHEMA = "mage-tune.census/2"
 
@@ -124,7 +126,7 @@ class Census:
     block_dims: tuple[int, int, int] | None = None  # the block's (x, y, z) where known; occupancy counts threads
 
     def to_json(self) -> dict:
-        """The documented JSON record (schema `mage-tune.census/1`)."""
+        """The documented JSON record (docs/census-schema.md; census_from_json reads it back)."""
         res = self.resources
         out = {
             "schema": SCHEMA,
@@ -181,6 +183,76 @@ def _view_json(view: View) -> dict:
             for name, acc in view.params.items()
         }
     return data
+
+
+def census_from_json(data: object, file: str) -> Census:
+    """A census record (to_json's form, as a bench record keeps one per variant and a run directory its winner's in
+    best/census.json) back as a Census, checked first by its schema; InputError naming `file` for one that is not
+    sound. Keys it does not know (a newer writer's) are left out."""
+    problem = schema.problem("census", data)
+    if problem:
+        raise InputError(f"damaged census record: {problem}", file=file)
+    assert isinstance(data, dict)  # the schema said so
+    resources = Resources(
+        **{f.name: data[f.name] for f in fields(Resources) if f.name != "sources"}, sources=data["resource_sources"]
+    )
+    occ = data["occupancy"]
+    occupancy = None if occ is None else Occupancy(**{f.name: occ[f.name] for f in fields(Occupancy)})
+    cluster = data.get("cluster")
+    return Census(
+        kernel=data["kernel"],
+        demangled=data["demangled"],
+        source=data["source"],
+        arch=data["arch"],
+        resources=resources,
+        occupancy=occupancy,
+        launch_bounds=data["launch_bounds"],
+        ptx=_view_from_json(data["ptx"]),
+        sass=_view_from_json(data["sass"]),
+        tools=data["tools"],
+        notes=tuple(data.get("notes") or ()),
+        cluster=None if cluster is None else _cluster_from_json(cluster),
+        block_dims=tuple(occ["block_dims"]) if occ is not None and occ.get("block_dims") else None,
+    )
+
+
+def _cluster_from_json(data: dict) -> Cluster:
+    dims = tuple(data["dims"]) if data["dims"] else None
+    return Cluster(dims=dims, explicit=data["explicit"], max_rank=data["max_rank"], source=data["source"])
+
+
+_WIDTH_FIELDS = frozenset(f.name for f in fields(View) if f.type == "Widths")
+_DEPTH_FIELDS = ("cp_async_wait", "bulk_waits", "wgmma_waits")
+
+
+def _view_from_json(data: dict | None) -> View | None:
+    """_view_json's inverse: width maps keyed by ints again, depths as tuples, params as ParamAccess."""
+    if data is None:
+        return None
+    known = {f.name for f in fields(View)}
+    out = {key: value for key, value in data.items() if key in known}
+    for key in _WIDTH_FIELDS & out.keys():
+        out[key] = _widths(out[key])
+    for key in _DEPTH_FIELDS:
+        if key in out:
+            out[key] = tuple(out[key])
+    if "setmaxnreg" in out:
+        out["setmaxnreg"] = tuple((step["action"], step["registers"]) for step in out["setmaxnreg"])
+    if out.get("params") is not None:
+        out["params"] = {
+            name: ParamAccess(
+                loads=acc["loads"],
+                stores=acc["stores"],
+                load_bits=_widths(acc["load_bits"]),
+                store_bits=_widths(acc["store_bits"]),
+            )
+            for name, acc in out["params"].items()
+        }
+    return View(**out)
+
+
+def _widths(data: dict[str, int]) -> Widths:
+    return {int(bits): n for bits, n in data.items()}
 
 
 # Counter fields a view shows only where a kernel has any: the Hopper-era ones and the memory fences.

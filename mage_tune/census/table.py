@@ -156,6 +156,14 @@ def hopper_rows(c: Census) -> list[tuple[str, str]]:
     return out
 
 
+def hopper_profile(c: Census, what: str) -> list[str]:
+    """hopper_rows as lines under a heading ("Hopper profile of {what}:"); none for a kernel without a Hopper row."""
+    found = hopper_rows(c)
+    if not found:
+        return []
+    return [f"Hopper profile of {what}:"] + [f"  {key.removeprefix('Hopper ')}: {value}" for key, value in found]
+
+
 def block_cell(threads: int, dims: tuple[int, int, int] | None) -> str:
     """256 for a 1-D block; 32×8 (256 threads) for a block of 2 or 3 dimensions."""
     if not dims or dims[1:] == (1, 1):

@@ -7,6 +7,9 @@ import math
 
 from mage_tune.arch import ARCHS, SM_COUNT_UNKNOWN_PART, Arch, nominal_bandwidth_gbs, peak_tflops
 from mage_tune.census.features import diff, features_json, fmt, spearman
+from mage_tune.census.model import census_from_json
+from mage_tune.census.table import hopper_profile
+from mage_tune.errors import InputError
 from mage_tune.kernels import recorded
 from mage_tune.kernels.base import output_tiles, shape_words, tile_area_inside
 from mage_tune.measure.counters import pick
@@ -58,6 +61,7 @@ def explain_bench(record: dict, counters: dict | None = None, regime: str = "col
             )
     lines.append(bound_line(record, best, t, family))
     lines += _held_back(record, best, family)
+    lines += _hopper_profile(record, best)
     lines += _runner_ups(record, variants, regime)
     lines += _tracking(record, variants, regime)
     if counters:
@@ -119,6 +123,19 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
                 "slots here are the most the SMs allow, so the waves the fewest"
             )
     return lines
+
+
+def _hopper_profile(record: dict, best: dict) -> list[str]:
+    """The winner's Hopper profile (TMA and bulk copies, wgmma by shape, mbarriers, setmaxnreg, cluster) from the
+    census the record keeps of it, read back through its schema; a damaged one is said, not shown."""
+    kept = record["census"].get(best["label"])
+    if kept is None:
+        return []
+    try:
+        census = census_from_json(kept, f"the record's census of {best['label']}")
+    except InputError as exc:
+        return [f"Hopper profile of the winner: not shown ({exc})"]
+    return hopper_profile(census, "the winner")
 
 
 def _bulk_line(record: dict, best: dict, named: str | None, copies: int, blocks_per_sm: int) -> str:
@@ -326,7 +343,8 @@ def _runner_ups(record: dict, variants: list[dict], regime: str) -> list[str]:
         knobs = diff(best["config"], other["config"])
         census = diff(f_best, f_other)
         lines.append(
-            f"  vs {o:.2f} µs (+{o / t - 1:.1%}): knobs {'; '.join(knobs) or 'same'}; census {'; '.join(census[:6])}"
+            f"  vs {o:.2f} µs (+{o / t - 1:.1%}): knobs {'; '.join(knobs) or 'same'}; "
+            f"census {'; '.join(census[:6]) or 'same'}"
         )
     return ["runner-ups (winner's value first):", *lines] if lines else []
 

@@ -164,6 +164,139 @@ ENVIRONMENT = {  # a bench record's device and toolchain (measure/device.py): wh
     },
 }
 
+# A census record (mage_tune/census/model.py's to_json, docs/census-schema.md), as a bench record keeps one per variant
+# and a run directory keeps its winner's (best/census.json): what census.model.census_from_json needs to rebuild it.
+_INT = {"type": "integer"}
+_INT_OR_NULL = {"type": ["integer", "null"]}
+_TALLY = {"type": "object", "maxProperties": 4096, "additionalProperties": _INT}  # name -> count
+_WIDTHS = {**_TALLY, "propertyNames": {"pattern": "^[0-9]{1,4}$"}}  # access width in bits -> count
+_DEPTHS = {"type": "array", "maxItems": 65536, "items": _INT}
+_VIEW_WIDTHS = (
+    "global_loads",
+    "global_stores",
+    "shared_loads",
+    "shared_stores",
+    "local_loads",
+    "local_stores",
+    "generic_loads",
+    "generic_stores",
+    "cp_async",
+)
+_VIEW_TALLIES = ("global_load_hints", "predicated", "special", "matrix")
+_VIEW_COUNTS = ("instructions", "cp_async_commits", "bulk_copies", "barriers", "shuffles", "atomics")
+_VIEW_FLIGHT = ("loads_in_flight", "bytes_in_flight", "cp_async_groups_in_flight")
+CENSUS_VIEW = {
+    "type": ["object", "null"],
+    "required": [*_VIEW_COUNTS, *_VIEW_WIDTHS, *_VIEW_TALLIES, "cp_async_wait", *_VIEW_FLIGHT],  # View's, no default
+    "properties": {
+        **{name: _WIDTHS for name in _VIEW_WIDTHS},
+        **{name: _TALLY for name in _VIEW_TALLIES},
+        **{name: _INT for name in (*_VIEW_COUNTS, *_VIEW_FLIGHT)},
+        **{name: _DEPTHS for name in ("cp_async_wait", "bulk_waits", "wgmma_waits")},
+        **{
+            name: _TALLY
+            for name in (
+                "matrix_loads",
+                "matrix_stores",
+                "mbarrier",
+                "bulk",
+                "matrix_shapes",
+                "global_store_hints",
+                "cluster_barriers",
+                "memory_fences",
+                "grid_dependency",
+                "tensor_memory",
+                "global_ordering",
+            )
+        },
+        **{
+            name: _INT
+            for name in (
+                "shared_load_bytes",
+                "shared_store_bytes",
+                "bulk_commits",
+                "elects",
+                "wgmma_fences",
+                "wgmma_commits",
+            )
+        },
+        "wmma_loads": _INT_OR_NULL,
+        "wmma_stores": _INT_OR_NULL,
+        "setmaxnreg": {
+            "type": "array",
+            "maxItems": 4096,
+            "items": {
+                "type": "object",
+                "required": ["action", "registers"],
+                "properties": {"action": _NAME, "registers": _INT},
+            },
+        },
+        "params": {
+            "type": ["object", "null"],
+            "maxProperties": 4096,
+            "additionalProperties": {
+                "type": "object",
+                "required": ["loads", "stores", "load_bits", "store_bits"],
+                "properties": {"loads": _INT, "stores": _INT, "load_bits": _WIDTHS, "store_bits": _WIDTHS},
+            },
+        },
+        "registers_declared": {**_TALLY, "type": ["object", "null"]},
+        "shared_declared": {**_TALLY, "type": ["object", "null"]},
+    },
+}
+_RESOURCES = ("registers", "shared_bytes", "stack_bytes", "spill_store_bytes", "spill_load_bytes", "local_bytes")
+CENSUS_RECORD = {
+    "type": "object",
+    "required": [
+        "kernel",
+        "demangled",
+        "source",
+        "arch",
+        *_RESOURCES,
+        "dynamic_shared_bytes",
+        "barriers_used",
+        "resource_sources",
+        "occupancy",
+        "launch_bounds",
+        "tools",
+        "ptx",
+        "sass",
+    ],
+    "properties": {
+        **{name: _TEXT for name in ("kernel", "demangled", "source")},
+        "arch": _NAME,
+        **{name: _INT_OR_NULL for name in (*_RESOURCES, "barriers_used")},
+        "dynamic_shared_bytes": _INT,
+        "resource_sources": {"type": "object", "maxProperties": 64, "additionalProperties": _TEXT},
+        "occupancy": {
+            "type": ["object", "null"],
+            "required": ["block", "blocks_per_sm", "warps_per_sm", "fraction", "limiter", "limits"],
+            "properties": {
+                **{name: _INT for name in ("block", "blocks_per_sm", "warps_per_sm")},
+                "fraction": {"type": "number"},
+                "limiter": _NAME,
+                "limits": _TALLY,
+                "block_dims": {"type": "array", "minItems": 3, "maxItems": 3, "items": _INT},
+            },
+        },
+        "launch_bounds": _TALLY,
+        "tools": {"type": "object", "maxProperties": 64, "additionalProperties": _TEXT},
+        "notes": {"type": "array", "maxItems": 4096, "items": _TEXT},
+        "cluster": {
+            "type": ["object", "null"],
+            "required": ["dims", "explicit", "max_rank", "source"],
+            "properties": {
+                "dims": {"type": ["array", "null"], "minItems": 3, "maxItems": 3, "items": _INT},
+                "explicit": {"type": "boolean"},
+                "max_rank": _INT_OR_NULL,
+                "source": _NAME,
+            },
+        },
+        "ptx": CENSUS_VIEW,
+        "sass": CENSUS_VIEW,
+    },
+}
+
 SCHEMAS = {
     "trial": TRIAL,
     "baseline": BASELINE,
@@ -171,6 +304,7 @@ SCHEMAS = {
     "entry": ENTRY,
     "export line": EXPORT_LINE,
     "environment": ENVIRONMENT,
+    "census": CENSUS_RECORD,
 }
 
 

@@ -11,12 +11,15 @@ import numpy as np
 from mage_tune.arch import get_arch
 from mage_tune.census import census_artifact
 from mage_tune.census.features import diff, features, fmt, spearman
-from mage_tune.errors import MageError
+from mage_tune.census.model import census_from_json
+from mage_tune.census.table import hopper_profile
+from mage_tune.errors import InputError, MageError
 from mage_tune.kernels import recorded
 from mage_tune.kernels.base import shape_words
 from mage_tune.measure import shipped as shipped_config
 from mage_tune.measure.baselines import is_context
 from mage_tune.measure.saved import is_grid
+from mage_tune.records import reader
 from mage_tune.search import record
 from mage_tune.textwidth import constant_columns, short_config, table
 
@@ -288,6 +291,7 @@ def explain_text(run_dir: Path, with_triton: bool = True, family: str | None = N
         return "no scored trial in this run"
     best = trials[0]
     lines = [f"winner: trial {best['number']} {_name(best)} at {best['value']:.2f} µs", *launch_lines(best)]
+    lines += _winner_profile(run_dir)
     for other in trials[1:4]:
         knobs = diff(best.get("config", {}), other.get("config", {}))
         cdiff = diff(best.get("census", {}), other.get("census", {}))
@@ -302,6 +306,20 @@ def explain_text(run_dir: Path, with_triton: bool = True, family: str | None = N
     if with_triton:
         lines += _triton_lines(run_dir, best, family)
     return "\n".join(lines)
+
+
+def _winner_profile(run_dir: Path) -> list[str]:
+    """The winner's Hopper profile from the census its run directory keeps (best/census.json), read through the
+    bounded reader and its schema; nothing where the run kept none (a static or Triton run), a line where it is
+    damaged."""
+    path = run_dir / "best" / "census.json"
+    if not path.is_file():
+        return []
+    try:
+        census = census_from_json(reader.read_json(path), str(path))
+    except InputError as exc:
+        return [f"  Hopper profile: not shown ({exc})"]
+    return ["  " + line for line in hopper_profile(census, "the winner")]
 
 
 def launch_lines(trial: dict) -> list[str]:
