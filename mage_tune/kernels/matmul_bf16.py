@@ -982,6 +982,12 @@ class MatmulBF16(CudaFamily):
 
     # --- baselines, launching, comparison ------------------------------------------------------------------------
     def reference_configs(self) -> list[dict]:
+        """The Triton kernels `compare` (and `explain` of a search) puts beside a variant: the persistent TMA matmul's
+        configs first, Triton's own Hopper path (tensor copies, wgmma) and the kernel to read a variant's census
+        against, then the tutorial matmul's."""
+        return self.tma_reference_configs() + self.tutorial_configs()
+
+    def tutorial_configs(self) -> list[dict]:
         """The Triton tutorial's own configs: mage-tune's FP32 list (triton_kernels.MATMUL_CONFIGS) halved the
         tutorial's fp16 BLOCK_K, so doubling it gives them back for 2-byte inputs."""
         tk = gpu.triton_kernels()
@@ -1008,7 +1014,7 @@ class MatmulBF16(CudaFamily):
         persistent TMA matmul cannot run and is left out (the tutorial matmul's masked loads take any shape)."""
         triton = [
             Baseline("triton[" + ",".join(f"{k}={v}" for k, v in c.items()) + "]", "triton", c)
-            for c in self.reference_configs()
+            for c in self.tutorial_configs()
         ]
         tma = [
             Baseline("triton-tma[" + ",".join(f"{k}={v}" for k, v in c.items() if k != "kernel") + "]", "triton", c)
@@ -1054,13 +1060,21 @@ class MatmulBF16(CudaFamily):
         return launch
 
     def reference_kernels(self, shape: Shape, arch: Arch, specialize: bool = True, **options) -> list:
-        """The Triton tutorial matmul on pointers of the input type (C in the output dtype), at options["config"] or
-        at every config of reference_configs; Triton compiles for the plain target (sm_90 for sm_90a)."""
+        """At options["config"] or at every config of reference_configs, in their order: the persistent TMA matmul
+        (tma_reference_kernels) at its configs, the tutorial matmul on pointers of the input type (C in the output
+        dtype) at its own; Triton compiles both for the plain target (sm_90 for sm_90a)."""
         configs = [dict(options["config"])] if options.get("config") else self.reference_configs()
+        tma = [c for c in configs if c.get("kernel") == TMA_KERNEL]
+        tutorial = [c for c in configs if c.get("kernel") != TMA_KERNEL]
+        kernels = self.tma_reference_kernels(shape, arch, tma) if tma else []
+        if not tutorial:
+            return kernels
         pointer = "*" + self.in_type.triton
         signature = {**gpu.triton_kernels().MATMUL_SIGNATURE, "A": pointer, "B": pointer}
         signature["C"] = "*fp32" if self.fp32_out else pointer
-        return triton_matmul_kernels(shape, arch.plain, configs, signature, options.get("num_warps"), specialize)
+        return kernels + triton_matmul_kernels(
+            shape, arch.plain, tutorial, signature, options.get("num_warps"), specialize
+        )
 
     def tma_reference_kernels(self, shape: Shape, arch: Arch, configs: list[dict] | None = None) -> list:
         """The persistent TMA matmul compiled offline for the plain target at each config (tma_reference_configs

@@ -46,7 +46,7 @@ def test_the_family_lists_a_triton_baseline_per_fitting_config():
 
 def test_the_tutorial_matmul_keeps_its_baselines():
     tutorial = [b for b in FAMILY.baseline_kernels(RAGGED) if b.kind == "triton" and "kernel" not in b.config]
-    assert [b.config for b in tutorial] == FAMILY.reference_configs()
+    assert [b.config for b in tutorial] == FAMILY.tutorial_configs()
     assert all(b.label.startswith("triton[") for b in tutorial)
 
 
@@ -126,3 +126,21 @@ def test_the_launcher_passes_host_descriptors_and_min_sms_tiles_programs(family,
     big = {"m": 4096, "n": 4096, "k": 4096}
     family.launcher(job, big)(bufs)
     assert launches[-1][0] == (132,)  # persistent: one program per SM walks 2048 tiles
+
+
+def test_compare_puts_triton_s_tma_kernel_beside_ours_first():
+    """`compare matmul-bf16` reads our census against Triton's own Hopper path by default (its first reference config
+    is the persistent TMA matmul's); `--config` past those picks the tutorial matmul, and `all` lists both kinds."""
+    from mage_tune.comparison import compare
+
+    tma = FAMILY.tma_reference_configs()
+    assert FAMILY.reference_configs() == tma + FAMILY.tutorial_configs()
+    first = compare("matmul-bf16", RAGGED, arch="sm_90a")
+    ours, theirs = first.kernels
+    assert theirs.kernel == "matmul_tma_persistent_kernel" and theirs.config["BLOCK_N"] == tma[0]["BLOCK_N"]
+    assert theirs.census.sass.bulk["load"] > 0 and ours.census.sass.bulk["load"] > 0  # TMA beside TMA
+    assert "Hopper TMA / bulk copies" in first.table()
+    tutorial = compare("matmul-bf16", RAGGED, arch="sm_90a", config_index=len(tma))
+    assert tutorial.kernels[1].kernel == "matmul_kernel" and not tutorial.kernels[1].census.sass.bulk
+    kinds = [k.name for k in FAMILY.reference_kernels(RAGGED, ARCH)]
+    assert kinds == ["matmul_tma_persistent_kernel"] * len(tma) + ["matmul_kernel"] * len(FAMILY.tutorial_configs())
