@@ -84,7 +84,8 @@ def _held_back(record: dict, best: dict, named: str | None = None) -> list[str]:
         f"= {sass.get('bytes_in_flight', 0) * occ['block'] * occ['blocks_per_sm'] / 1024:.0f} KiB per SM"
         + (f", and {sass['cp_async_groups_in_flight']} cp.async groups in flight" if sass.get("cp_async") else "")
     ]
-    bulk_loads = (sass.get("bulk") or {}).get("load", 0)
+    bulk = sass.get("bulk") or {}
+    bulk_loads = bulk.get("load", 0) + bulk.get("multicast", 0)
     if bulk_loads:
         lines.append(_bulk_line(record, best, named, bulk_loads, occ["blocks_per_sm"]))
     if grid and occ["blocks_per_sm"]:

@@ -291,7 +291,7 @@ def explain_text(run_dir: Path, with_triton: bool = True, family: str | None = N
         return "no scored trial in this run"
     best = trials[0]
     lines = [f"winner: trial {best['number']} {_name(best)} at {best['value']:.2f} µs", *launch_lines(best)]
-    lines += _winner_profile(run_dir)
+    lines += _winner_profile(run_dir, best.get("label"))
     for other in trials[1:4]:
         knobs = diff(best.get("config", {}), other.get("config", {}))
         cdiff = diff(best.get("census", {}), other.get("census", {}))
@@ -308,7 +308,7 @@ def explain_text(run_dir: Path, with_triton: bool = True, family: str | None = N
     return "\n".join(lines)
 
 
-def _winner_profile(run_dir: Path) -> list[str]:
+def _winner_profile(run_dir: Path, label: str | None) -> list[str]:
     """The winner's Hopper profile from the census its run directory keeps (best/census.json), read through the
     bounded reader and its schema; nothing where the run kept none (a static or Triton run), a line where it is
     damaged."""
@@ -319,6 +319,8 @@ def _winner_profile(run_dir: Path) -> list[str]:
         census = census_from_json(reader.read_json(path), str(path))
     except InputError as exc:
         return [f"  Hopper profile: not shown ({exc})"]
+    if label and census.source != label:  # a best/ left by another search into this directory: not the winner's
+        return [f"  Hopper profile: not shown ({path} is of {census.source}, not the winner)"]
     return ["  " + line for line in hopper_profile(census, "the winner")]
 
 

@@ -105,6 +105,12 @@ def test_explain_shows_a_hopper_winner_s_profile_from_its_kept_census(tmp_path, 
     assert f"  Hopper profile: not shown ({best / 'census.json'}: damaged census record: sass" in text
     (best / "census.json").write_text(json.dumps(censuses[-3].to_json()))  # vec_scale: no Hopper feature
     assert "Hopper profile" not in explain_text(tmp_path, with_triton=False)
+    (best / "census.json").write_text(json.dumps(hopper.to_json()))  # the census of a kernel not the winner's
+    (tmp_path / "trials.jsonl").write_text(json.dumps({**trial, "label": "family[bm=128]"}) + "\n")
+    text = explain_text(tmp_path, with_triton=False)
+    assert f"  Hopper profile: not shown ({best / 'census.json'} is of {hopper.source}, not the winner)" in text
+    (tmp_path / "trials.jsonl").write_text(json.dumps({**trial, "label": hopper.source}) + "\n")
+    assert "\n  Hopper profile of the winner:\n" in explain_text(tmp_path, with_triton=False)
 
     record = read_json(KERNELS.parents[1] / "fixtures" / "data" / "bench_matmul_bf16_4096.json")
     winner = record["results"][0]["label"]

@@ -235,6 +235,9 @@ def test_a_tma_winner_s_bulk_loads_are_counted_by_its_family():
     assert "bulk tensor (TMA) loads: 5 in the code, their bytes set by tensor maps on the host, not in the binary" in (
         explain_bench(unnamed)
     )
+    multicast = copy.deepcopy(record)  # a cluster's multicast loads are bulk tensor loads too
+    multicast["census"][_best(record)[0]["label"]]["sass"]["bulk"] = {"load": 1, "multicast": 2}
+    assert "  bulk tensor (TMA) loads: 3 in the code, up to" in explain_bench(multicast)
     plain = read_json(LAYERNORM)  # no bulk copies: no such line
     assert "bulk tensor" not in explain_bench(plain)
 
