@@ -119,3 +119,19 @@ def test_explain_shows_a_hopper_winner_s_profile_from_its_kept_census(tmp_path, 
     assert "\nHopper profile of the winner:\n" in text and hopper_rows(kept)
     for key, value in hopper_rows(kept):
         assert f"\n  {key.removeprefix('Hopper ')}: {value}" in text
+
+
+def test_the_census_schema_requires_what_a_view_cannot_do_without():
+    """The census record's schema names the View fields by hand (records/ cannot import census/): the ones it
+    requires are exactly View's fields without a default, and every width map it declares is one of View's, so a
+    field added to View cannot reach census_from_json unchecked."""
+    from dataclasses import MISSING, fields
+
+    from mage_tune.census.model import View
+    from mage_tune.records.schema import CENSUS_VIEW
+
+    needed = {f.name for f in fields(View) if f.default is MISSING and f.default_factory is MISSING}
+    assert set(CENSUS_VIEW["required"]) == needed
+    widths = {f.name for f in fields(View) if f.type == "Widths"}
+    assert {k for k, v in CENSUS_VIEW["properties"].items() if "propertyNames" in v} == widths
+    assert set(CENSUS_VIEW["properties"]) == {f.name for f in fields(View)}
