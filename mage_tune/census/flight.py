@@ -19,23 +19,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 
 import networkx as nx
 
-from mage_tune.census.model import ParamAccess
+from mage_tune.census.model import InFlight, ParamAccess
 from mage_tune.census.ptx_ir import Kernel, access_bits, copy_bits, opcode_parts, space_of, wait_depth
 
 _PTX_REG = re.compile(r"%[\w$]+")
 _NO_DEST = {"st", "cp", "bar", "barrier", "bra", "ret", "exit", "membar", "fence", "prefetch", "red", "trap", "call"}
 _POINTER_OPS = {"mov", "cvta", "add", "sub", "mad", "selp", "ld"}
-
-
-@dataclass(frozen=True)
-class InFlight:
-    loads: int
-    bytes: int
-    groups: int
 
 
 class _Walk:

@@ -285,6 +285,46 @@ def optional_tallies() -> dict:
     }
 
 
+COUNTED_FIELDS = (
+    "global_loads",
+    "global_stores",
+    "shared_loads",
+    "shared_stores",
+    "local_loads",
+    "local_stores",
+    "generic_loads",
+    "generic_stores",
+    "cp_async",
+    "predicated",
+    "special",
+    "matrix",
+)  # View fields that are a view's counter of the same name
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """The most a kernel's walk (census/flight.py) found in flight at once: global loads, their bytes, cp.async
+    groups."""
+
+    loads: int
+    bytes: int
+    groups: int
+
+
+def counted_fields(counters: dict, tallies: dict, in_flight: InFlight) -> dict:
+    """The View fields both views fill the same way: counters by name, load hints, what the in-flight walk found
+    and the optional fields."""
+    return {
+        **{name: dict(counters[name]) for name in COUNTED_FIELDS},
+        "global_load_hints": dict(counters["hints"]),
+        "global_store_hints": dict(counters["store_hints"]),
+        "loads_in_flight": in_flight.loads,
+        "bytes_in_flight": in_flight.bytes,
+        "cp_async_groups_in_flight": in_flight.groups,
+        **optional_fields(counters, tallies),
+    }
+
+
 def optional_fields(counters: dict, tallies: dict) -> dict:
     """The optional View fields of one view from its counters by name and its tallies: matrix loads and stores
     count into shared traffic per thread; lists become tuples; PTX-only tallies (wmma) pass through."""

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from mage_tune.census import flight
-from mage_tune.census.model import OPTIONAL_COUNTERS, View, optional_fields, optional_tallies
+from mage_tune.census.model import OPTIONAL_COUNTERS, View, counted_fields, optional_tallies
 from mage_tune.errors import InputError
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)|^\s*\.section\s+\.text\.([\w$.]+)\s*,")
@@ -251,28 +251,11 @@ def view(instrs: list[SassInstr]) -> View:
     in_flight = flight.sass_in_flight(executed)
     return View(
         instructions=len(executed),
-        global_loads=dict(c["global_loads"]),
-        global_stores=dict(c["global_stores"]),
-        shared_loads=dict(c["shared_loads"]),
-        shared_stores=dict(c["shared_stores"]),
-        local_loads=dict(c["local_loads"]),
-        local_stores=dict(c["local_stores"]),
-        generic_loads=dict(c["generic_loads"]),
-        generic_stores=dict(c["generic_stores"]),
-        global_load_hints=dict(c["hints"]),
-        global_store_hints=dict(c["store_hints"]),
-        cp_async=dict(c["cp_async"]),
         cp_async_commits=commits,
         cp_async_wait=tuple(waits),
         bulk_copies=bulk,
-        predicated=dict(c["predicated"]),
         barriers=barriers,
         shuffles=shuffles,
         atomics=atomics,
-        special=dict(c["special"]),
-        matrix=dict(c["matrix"]),
-        loads_in_flight=in_flight.loads,
-        bytes_in_flight=in_flight.bytes,
-        cp_async_groups_in_flight=in_flight.groups,
-        **optional_fields(c, t),
+        **counted_fields(c, t, in_flight),
     )

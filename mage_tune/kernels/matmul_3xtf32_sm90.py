@@ -85,8 +85,8 @@ from mage_tune.kernels.matmul_bf16 import (
     FUNC_MAX_DYNAMIC_SHARED,
     TENSOR_MAP_ALIGN,
     TENSOR_MAP_BYTES,
+    encode_tensor_map,
     forget_oldest,
-    tensor_map_fields,
     wgmma_refusal,
 )
 from mage_tune.ptx_parts import entry_params
@@ -456,22 +456,7 @@ class SplitLauncher:
         return function
 
     def encode(self, target: int, address: int, rows: int, columns: int, box_rows: int) -> None:
-        f = tensor_map_fields(rows, columns, box_rows, "float32")
-        self.driver.call(
-            "cuTensorMapEncodeTiled",
-            ctypes.c_void_p(target),
-            f["dtype"],
-            2,
-            ctypes.c_void_p(address),
-            (ctypes.c_uint64 * 2)(*f["dims"]),
-            (ctypes.c_uint64 * 1)(*f["strides"]),
-            (ctypes.c_uint32 * 2)(*f["box"]),
-            (ctypes.c_uint32 * 2)(*f["element_strides"]),
-            f["interleave"],
-            f["swizzle"],
-            f["l2_promotion"],
-            f["oob_fill"],
-        )
+        encode_tensor_map(self.driver, target, address, rows, columns, box_rows, "float32")
 
     def maps(self, scratch: int) -> tuple:
         """The four tensor maps over a scratch at this address, encoded at its first use: (storage, addresses)."""

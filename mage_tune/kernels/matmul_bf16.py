@@ -1203,6 +1203,29 @@ def tensor_map_fields(rows: int, columns: int, box_rows: int, dtype: str = "bflo
     }
 
 
+def encode_tensor_map(
+    driver: Driver, target: int, address: int, rows: int, columns: int, box_rows: int, dtype: str
+) -> None:
+    """Write at `target` (TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN-aligned) the tensor map of tensor_map_fields over the
+    matrix at device `address`."""
+    f = tensor_map_fields(rows, columns, box_rows, dtype)
+    driver.call(
+        "cuTensorMapEncodeTiled",
+        ctypes.c_void_p(target),
+        f["dtype"],
+        2,
+        ctypes.c_void_p(address),
+        (ctypes.c_uint64 * 2)(*f["dims"]),
+        (ctypes.c_uint64 * 1)(*f["strides"]),
+        (ctypes.c_uint32 * 2)(*f["box"]),
+        (ctypes.c_uint32 * 2)(*f["element_strides"]),
+        f["interleave"],
+        f["swizzle"],
+        f["l2_promotion"],
+        f["oob_fill"],
+    )
+
+
 ARGUMENT_SETS = 32  # parameter lists a launcher keeps: the harness rotates a few buffer sets, an operator's recur
 
 
@@ -1303,22 +1326,7 @@ class TensorMapLauncher:
     def encode(
         self, target: int, address: int, rows: int, columns: int, box_rows: int, dtype: str = "bfloat16"
     ) -> None:
-        f = tensor_map_fields(rows, columns, box_rows, dtype)
-        self.driver.call(
-            "cuTensorMapEncodeTiled",
-            ctypes.c_void_p(target),
-            f["dtype"],
-            2,
-            ctypes.c_void_p(address),
-            (ctypes.c_uint64 * 2)(*f["dims"]),
-            (ctypes.c_uint64 * 1)(*f["strides"]),
-            (ctypes.c_uint32 * 2)(*f["box"]),
-            (ctypes.c_uint32 * 2)(*f["element_strides"]),
-            f["interleave"],
-            f["swizzle"],
-            f["l2_promotion"],
-            f["oob_fill"],
-        )
+        encode_tensor_map(self.driver, target, address, rows, columns, box_rows, dtype)
 
     def parameters(self, a: int, b: int, c: int) -> tuple:
         """The kernel's parameter list for these buffers (encoded once per buffer set): (storage, scalars, void*[]),
