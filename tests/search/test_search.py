@@ -45,6 +45,7 @@ from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
 from mage_tune.search import polish, record
 from mage_tune.search.runner import COUNTED, RECORDED, Search
+from mage_tune.search.samplers import make_sampler
 from mage_tune.search.spec import SearchSpec
 from mage_tune.storage import GRACE_S, open_storage
 
@@ -519,7 +520,7 @@ def test_compile_errors_and_pruned_configs_are_trials(tmp_path):
             assert line["outcome"] == "compile_error"
             assert line["label"] in line["error"] and "NVRTC log:" in line["error"]
             assert "this" in line["error"]  # NVRTC's own message about the injected line
-            assert states[line["number"]] == optuna.trial.TrialState.FAIL
+            assert states[line["number"]] == optuna.trial.TrialState.PRUNED  # so TPE learns to avoid it
         elif threads * rows > 1024:
             assert line["outcome"] == "pruned"
             assert "2048 threads per block, over 1024" in line["reason"]
@@ -537,6 +538,29 @@ class SeedLayerNorm(LayerNorm):
 
 
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_the_sampler_learns_to_avoid_a_knob_value_whose_variants_fail():
+    """The search tells a failed variant as pruned (the test above): the default sampler then ranks it below every
+    measured trial. Told as failed, TPE left those trials out and drew the failing value in most trials."""
+
+    def failing_draws(state) -> int:
+        study = optuna.create_study(sampler=make_sampler("tpe", get_family("layernorm"), seed=3))
+        failing = 0
+        for i in range(60):
+            trial = study.ask()
+            chain = trial.suggest_categorical("chain", [1, 2, 4])
+            tile = trial.suggest_categorical("bm", [64, 128, 256])
+            if chain == 4:  # every variant with chain 4 fails its check, as at the accuracy bar
+                failing += 1
+                study.tell(trial, state=state)
+            else:
+                study.tell(trial, 100.0 + 3 * chain + abs(tile - 128) / 10 + (i % 7) / 10)
+        return failing
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    assert failing_draws(optuna.trial.TrialState.PRUNED) <= 15  # mostly the 10 random startup draws' share
+    assert failing_draws(optuna.trial.TrialState.FAIL) >= 30
+
+
 def test_a_trial_killed_between_outcome_and_tell(tmp_path):
     """What a kill between a trial's outcome attr and its tell leaves (a counted trial the heartbeat failed, without a
     value in the study) is no source for `duplicate`: the same binary is scored again, not given a missing value."""
