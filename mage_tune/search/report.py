@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -167,6 +168,40 @@ def outcome_counts(run_dir: Path) -> dict[str, int]:
     return counts
 
 
+UNSCORED = ("failed", "compile_error", "pruned")  # outcomes of a trial that reached no time
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def unscored_lines(run_dir: Path, most: int = 5) -> list[str]:
+    """Why trials did not score: one line per outcome and message (its numbers aside), most common first, with the
+    knob values every trial of it shares and no scored trial has, e.g. "failed 42: relative error 9.11e-07 is over
+    … (the accuracy bar); every one with chain=4"."""
+    trials = record.trials(run_dir)
+    scored_configs = [t.get("config") or {} for t in trials if t.get("outcome") in ("measured", "modelled")]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for t in trials:
+        if t.get("outcome") in UNSCORED:
+            said = str(t.get("error") or t.get("reason") or "no reason recorded").strip().split("\n")[0]
+            groups.setdefault((t["outcome"], _NUMBER.sub("#", said)), []).append(t)
+    lines = []
+    for (outcome, _), group in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:most]:
+        first = group[0]
+        said = str(first.get("error") or first.get("reason") or "no reason recorded").strip().split("\n")[0]
+        line = f"{outcome} {len(group)}: {said if len(said) <= 160 else said[:159] + '…'}"
+        configs = [t.get("config") or {} for t in group]
+        shared = [
+            f"{k}={v}"
+            for k, v in configs[0].items()
+            if all(c.get(k) == v for c in configs) and all(c.get(k) != v for c in scored_configs)
+        ]
+        if shared and len(group) > 1:
+            line += f"; every one with {', '.join(shared)}, which no scored trial has"
+        lines.append(line)
+    if len(groups) > most:
+        lines.append(f"and {len(groups) - most} more reasons (trials.jsonl has each trial's)")
+    return lines
+
+
 def recorded_trials(study) -> int:
     """Trials of an Optuna study that ended with an outcome that counts toward --trials (resumed from an earlier
     run)."""
@@ -236,6 +271,9 @@ def markdown(run_dir: Path) -> str:
     said = shipped_line(run_dir)
     if said:
         lines += ["", said]
+    unscored = unscored_lines(run_dir)
+    if unscored:
+        lines += ["", "## Trials that did not score", "", *(f"- {line}" for line in unscored)]
     lines += ["", "## Top configs", "", top_table(run_dir), ""]
     lines += ["## Where the trials came from", "", source_table(run_dir), ""]
     if baselines(run_dir):
@@ -260,6 +298,9 @@ def terminal(run_dir: Path) -> str:
         + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none recorded"),
         *filter(None, [shipped_line(run_dir)]),
     ]
+    unscored = unscored_lines(run_dir)
+    if unscored:
+        lines += ["trials that did not score:", *(f"  {line}" for line in unscored)]
     if counts:  # a search stopped before its first trial has only its baselines to show
         lines += ["", top_table(run_dir, fit=True), "", source_table(run_dir, fit=True)]
     if baselines(run_dir):

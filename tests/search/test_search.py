@@ -43,7 +43,7 @@ from mage_tune.kernels.layernorm import LayerNorm
 from mage_tune.kernels.neighbours import neighbours
 from mage_tune.problem import Problem
 from mage_tune.records.objectives import MEASURED_OBJECTIVE, STATIC_OBJECTIVE
-from mage_tune.search import polish, record
+from mage_tune.search import polish, record, report
 from mage_tune.search.runner import COUNTED, RECORDED, Search
 from mage_tune.search.samplers import make_sampler
 from mage_tune.search.spec import SearchSpec
@@ -529,6 +529,14 @@ def test_compile_errors_and_pruned_configs_are_trials(tmp_path):
             assert line["outcome"] in ("modelled", "duplicate")
             assert line["value"] > 0 and line["census"]["registers"] > 0
             assert states[line["number"]] == optuna.trial.TrialState.COMPLETE
+
+    # The report says why trials did not score, grouped, with the knob value that sets them apart
+    said = report.unscored_lines(run_dir)
+    assert len(said) == 2, said
+    compile_line = next(line for line in said if line.startswith("compile_error 2: "))
+    assert compile_line.endswith("; every one with threads=64, which no scored trial has")
+    assert next(line for line in said if line.startswith("pruned 1: ") and "over 1024" in line)
+    assert "trials that did not score:\n  compile_error 2: " in report.terminal(run_dir)
 
 
 class SeedLayerNorm(LayerNorm):
