@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 
 from mage_tune.census.occupancy import Occupancy
@@ -299,6 +300,12 @@ COUNTED_FIELDS = (
     "special",
     "matrix",
 )  # View fields that are a view's counter of the same name
+
+
+def new_counters() -> dict[str, Counter]:
+    """The empty counters a view fills as it reads a kernel, by name: COUNTED_FIELDS', the load and store hints' and
+    OPTIONAL_COUNTERS'."""
+    return {name: Counter() for name in (*COUNTED_FIELDS, "hints", "store_hints", *OPTIONAL_COUNTERS)}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 
 from mage_tune.census import flight
-from mage_tune.census.model import OPTIONAL_COUNTERS, View, counted_fields, optional_tallies
+from mage_tune.census.model import View, counted_fields, new_counters, optional_tallies
 from mage_tune.census.ptx_ir import (
     Instr,
     Kernel,
@@ -428,26 +428,7 @@ def mbarrier_kind(parts: tuple[str, ...]) -> str:
 @_gc_paused
 def view(kernel: Kernel) -> View:
     """Count every census category in one kernel's PTX."""
-    c: dict[str, Counter] = {
-        k: Counter()
-        for k in [
-            "global_loads",
-            "global_stores",
-            "shared_loads",
-            "shared_stores",
-            "local_loads",
-            "local_stores",
-            "generic_loads",
-            "generic_stores",
-            "cp_async",
-            "special",
-            "matrix",
-            "predicated",
-            "hints",
-            "store_hints",
-            *OPTIONAL_COUNTERS,
-        ]
-    }
+    c = new_counters()
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []
     t = {**optional_tallies(), "wmma_loads": 0, "wmma_stores": 0}

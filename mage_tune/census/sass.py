@@ -7,11 +7,10 @@ that sm_90 adds beside shuffles, so nothing is counted twice.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 
 from mage_tune.census import flight
-from mage_tune.census.model import OPTIONAL_COUNTERS, View, counted_fields, optional_tallies
+from mage_tune.census.model import View, counted_fields, new_counters, optional_tallies
 from mage_tune.errors import InputError
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)|^\s*\.section\s+\.text\.([\w$.]+)\s*,")
@@ -148,8 +147,7 @@ def bulk_kind(opcode: str) -> str | None:
 
 
 def view(instrs: list[SassInstr]) -> View:
-    keys = [*_MEMORY.values(), "special", "matrix", "predicated", "hints", "store_hints", *OPTIONAL_COUNTERS]
-    c: dict[str, Counter] = {k: Counter() for k in keys}
+    c = new_counters()
     commits = barriers = shuffles = atomics = bulk = 0
     waits: list[int] = []
     t = optional_tallies()

@@ -178,17 +178,16 @@ def unscored_lines(run_dir: Path, most: int = 5) -> list[str]:
     … (the accuracy bar); every one with chain=4"."""
     trials = record.trials(run_dir)
     scored_configs = [t.get("config") or {} for t in trials if t.get("outcome") in ("measured", "modelled")]
-    groups: dict[tuple[str, str], list[dict]] = {}
+    groups: dict[tuple[str, str], list[tuple[str, dict]]] = {}  # (outcome, message sans numbers) -> (message, config)
     for t in trials:
         if t.get("outcome") in UNSCORED:
             said = str(t.get("error") or t.get("reason") or "no reason recorded").strip().split("\n")[0]
-            groups.setdefault((t["outcome"], _NUMBER.sub("#", said)), []).append(t)
+            groups.setdefault((t["outcome"], _NUMBER.sub("#", said)), []).append((said, t.get("config") or {}))
     lines = []
     for (outcome, _), group in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:most]:
-        first = group[0]
-        said = str(first.get("error") or first.get("reason") or "no reason recorded").strip().split("\n")[0]
+        said = group[0][0]
         line = f"{outcome} {len(group)}: {said if len(said) <= 160 else said[:159] + '…'}"
-        configs = [t.get("config") or {} for t in group]
+        configs = [config for _, config in group]
         shared = [
             f"{k}={v}"
             for k, v in configs[0].items()
