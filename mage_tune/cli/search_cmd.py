@@ -91,14 +91,15 @@ def search(
 
     A trial counts toward --trials when it ends measured, modelled, pruned (constraints or census), compile_error or
     failed (wrong result, crash, timeout). A duplicate (a config already tried, or the same SASS and launch as a
-    scored trial) is recorded but never counts. A sampler's draw that breaks a constraint runs as the nearest valid
-    config (at most two other knobs changed; the record keeps the draw as repaired_from), else as a valid config
-    with more of its knobs redrawn at random; only a draw for which neither finds one is pruned for its constraints.
-    A draw of a config already tried runs as an untried one-knob neighbour of it (redrawn_from), or, where every
-    neighbour was tried and the space is small enough to list (at most 200,000 combinations of the constrained
-    knobs), as any untried valid config. Once every valid config of such a space has been tried the search stops and
-    says so (see --keep-going-when-exhausted); 50 duplicates in a row stop any search. The last --polish trials go
-    to the untried one-knob neighbours of the best three configs.
+    scored trial) is recorded but never counts. A sampler's draw that breaks a constraint is drawn again (up to 8
+    times), then runs as the nearest valid config (at most two other knobs changed; the record keeps the draw as
+    repaired_from), else as a valid config with more of its knobs redrawn at random; only a draw for which neither
+    finds one is pruned for its constraints. A draw of a config already tried runs as an untried one-knob neighbour
+    of it (redrawn_from), or, where every neighbour was tried and the space is small enough to list (at most 200,000
+    combinations of the constrained knobs), as any untried valid config. The study records the config each drawn
+    trial ran, so TPE learns from what it timed. Once every valid config of such a space has been tried the search
+    stops and says so (see --keep-going-when-exhausted); 50 duplicates in a row stop any search. The last --polish
+    trials go to the untried one-knob neighbours of the best three configs.
 
     A family that names the config its authors ship (as_shipped) has it built and timed beside the baselines (in
     every measuring session), or modelled with --static: the summary gives its time and the best's over it.

@@ -51,9 +51,10 @@ from mage_tune.search import polish, record
 from mage_tune.search.heartbeat import Heartbeat
 from mage_tune.search.model import estimate_variant
 from mage_tune.search.record import COUNTED, RECORDED
-from mage_tune.search.samplers import make_sampler
+from mage_tune.search.samplers import SAMPLERS, make_sampler
 from mage_tune.search.space import Space
 from mage_tune.search.spec import SearchSpec, run_identity
+from mage_tune.search.valid_draws import ValidDraws
 from mage_tune.search.veto import census_veto
 from mage_tune.storage import check_url, grace_s, open_storage, redact, storage_errors
 from mage_tune.tuning import warm
@@ -99,13 +100,14 @@ class Search:
         # before the storage: a refused run touches nothing
         self.run_id = record.claim(spec.run_dir, run_identity(spec), about)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._settled: dict[int, dict] = {}  # trial number -> what _settle replaced of its draw, until _suggest
         self.storage = open_storage(spec.storage, spec.run_dir)
         with storage_errors(spec):
             self.study = optuna.create_study(
                 study_name=spec.study,
                 storage=self.storage,
                 direction="minimize",
-                sampler=make_sampler(spec.sampler, family, spec.seed),
+                sampler=self._sampler(),
                 load_if_exists=True,
             )
             self._check_study_identity()
@@ -125,6 +127,14 @@ class Search:
         self.duplicates_in_a_row = 0
         self.stopped = ""  # why the search stopped before --trials counted, where it did
         self.shipped_job = None  # the family's as_shipped config, timed with the baselines of each session
+
+    def _sampler(self):
+        """The spec's sampler; one that draws each knob on its own draws through ValidDraws, so the study records
+        the config each trial runs (_settle), not the draw it ran instead of."""
+        sampler = make_sampler(self.spec.sampler, self.family, self.spec.seed)
+        if SAMPLERS[self.spec.sampler].per_knob:
+            return ValidDraws(sampler, self.family, self._settle, lambda c: not self.problem.violations(c))
+        return sampler
 
     def run_info(self):
         gpu = ""
@@ -204,47 +214,77 @@ class Search:
         nothing. A draw no two changes repair has more of its knobs redrawn at random (Family.redrawn_valid): only
         one with no valid config found so is pruned. The grid walks its points as they are. Whatever it returns
         valid is valid by a check made here (or by construction: a repair, a neighbour, a listed space's config), so
-        the trial's build and the space's count take it as checked."""
+        the trial's build and the space's count take it as checked. A per-knob sampler's draw was settled so
+        (_settle) before Optuna recorded it; an enqueued trial's fixed params are settled here."""
         proposal = {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
+        for key, value in self._settled.pop(trial.number, {}).items():
+            trial.set_user_attr(key, value)
         problems = self.problem.violations(proposal)
         if self.spec.sampler == "grid":
             return proposal, problems
         if not problems:
             return self._untried(trial, proposal), []
-        # the proposal itself was just found invalid: its repair starts at one changed knob
-        shape, arch = self.problem.shape, self.problem.arch
-        repaired = self.family.nearest_valid(proposal, shape, arch, min_changes=1)
-        if repaired is None:  # no two knobs repair it: more are redrawn, so the trial still runs a kernel
-            rng = random.Random(f"{self.spec.seed}-{trial.number}")
-            repaired = self.family.redrawn_valid(proposal, shape, arch, rng)
+        repaired = self._repaired(trial.number, proposal)
         if repaired is None:
             return proposal, problems
         trial.set_user_attr("repaired_from", {k: v for k, v in proposal.items() if repaired[k] != v})
         return self._untried(trial, repaired), []  # neighbours and repairs are valid by construction
 
+    def _settle(self, number: int, drawn: Config) -> Config:
+        """ValidDraws' settle: the config a per-knob sampler's draw runs as (repaired where invalid, then an untried
+        neighbour where tried), so the study records that config and the sampler learns from what ran. What it
+        replaced waits in self._settled for _suggest to keep as the trial's repaired_from and redrawn_from. A draw
+        no repair makes valid stays as drawn: _suggest prunes it with its why."""
+        config, notes = drawn, {}
+        if self.problem.violations(drawn):
+            repaired = self._repaired(number, drawn)
+            if repaired is None:
+                return drawn
+            notes["repaired_from"] = {k: v for k, v in drawn.items() if repaired[k] != v}
+            config = repaired
+        picked, replaced = self._untried_pick(number, config)
+        if replaced:
+            notes["redrawn_from"] = replaced
+        self._settled[number] = notes
+        return picked
+
+    def _repaired(self, number: int, proposal: Config) -> Config | None:
+        """The nearest valid config to an invalid proposal (at most two knobs changed), else one with more of its
+        knobs redrawn at random, seeded by the trial; None where neither finds one."""
+        shape, arch = self.problem.shape, self.problem.arch
+        repaired = self.family.nearest_valid(proposal, shape, arch, min_changes=1)
+        if repaired is None:  # no two knobs repair it: more are redrawn, so the trial still runs a kernel
+            rng = random.Random(f"{self.spec.seed}-{number}")
+            repaired = self.family.redrawn_valid(proposal, shape, arch, rng)
+        return repaired
+
     def _untried(self, trial, config: Config, drawn: Config | None = None) -> Config:
+        """_untried_pick for a trial, which keeps the values it replaced as `redrawn_from`."""
+        pick, replaced = self._untried_pick(trial.number, config, drawn)
+        if replaced:
+            trial.set_user_attr("redrawn_from", replaced)
+        return pick
+
+    def _untried_pick(self, number: int, config: Config, drawn: Config | None = None) -> tuple[Config, dict]:
         """A config this study has already tried would only be handed its first value back (the duplicate check), so
         an untried one-knob neighbour of it runs instead where there is one, the model's pick where there is a model
-        (search/polish.py); the record keeps the values it replaced as `redrawn_from`. A sampler such as TPE redraws
+        (search/polish.py), with the values it replaced ({} where `config` itself runs). A sampler such as TPE redraws
         its best configs: 7-23 % of the trials of each earlier 100-trial layer-norm search under runs/ repeated one.
-        `drawn`: what redrawn_from is against (default `config`; _claim redraws a config that was redrawn already)."""
-        others = [t for t in self.study.get_trials(deepcopy=False) if t.number != trial.number]
+        `drawn`: what the replaced values are against (default `config`; _claim redraws a config redrawn already)."""
+        others = [t for t in self.study.get_trials(deepcopy=False) if t.number != number]
         tried = set(self._same_kernels(polish.tried_keys(others)))
         if config_key(config) not in tried:
-            return config
-        found = list(
-            neighbours(self.family, [(f"#{trial.number}", config)], self.problem.shape, self.problem.arch, tried)
-        )
+            return config, {}
+        found = list(neighbours(self.family, [(f"#{number}", config)], self.problem.shape, self.problem.arch, tried))
         if found:
-            ranked = polish.ranked(self.problem, found, self.polish_model, trial.number)
+            ranked = polish.ranked(self.problem, found, self.polish_model, number)
             pick = ranked[0].config
         else:  # every neighbour tried too: any untried config of a space small enough to list
             taken = set(self._same_kernels(_taken(others)))
-            pick = self.space.untried(taken, f"{self.spec.seed}-{trial.number}") if self.space else None
+            pick = self.space.untried(taken, f"{self.spec.seed}-{number}") if self.space else None
             if pick is None:
-                return config  # nothing untried: it runs again, a duplicate where it was scored
-        trial.set_user_attr("redrawn_from", {k: v for k, v in (drawn or config).items() if pick[k] != v})
-        return pick
+                return config, {}  # nothing untried: it runs again, a duplicate where it was scored
+        return pick, {k: v for k, v in (drawn or config).items() if pick[k] != v}
 
     def _claim(self, trial, config: Config) -> Config | None:
         """Set the config the trial runs where other workers see it; where another running trial has set the same

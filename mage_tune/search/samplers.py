@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 class SamplerEntry:
     help: str
     make: Callable[[Family, int | None], object]  # (family, seed) -> an Optuna sampler
+    per_knob: bool = False  # draws each knob on its own (sample_independent), so its draws can be settled first
 
 
 def _tpe(family: Family, seed: int | None):
@@ -53,8 +54,8 @@ def _cmaes(family: Family, seed: int | None):
 
 
 SAMPLERS: dict[str, SamplerEntry] = {
-    "tpe": SamplerEntry("Optuna's TPE, with a constant liar for parallel workers (the default)", _tpe),
-    "random": SamplerEntry("uniform draws", _random),
+    "tpe": SamplerEntry("Optuna's TPE, with a constant liar for parallel workers (the default)", _tpe, True),
+    "random": SamplerEntry("uniform draws", _random, True),
     "grid": SamplerEntry("every config of the knobs' domains, in a seeded order; no polish", _grid),
     "cmaes": SamplerEntry("CMA-ES over numeric knobs, categorical ones drawn independently", _cmaes),
 }
