@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole `pytest -m gpu` in one device call, in two halves that fit the call's ten minutes on an H100 (228 s and
+# 284 s there): the matmul-bf16 file spread test by test, the rest file by file. Each half's log (gpu-bf16.log,
+# gpu-rest.log) names every test as it ends and the slowest twenty; where a half reaches its limit, unfinished-*.txt
+# lists the tests it collected that never reported, the ones still running or never started. From the repository
+# root, after `source .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH`:
+#
+#   OUT=$OUT bash benchmarks/gpu/gpu_suite.sh            (BF16_S, REST_S: each half's seconds, default 275 and 315)
+out=${OUT:-/tmp/w}
+mkdir -p "$out"
+
+source "$(dirname "$0")/step.sh"  # step LOG SECONDS COMMAND...
+
+bf16=tests/kernels/test_gpu_matmul_bf16.py
+half() {  # half NAME SECONDS PYTEST-ARGS...
+  local name=$1 limit=$2
+  shift 2
+  python -m pytest -m gpu --collect-only -q -p no:cacheprovider "$@" 2> /dev/null | grep '::' | sort > "$out/collected-$name.txt"
+  step "gpu-$name.log" "$limit" python -m pytest -m gpu -v --durations=20 -p no:cacheprovider "$@"
+  grep -E 'PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS' "$out/gpu-$name.log" | grep -oE '[^ ]+::[^ ]+' | sort -u \
+    > "$out/reported-$name.txt"
+  comm -23 "$out/collected-$name.txt" "$out/reported-$name.txt" > "$out/unfinished-$name.txt"
+  [ -s "$out/unfinished-$name.txt" ] || rm "$out/unfinished-$name.txt"
+  rm "$out/collected-$name.txt" "$out/reported-$name.txt"
+}
+half bf16 "${BF16_S:-275}" "$bf16" -n 12 --dist load
+half rest "${REST_S:-315}" --ignore "$bf16" -n 14 --dist loadfile
+tail -n 3 "$out"/gpu-*.log
+cat "$out"/unfinished-*.txt 2> /dev/null
