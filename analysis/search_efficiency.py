@@ -30,7 +30,8 @@ from archives import RecordsError, local_one
 
 from mage_tune.kernels import get_family
 from mage_tune.outputs import refuse_existing
-from mage_tune.search.samplers import make_sampler
+from mage_tune.search.samplers import SAMPLERS, make_sampler
+from mage_tune.search.valid_draws import ValidDraws
 
 
 def load_table(path: Path) -> tuple[dict, dict[tuple, float]]:
@@ -60,11 +61,18 @@ def recorded_space(family, table: dict[tuple, float]) -> list[tuple[str, list]]:
     return space
 
 
-def replay(family, table: dict[tuple, float], sampler: str, seed: int, budget: int, target: float) -> int | None:
-    """Trials until the best found is within `target` (absolute µs); None if the budget runs out first."""
+def replay(
+    family, table: dict[tuple, float], sampler: str, seed: int, budget: int, target: float, settled: bool = True
+) -> int | None:
+    """Trials until the best found is within `target` (absolute µs); None if the budget runs out first. settled: as
+    the search draws, a draw outside the table drawn again (valid_draws.py) before it is pruned."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    study = optuna.create_study(direction="minimize", sampler=make_sampler(sampler, family, seed))
     space = recorded_space(family, table)
+    drawing = make_sampler(sampler, family, seed)
+    if settled and SAMPLERS[sampler].settled:
+        measured = lambda config: tuple(sorted(config.items())) in table  # noqa: E731
+        drawing = ValidDraws(drawing, dict(space), lambda number, config: config, measured)
+    study = optuna.create_study(direction="minimize", sampler=drawing)
     best = float("inf")
     for n in range(1, budget + 1):
         trial = study.ask()
@@ -88,6 +96,9 @@ def main() -> None:
     parser.add_argument("--within", type=float, default=0.03)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--force", action="store_true", help="replace an output file that exists")
+    parser.add_argument(
+        "--as-drawn", action="store_true", help="each draw told as drawn, none drawn again (searches before ValidDraws)"
+    )
     args = parser.parse_args()
     refuse_existing("search_efficiency.py", args.out, force=args.force)
     try:
@@ -101,7 +112,9 @@ def main() -> None:
     results = {}
     rows = []
     for sampler in ("tpe", "random"):
-        hits = [replay(family, table, sampler, seed, args.budget, target) for seed in range(args.seeds)]
+        hits = [
+            replay(family, table, sampler, seed, args.budget, target, not args.as_drawn) for seed in range(args.seeds)
+        ]
         found = [h for h in hits if h is not None]
         results[sampler] = hits
         rows.append(

@@ -25,7 +25,8 @@ BASES = 3  # the best distinct configs whose neighbours are tried
 
 
 def tried_keys(trials) -> set[str]:
-    """The config keys an Optuna study's trials have taken: each one's proposal and, once run, what it ran as."""
+    """The config keys an Optuna study's trials have taken: each one's params (a drawn trial's settled config, an
+    enqueued one's given params) and, once run, what it ran as."""
     keys = {config_key(t.params) for t in trials}
     return keys | {config_key(t.user_attrs["config"]) for t in trials if "config" in t.user_attrs}
 

@@ -129,11 +129,13 @@ class Search:
         self.shipped_job = None  # the family's as_shipped config, timed with the baselines of each session
 
     def _sampler(self):
-        """The spec's sampler; one that draws each knob on its own draws through ValidDraws, so the study records
-        the config each trial runs (_settle), not the draw it ran instead of."""
+        """The spec's sampler; TPE's and the random draws go through ValidDraws, so the study records the config each
+        drawn trial runs (_settle), not the draw it ran instead of. The grid walks its points as they are; CMA-ES
+        keeps its own relative draws."""
         sampler = make_sampler(self.spec.sampler, self.family, self.spec.seed)
-        if SAMPLERS[self.spec.sampler].per_knob:
-            return ValidDraws(sampler, self.family, self._settle, lambda c: not self.problem.violations(c))
+        if SAMPLERS[self.spec.sampler].settled:
+            domains = {k.name: list(k.domain) for k in self.family.knobs}
+            return ValidDraws(sampler, domains, self._settle, lambda c: not self.problem.violations(c))
         return sampler
 
     def run_info(self):
@@ -209,16 +211,19 @@ class Search:
     def _suggest(self, trial) -> tuple[Config, list[str]]:
         """The sampler's config and what makes it invalid ([] for a valid one), its constraints checked once: a drawing
         sampler's proposal that breaks a constraint becomes its nearest valid config (at most two other knobs
-        changed; the trial keeps `repaired_from`, the proposed values). The sampler draws each knob on its own, and
+        changed; the trial keeps `repaired_from`, the proposed values). The sampler knows no constraint, and
         in a constrained space such as matmul's about half its draws would be invalid, each a trial spent on
         nothing. A draw no two changes repair has more of its knobs redrawn at random (Family.redrawn_valid): only
         one with no valid config found so is pruned. The grid walks its points as they are. Whatever it returns
         valid is valid by a check made here (or by construction: a repair, a neighbour, a listed space's config), so
-        the trial's build and the space's count take it as checked. A per-knob sampler's draw was settled so
-        (_settle) before Optuna recorded it; an enqueued trial's fixed params are settled here."""
+        the trial's build and the space's count take it as checked. A draw through ValidDraws was settled so
+        (_settle) before Optuna recorded it; an enqueued trial's fixed params, and CMA-ES's draws, are settled here."""
         proposal = {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
-        for key, value in self._settled.pop(trial.number, {}).items():
+        settled = self._settled.pop(trial.number, None)
+        for key, value in (settled or {}).items():
             trial.set_user_attr(key, value)
+        if settled is not None:  # valid and untried when drawn: checked again, another worker's trial could move it
+            return proposal, []  # off the config the study now records
         problems = self.problem.violations(proposal)
         if self.spec.sampler == "grid":
             return proposal, problems
@@ -231,7 +236,7 @@ class Search:
         return self._untried(trial, repaired), []  # neighbours and repairs are valid by construction
 
     def _settle(self, number: int, drawn: Config) -> Config:
-        """ValidDraws' settle: the config a per-knob sampler's draw runs as (repaired where invalid, then an untried
+        """ValidDraws' settle: the config a sampler's draw runs as (repaired where invalid, then an untried
         neighbour where tried), so the study records that config and the sampler learns from what ran. What it
         replaced waits in self._settled for _suggest to keep as the trial's repaired_from and redrawn_from. A draw
         no repair makes valid stays as drawn: _suggest prunes it with its why."""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class SamplerEntry:
     help: str
     make: Callable[[Family, int | None], object]  # (family, seed) -> an Optuna sampler
-    per_knob: bool = False  # draws each knob on its own (sample_independent), so its draws can be settled first
+    settled: bool = False  # its draws become the configs that run before Optuna records them (valid_draws.py)
 
 
 def _tpe(family: Family, seed: int | None):

@@ -94,13 +94,17 @@ def study_of(run_dir: Path, storage: str | None = None) -> optuna.Study:
 
 
 def assert_exact(run_dir: Path, trials: int, storage: str | None = None) -> None:
-    """The study counts exactly `trials`; trials.jsonl holds each counted trial once, and only those."""
+    """The study counts exactly `trials`; trials.jsonl holds each counted trial once, and besides them only duplicates
+    (recorded, never counted) that the study holds as duplicates."""
     study = study_of(run_dir, storage)
-    counted = [t.number for t in study.get_trials(deepcopy=False) if t.user_attrs.get("outcome") in COUNTED]
+    outcomes = {t.number: t.user_attrs.get("outcome") for t in study.get_trials(deepcopy=False)}
+    counted = [n for n, outcome in outcomes.items() if outcome in COUNTED]
     assert len(counted) == trials == len(set(counted))
-    numbers = [t["number"] for t in record.trials(run_dir)]
+    lines = record.trials(run_dir)
+    numbers = [t["number"] for t in lines]
     assert len(numbers) == len(set(numbers)), "a trial recorded twice"
-    assert sorted(numbers) == sorted(counted)
+    assert sorted(t["number"] for t in lines if t["outcome"] in COUNTED) == sorted(counted)
+    assert all(outcomes[t["number"]] == "duplicate" for t in lines if t["outcome"] not in COUNTED)
 
 
 # --- options and run directories ----------------------------------------------------------------------------------

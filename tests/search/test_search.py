@@ -203,7 +203,7 @@ def test_static_search_end_to_end(static_run):
 
 
 def test_drawn_configs_that_break_a_constraint_run_as_their_nearest_valid_one(static_run):
-    """TPE draws each knob on its own; at matmul 64³ most draws break a constraint. Such a draw is drawn again (up to
+    """TPE knows no constraint; at matmul 64³ most of its draws break one. Such a draw is drawn again (up to
     8 times, valid_draws.py); one still invalid runs as the valid config with the fewest other knobs changed (at most
     two; where none is that close, more knobs redrawn), the record keeps what was proposed, and the study what ran."""
     run_dir, _, _ = static_run
