@@ -222,8 +222,8 @@ class Search:
         settled = self._settled.pop(trial.number, None)
         for key, value in (settled or {}).items():
             trial.set_user_attr(key, value)
-        if settled is not None:  # valid and untried when drawn: checked again, another worker's trial could move it
-            return proposal, []  # off the config the study now records
+        if settled is not None:  # valid, and untried when settled: not checked again, as a worker's trial started
+            return proposal, []  # since could move it off the config the study records
         problems = self.problem.violations(proposal)
         if self.spec.sampler == "grid":
             return proposal, problems
