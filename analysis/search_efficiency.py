@@ -70,7 +70,10 @@ def replay(
     space = recorded_space(family, table)
     drawing = make_sampler(sampler, family, seed)
     if settled and SAMPLERS[sampler].settled:
-        measured = lambda config: tuple(sorted(config.items())) in table  # noqa: E731
+
+        def measured(config: dict) -> bool:
+            return tuple(sorted(config.items())) in table
+
         drawing = ValidDraws(drawing, dict(space), lambda number, config: config, measured)
     study = optuna.create_study(direction="minimize", sampler=drawing)
     best = float("inf")

@@ -215,31 +215,27 @@ class Search:
         in a constrained space such as matmul's about half its draws would be invalid, each a trial spent on
         nothing. A draw no two changes repair has more of its knobs redrawn at random (Family.redrawn_valid): only
         one with no valid config found so is pruned. The grid walks its points as they are. Whatever it returns
-        valid is valid by a check made here (or by construction: a repair, a neighbour, a listed space's config), so
-        the trial's build and the space's count take it as checked. A draw through ValidDraws was settled so
-        (_settle) before Optuna recorded it; an enqueued trial's fixed params, and CMA-ES's draws, are settled here."""
+        valid is valid by a check made in _settle (or by construction: a repair, a neighbour, a listed space's
+        config), so the trial's build and the space's count take it as checked. A draw through ValidDraws was
+        settled before Optuna recorded it; an enqueued trial's fixed params, and CMA-ES's draws, are settled here."""
         proposal = {k.name: trial.suggest_categorical(k.name, list(k.domain)) for k in self.family.knobs}
-        settled = self._settled.pop(trial.number, None)
-        for key, value in (settled or {}).items():
-            trial.set_user_attr(key, value)
-        if settled is not None:  # valid, and untried when settled: not checked again, as a worker's trial started
-            return proposal, []  # since could move it off the config the study records
-        problems = self.problem.violations(proposal)
         if self.spec.sampler == "grid":
-            return proposal, problems
-        if not problems:
-            return self._untried(trial, proposal), []
-        repaired = self._repaired(trial.number, proposal)
-        if repaired is None:
-            return proposal, problems
-        trial.set_user_attr("repaired_from", {k: v for k, v in proposal.items() if repaired[k] != v})
-        return self._untried(trial, repaired), []  # neighbours and repairs are valid by construction
+            return proposal, self.problem.violations(proposal)
+        # A draw through ValidDraws was settled as it was drawn, and is not settled again: a trial another worker
+        # started since could move it off the config the study records.
+        config = proposal if trial.number in self._settled else self._settle(trial.number, proposal)
+        notes = self._settled.pop(trial.number, None)
+        if notes is None:  # no repair makes it valid: pruned with its why
+            return proposal, self.problem.violations(proposal)
+        for key, value in notes.items():
+            trial.set_user_attr(key, value)
+        return config, []  # valid by a check in _settle, or by construction (a repair, a neighbour, a listed config)
 
     def _settle(self, number: int, drawn: Config) -> Config:
         """ValidDraws' settle: the config a sampler's draw runs as (repaired where invalid, then an untried
         neighbour where tried), so the study records that config and the sampler learns from what ran. What it
         replaced waits in self._settled for _suggest to keep as the trial's repaired_from and redrawn_from. A draw
-        no repair makes valid stays as drawn: _suggest prunes it with its why."""
+        no repair makes valid stays as drawn, with no entry there: _suggest prunes it with its why."""
         config, notes = drawn, {}
         if self.problem.violations(drawn):
             repaired = self._repaired(number, drawn)
