@@ -498,23 +498,19 @@ class SplitLauncher:
             found = self.arguments[key] = ((split, c_pointer, maps), split_pointers, main_pointers)
         return found
 
-    def __call__(self, bufs: dict) -> None:
+    def __call__(self, bufs: dict, main: bool = True) -> None:
+        """Both launches on torch's stream; main=False launches the pre-pass alone (to time its share of a call)."""
         scratch, address = self.allocate(self.scratch_nbytes)
         a, b, c = bufs["A"].data_ptr(), bufs["B"].data_ptr(), bufs["__out__"].data_ptr()
-        _, split, main = self.parameters(a, b, c, address)
+        _, split_args, main_args = self.parameters(a, b, c, address)
         stream = ctypes.c_void_p(self.stream_of())
         grid = (split_grid(self.shape), 1, 1)
-        self.driver.call("cuLaunchKernel", self.split, *grid, SPLIT_THREADS, 1, 1, 0, stream, split, None)
-        self.driver.call(
-            "cuLaunchKernel",
-            self.function,
-            *self.job.grid,
-            *self.job.block,
-            self.job.dynamic_shared,
-            stream,
-            main,
-            None,
-        )
+        self.driver.call("cuLaunchKernel", self.split, *grid, SPLIT_THREADS, 1, 1, 0, stream, split_args, None)
+        if main:
+            job = self.job
+            self.driver.call(
+                "cuLaunchKernel", self.function, *job.grid, *job.block, job.dynamic_shared, stream, main_args, None
+            )
         del scratch  # both launches are enqueued: the block goes back to the allocator (see the class docstring)
 
 
