@@ -21,6 +21,10 @@ ROWS = (  # (label, picked field, format)
     ("SM throughput, % of peak", "sm_throughput_pct", "{:.1f}%"),
     ("issue slots busy", "issue_active_pct", "{:.1f}%"),
     ("FMA pipe busy", "fma_pipe_pct", "{:.1f}%"),
+    ("tensor pipe busy", "tensor_pipe_pct", "{:.1f}%"),
+    ("shared-memory bank reads, % of peak", "shared_bank_reads_pct", "{:.1f}%"),
+    ("shared-memory bank writes, % of peak", "shared_bank_writes_pct", "{:.1f}%"),
+    ("L2 throughput, % of peak", "l2_throughput_pct", "{:.1f}%"),
     ("shared load bank conflicts", "shared_load_bank_conflicts", "{:.0f}"),
     ("shared store bank conflicts", "shared_store_bank_conflicts", "{:.0f}"),
 )
@@ -42,8 +46,9 @@ ROWS = (  # (label, picked field, format)
 @click.option("--force", is_flag=True, help="Replace the --out record if it exists.")
 def counters(family, dims, arch, source_options, settings, baseline_labels, as_json, out_path, force):
     """Profile one cold launch of a variant (and of named baselines) with Nsight Compute (`--clock-control none`):
-    achieved occupancy, DRAM traffic and throughput, issue and FMA-pipe use, bank conflicts and stall reasons,
-    beside what the census predicts from the binary alone (registers, occupancy, bytes the kernel must move)."""
+    achieved occupancy, DRAM traffic and throughput, issue, FMA- and tensor-pipe use, shared-memory and L2
+    throughput, bank conflicts and stall reasons, beside what the census predicts from the binary alone (registers,
+    occupancy, bytes the kernel must move)."""
     from mage_tune.arch import get_arch
     from mage_tune.census import census_artifact
     from mage_tune.errors import ConfigError

@@ -47,6 +47,12 @@ PICKED = {
     "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "issue_active_pct": "sm__issue_active.avg.pct_of_peak_sustained_elapsed",
     "fma_pipe_pct": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+    # a tensor-core kernel's units (the compute and memory sections report them): mma.sync and wgmma both count in
+    # the tensor pipe; wgmma reads its operands from shared memory, so the banks' reads can bound it before the pipe
+    "tensor_pipe_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "shared_bank_reads_pct": "l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed",
+    "shared_bank_writes_pct": "l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed",
+    "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     "shared_load_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
     "shared_store_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
 }

@@ -391,7 +391,28 @@ def _counter_lines(counters: dict) -> list[str]:
                 f"{fmt(p.get('fma_pipe_pct'))}%, shared bank conflicts {fmt(p.get('shared_load_bank_conflicts'))}; "
                 f"stalls per issue: {stalls}"
             )
+            busiest = busiest_units(p)
+            if busiest:
+                lines.append("    busiest units, % of peak: " + ", ".join(f"{u} {v:.0f}%" for u, v in busiest))
     return lines
+
+
+UNITS = (  # (what a reader calls it, the picked field): the units a kernel's time can be bound by
+    ("tensor pipe", "tensor_pipe_pct"),
+    ("FMA pipe", "fma_pipe_pct"),
+    ("shared-memory reads", "shared_bank_reads_pct"),
+    ("shared-memory writes", "shared_bank_writes_pct"),
+    ("L2", "l2_throughput_pct"),
+    ("DRAM", "dram_throughput_pct"),
+)
+
+
+def busiest_units(picked: dict) -> list[tuple[str, float]]:
+    """The units ncu read for one kernel, busiest first (those it did not read are left out): the first is what the
+    kernel's time is nearest to being bound by. Records read before the tensor-pipe, shared-memory and L2 fields were
+    picked hold only the FMA pipe and DRAM, and then no line is worth printing."""
+    read = [(name, picked[key]) for name, key in UNITS if picked.get(key) is not None]
+    return sorted(read, key=lambda unit: -unit[1]) if len(read) > 2 else []
 
 
 def report_bench(record: dict, top: int = 10, regime: str = "cold") -> str:

@@ -7,6 +7,7 @@ real runs (records/*.tar.xz) with fewer results and trials (analysis/make_fixtur
 from __future__ import annotations
 
 import csv
+import dataclasses
 import importlib.util
 import io
 import json
@@ -27,7 +28,7 @@ from mage_tune.kernels import get_family
 from mage_tune.kernels.select import listed as _listed
 from mage_tune.measure.baselines import copy_jobs
 from mage_tune.measure.counters import parse_raw_csv, pick
-from mage_tune.measure.explain import explain_bench
+from mage_tune.measure.explain import _counter_lines, busiest_units, explain_bench
 from mage_tune.measure.saved import best_result, result_time, timed_results
 from mage_tune.search import record as run_record
 
@@ -35,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 RUNS = FIXTURES / "shape-benches"
 LN_COUNTERS = RUNS / "ln" / "counters_ln_16384x4096.json"
+NCU_HOPPER = FIXTURES / "ncu-hopper" / "matmul_bf16_4500x3000x8800.csv"
 
 
 def _load(path: Path) -> dict:
@@ -61,6 +63,29 @@ def test_raw_csv_parses_back_to_the_recorded_counters():
     for got, kept in zip(parsed, kernels, strict=True):
         assert got.picked == pick(kept["raw"])[0]
         assert list(got.stalls) == list(pick(kept["raw"])[1])
+
+
+def test_a_wgmma_kernel_s_counters_lead_with_its_tensor_pipe():
+    """Real ncu rows (an H100: matmul-bf16's variants and cuBLAS BF16's nvjet kernel at 4500 × 3000 × 8800): the
+    tensor-pipe, shared-memory and L2 fields are picked, and the busiest units put the tensor pipe first, the FMA pipe
+    (the SIMT matmul's roof) last."""
+    kernels = parse_raw_csv(NCU_HOPPER.read_text())
+    ours, cublas = kernels[0], kernels[-1]
+    assert cublas.kernel.startswith("nvjet_sm90") and ours.kernel == "matmul_bf16"
+    assert ours.picked["tensor_pipe_pct"] == 92.21 and cublas.picked["tensor_pipe_pct"] == 96.07
+    assert ours.picked["shared_bank_reads_pct"] == 27.72 and ours.picked["l2_throughput_pct"] == 71.32
+    units = busiest_units(ours.picked)
+    assert [name for name, _ in units] == [
+        "tensor pipe", "L2", "DRAM", "shared-memory reads", "shared-memory writes", "FMA pipe",
+    ]  # fmt: skip
+    assert busiest_units({"fma_pipe_pct": 80.0, "dram_throughput_pct": 10.0}) == []  # a record from before: no line
+    counters = {
+        "census": {"occupancy": {"fraction": 0.1875}, "registers": 168},
+        "profiled": {"matmul-bf16": [dataclasses.asdict(ours)], "cuBLAS BF16": [dataclasses.asdict(cublas)]},
+    }
+    text = "\n".join(_counter_lines(counters))
+    assert "busiest units, % of peak: tensor pipe 92%, L2 71%, DRAM 35%, shared-memory reads 28%" in text
+    assert "busiest units, % of peak: tensor pipe 96%, L2 57%, shared-memory reads 38%, DRAM 26%" in text
 
 
 def test_counters_check_the_census_against_the_machine():
