@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
-# Where the FP32-accurate wgmma family's time goes, at its default config: the pre-pass's share of a call
-# (split_share.py, beside cuBLAS FP32) at each shape, then Nsight Compute's counters of one call (pre-pass and main
-# kernel) and of cuBLAS FP32 at the first shape: speed of light, memory tables (shared-memory bank reads and writes)
-# and compute (pipe utilisation, the tensor pipe's included). From the repository root, after `source
-# .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH MAGE_TUNE_CACHE=/tmp/mtc`:
+# Where the FP32-accurate wgmma family's time goes, at a config of it (CONFIG, knob=value words; default the family's
+# default): the pre-pass's share of a call (split_share.py, beside cuBLAS FP32) at each shape, then at the first shape
+# the user's path: `mage-tune bench` of that config beside cuBLAS FP32, `mage-tune counters` of one call (pre-pass and
+# main kernel) and of cuBLAS FP32, and `mage-tune explain` of the bench with those counters (the busiest units). From
+# the repository root, after `source .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH MAGE_TUNE_CACHE=/tmp/mtc`:
 #
-#   OUT=$OUT/fp32 bash benchmarks/gpu/fp32_profile.sh 3072x2304x3840 2048x2048x2048 4096x4096x4096
+#   OUT=$OUT/fp32 CONFIG="bm=128 bn=128 chain=1" bash benchmarks/gpu/fp32_profile.sh 3072x2304x3840 2048x2048x2048
 #
 #   split.json        split_share.py's rows (whole call, pre-pass alone, cuBLAS FP32; error)
-#   ncu-MxNxK.csv     ncu's raw page, one row per profiled launch: the pre-pass, the main kernel, cuBLAS (order.json)
-#   metrics.txt       the tensor-pipe and shared-memory metric names this ncu knows (for the next question)
+#   bench.json, counters.json, explain.log    the first shape's bench record, counters record and explanation
 out=${OUT:-/tmp/w}
 mkdir -p "$out"
 here=$(dirname "$0")
 source "$here/step.sh"  # step LOG SECONDS COMMAND...
 
 [ $# -gt 0 ] || set -- 3072x2304x3840
-step split.log 200 python "$here/split_share.py" "$@" --json "$out/split.json"
-step metrics.log 60 sh -c "ncu --query-metrics --chip gh100 | grep -Ei 'gmma|data_bank|mem_shared' > '$out/metrics.txt'"
-echo '[{}]' > "$out/configs.json"
+sets=()
+for word in ${CONFIG:-}; do sets+=(--set "$word"); done
+step split.log 200 python "$here/split_share.py" "$@" "${sets[@]}" --json "$out/split.json"
 IFS=x read -r m n k <<< "$1"
-step "ncu-$1.log" 240 ncu --nvtx --nvtx-include mage-profile/ --clock-control none \
-  --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis --csv --page raw \
-  --log-file "$out/ncu-$1.csv" python "$here/profile_configs.py" matmul-3xtf32-sm90 --dims "m=$m,n=$n,k=$k" \
-  --configs "$out/configs.json" --out "$out/order.json"
+dims=(--m "$m" --n "$n" --k "$k")
+step bench.log 150 python -m mage_tune bench matmul-3xtf32-sm90 "${dims[@]}" "${sets[@]}" --rounds 15 \
+  --out "$out/bench.json"
+step counters.log 200 python -m mage_tune counters matmul-3xtf32-sm90 "${dims[@]}" "${sets[@]}" \
+  --baseline "torch.matmul (cuBLAS FP32)" --out "$out/counters.json"
+step explain.log 60 python -m mage_tune explain "$out/bench.json" --counters "$out/counters.json" --wide
 tail -n 8 "$out"/*.log

@@ -1,13 +1,13 @@
 """The FP32-accurate wgmma family's pre-pass (the TF32 split of A and B into scratch) against its whole launch.
 
-For each shape, one config of matmul-3xtf32-sm90 (the family's default for the shape, or `--config`) is built and
-launched through the family's own launcher, checked against the float64 reference, then timed in turns with cuBLAS
-FP32 (TF32 off), as retime_independent.py times: single launches between CUDA events, each after a read that evicts
-the L2. Three timings a round: the whole call (pre-pass and main kernel), the pre-pass alone, cuBLAS. The pre-pass
-moves (M + N)·K floats in and twice (M + N)·KP out; its achieved bandwidth says how near it is to the DRAM's, and its
-share of the call how much a split fused into the main kernel could win.
+For each shape, one config of matmul-3xtf32-sm90 (`--set knob=value`, the rest completed as `mage-tune bench` does) is
+built and launched through the family's own launcher, checked against the float64 reference, then timed in turns
+with cuBLAS FP32 (TF32 off), as retime_independent.py times: single launches between CUDA events, each after a read
+that evicts the L2. Three timings a round: the whole call (pre-pass and main kernel), the pre-pass alone, cuBLAS.
+The pre-pass moves (M + N)·K floats in and twice (M + N)·KP out; its achieved bandwidth says how near it is to the
+DRAM's, and its share of the call how much a split fused into the main kernel could win.
 
-usage: python benchmarks/gpu/split_share.py MxNxK... [--config '{"bm": 128, "bn": 128}'] [--rounds 3] [--json OUT]
+usage: python benchmarks/gpu/split_share.py MxNxK... [--set bm=128 --set chain=1 ...] [--rounds 3] [--json OUT]
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ def prepass_bytes(shape: dict) -> int:
     return (m + n) * k * FLOAT + 2 * (m + n) * padded_k(k) * FLOAT
 
 
-def share(shape: dict, knobs: dict, rounds: int) -> dict:
+def share(shape: dict, settings: list[str], rounds: int) -> dict:
     import torch
 
     family, arch = get_family(FAMILY), get_arch("sm_90a")
-    config = family.complete(knobs, shape, arch)
+    config = family.parse_settings(settings, shape, arch)
     launcher = family.launcher(variant_job(family.build(config, shape, arch)), shape)
     made = family.make_inputs(shape, np.random.default_rng(1))
     bufs = {k: torch.from_numpy(v).cuda() for k, v in made.items()}
@@ -90,7 +90,7 @@ def share(shape: dict, knobs: dict, rounds: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("shapes", nargs="+", type=shape_of, help="MxNxK")
-    parser.add_argument("--config", type=json.loads, default={}, help="knobs as a JSON object (the rest completed)")
+    parser.add_argument("--set", dest="settings", action="append", default=[], help="knob=value (repeatable)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    rows = [share(shape, args.config, args.rounds) for shape in args.shapes]
+    rows = [share(shape, args.settings, args.rounds) for shape in args.shapes]
     for r in rows:
         s = r["shape"]
         print(
