@@ -7,6 +7,8 @@
 #
 #   OUT=$OUT/fp32 CONFIG="bm=128 bn=128 chain=1" bash benchmarks/gpu/fp32_profile.sh 3072x2304x3840 2048x2048x2048
 #
+# BASELINES: the bench's baseline kinds (default torch,context: cuBLAS FP32 and TF32; triton adds Triton's configs).
+#
 #   split.json        split_share.py's rows (whole call, pre-pass alone, cuBLAS FP32; error)
 #   bench.json, counters.json, explain.log    the first shape's bench record, counters record and explanation
 out=${OUT:-/tmp/w}
@@ -21,7 +23,7 @@ step split.log 200 python "$here/split_share.py" "$@" "${sets[@]}" --json "$out/
 IFS=x read -r m n k <<< "$1"
 dims=(--m "$m" --n "$n" --k "$k")
 step bench.log 150 python -m mage_tune bench matmul-3xtf32-sm90 "${dims[@]}" "${sets[@]}" --rounds 15 \
-  --out "$out/bench.json"
+  --baselines "${BASELINES:-torch,context}" --out "$out/bench.json"
 step counters.log 200 python -m mage_tune counters matmul-3xtf32-sm90 "${dims[@]}" "${sets[@]}" \
   --baseline "torch.matmul (cuBLAS FP32)" --out "$out/counters.json"
 step explain.log 60 python -m mage_tune explain "$out/bench.json" --counters "$out/counters.json" --wide
