@@ -1,5 +1,13 @@
 # Sourced by the device scripts here: `step LOG SECONDS COMMAND...` runs COMMAND under a time limit, its output in
 # $out/LOG and its exit status as the log's last line ("rc N"), whatever the other steps do. Needs $out.
+# First, that the package imports here with everything it reads records with: a device image lacks some of it, and
+# a call that finds out test by test spends its minutes on import errors (benchmarks/gpu/README.md says what to fetch).
+if ! missing=$(python -c "import mage_tune.records.schema, mage_tune.search.runner" 2>&1); then
+  echo "step.sh: mage_tune does not import on this machine; fetch the wheels benchmarks/gpu/README.md names:" >&2
+  echo "$missing" | tail -n 1 >&2
+  exit 3
+fi
+
 step() {
   local log=$1 limit=$2
   shift 2
