@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole `pytest -m gpu` in two time-limited halves: the matmul-bf16 file spread test by test, the rest file by
 # file. Both fitted one ten-minute call on an H100 of 2026-12-06 (228 s and 284 s); on the H100s of 2026-12-07 the
-# bf16 half passed its 275 s with 2 tests left and the rest its 330 s with one file left (test_gpu_tuning.py, queued
-# behind the searches), so give each half a call of its own there (below). Each half's log (gpu-bf16.log,
+# bf16 half reached its 275 s with 2 tests left, the rest its 315 s with 3 left and, in another call, its 330 s with
+# one file left (test_gpu_tuning.py, queued behind the searches): give each half a call of its own there (below). Each half's log (gpu-bf16.log,
 # gpu-rest.log) names every test as it ends and the slowest twenty; where a half reaches its limit, unfinished-*.txt
 # lists the tests it collected that never reported, the ones still running or never started. From the repository
 # root, after `source .whl/use-wheels.sh; export PYTHONPATH=$PWD:$PYTHONPATH`:
@@ -28,11 +28,16 @@ half() {  # half NAME SECONDS PYTEST-ARGS...
 }
 halves=("${@:-bf16}")
 [ $# -gt 0 ] || halves+=(rest)
+for name in "${halves[@]}"; do  # every name checked before any half runs
+  case $name in
+    bf16 | rest) ;;
+    *) echo "gpu_suite.sh: no half named '$name' (bf16, rest)" >&2; exit 2 ;;
+  esac
+done
 for name in "${halves[@]}"; do
   case $name in
     bf16) half bf16 "${BF16_S:-275}" "$bf16" -n 12 --dist load ;;
     rest) half rest "${REST_S:-315}" --ignore "$bf16" -n 14 --dist loadfile ;;
-    *) echo "gpu_suite.sh: no half named '$name' (bf16, rest)" >&2; exit 2 ;;
   esac
 done
 tail -n 3 "$out"/gpu-*.log

@@ -1,11 +1,12 @@
 """The FP32-accurate wgmma family's pre-pass (the TF32 split of A and B into scratch) against its whole launch.
 
 For each shape, one config of matmul-3xtf32-sm90 (`--set knob=value`, the rest completed as `mage-tune bench` does) is
-built and launched through the family's own launcher, checked against the float64 reference, then timed in turns
-with cuBLAS FP32 (TF32 off), as retime_independent.py times: single launches between CUDA events, each after a read
-that evicts the L2. Three timings a round: the whole call (pre-pass and main kernel), the pre-pass alone, cuBLAS.
-The pre-pass moves (M + N)·K floats in and twice (M + N)·KP out; its achieved bandwidth says how near it is to the
-DRAM's, and its share of the call how much a split fused into the main kernel could win.
+built and launched through the family's own launcher, checked against the float64 reference (a result over the
+tolerance stops the script before any timing), then timed in turns with cuBLAS FP32 (TF32 off), as
+retime_independent.py times: single launches between CUDA events, each after a read that evicts the L2. Three
+timings a round: the whole call (pre-pass and main kernel), the pre-pass alone, cuBLAS. The pre-pass moves
+(M + N)·K floats in and twice (M + N)·KP out; its achieved bandwidth says how near it is to the DRAM's, and its share
+of the call about how much a split fused into the main kernel could win.
 
 usage: python benchmarks/gpu/split_share.py MxNxK... [--set bm=128 --set chain=1 ...] [--rounds 3] [--json OUT]
 """
@@ -37,6 +38,10 @@ def shape_of(text: str) -> dict[str, int]:
     return {"m": m, "n": n, "k": k}
 
 
+def shape_of_text(shape: dict) -> str:
+    return f"{shape['m']}x{shape['n']}x{shape['k']}"
+
+
 def prepass_bytes(shape: dict) -> int:
     """What the pre-pass reads (A and B) and writes (both splits of each, rows padded to KP)."""
     m, n, k = shape["m"], shape["n"], shape["k"]
@@ -57,6 +62,10 @@ def share(shape: dict, settings: list[str], rounds: int) -> dict:
     torch.cuda.synchronize()
     got = bufs["__out__"].double().cpu().numpy()
     rel_err = float(np.linalg.norm(got - expected) / np.linalg.norm(expected))
+    if not rel_err <= family.tolerance_for(shape):  # a wrong (or NaN) result is not timed
+        raise SystemExit(
+            f"{shape_of_text(shape)}: {config} errs {rel_err:.3g}, over the tolerance {family.tolerance_for(shape):.3g}"
+        )
 
     flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
     total = torch.empty((), device="cuda")
@@ -100,9 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     rows = [share(shape, args.settings, args.rounds) for shape in args.shapes]
     for r in rows:
-        s = r["shape"]
         print(
-            f"{s['m']}x{s['n']}x{s['k']}: whole {r['whole_us']:.1f} µs, pre-pass {r['prepass_us']:.1f} "
+            f"{shape_of_text(r['shape'])}: whole {r['whole_us']:.1f} µs, pre-pass {r['prepass_us']:.1f} "
             f"({r['prepass_share']:.1%}, {r['prepass_gb_s']:.0f} GB/s), cuBLAS FP32 {r['cublas_fp32_us']:.1f}: "
             f"{r['whole_over_cublas']:.3f} ×, {r['without_prepass_over_cublas']:.3f} × without the pre-pass; "
             f"error {r['rel_err']:.2g}"

@@ -2,6 +2,10 @@
 # $out/LOG and its exit status as the log's last line ("rc N"), whatever the other steps do. Needs $out.
 # First, that the package imports here with everything it reads records with: a device image lacks some of it, and
 # a call that finds out test by test spends its minutes on import errors (benchmarks/gpu/README.md says what to fetch).
+if ! command -v python > /dev/null; then
+  echo "step.sh: no python on PATH (run from the device image's shell, after source .whl/use-wheels.sh)" >&2
+  exit 3
+fi
 if ! missing=$(python -c "import mage_tune.records.schema, mage_tune.search.runner" 2>&1); then
   echo "step.sh: mage_tune does not import on this machine; fetch the wheels benchmarks/gpu/README.md names:" >&2
   echo "$missing" | tail -n 1 >&2

@@ -18,9 +18,9 @@ launch, so the scratch needs no clearing) so that each row pitch is a multiple o
 no shape is refused. Splitting once in the pre-pass rather than per block in shared memory costs 4 bytes read and
 8 written per input element, and keeps the main loop free of conversions. Measured on an H100
 (`benchmarks/gpu/split_share.py`, records/h100-2026-12-07d-split-share): at 3072 × 2304 × 3840 the pre-pass moves
-247.7 MB in 88.5 µs (2.8 TB/s, the DRAM's rate), 15.7 % of a 562 µs call; the call is 0.49 × cuBLAS FP32, the main
-kernel alone 0.41 ×. The launch's time includes the pre-pass (the launcher issues both kernels on
-torch's stream, and a CUDA graph captures both).
+247.7 MB in 88.5 µs (2.8 TB/s, about 84 % of the DRAM's peak), 15.7 % of a 562 µs call; the call is 0.49 × cuBLAS
+FP32, the main kernel alone (the difference) 0.41 ×. The launch's time includes the pre-pass (the launcher issues
+both kernels on torch's stream, and a CUDA graph captures both).
 
 The main kernel (kernels/templates/matmul_3xtf32_sm90.cu.j2; its header comment has the protocol):
   warpgroup 0    setmaxnreg.dec to 40; one thread issues per k-tile four tensor copies, boxes of 32 floats × bm rows
@@ -70,7 +70,7 @@ launches every knob value on a GPU against the float64 reference.
 
 Later steps: the pre-pass fused into the producer (the split written to shared memory by a converting warpgroup),
 A split in registers (wgmma's A from registers), TMA multicast of B in clusters, a TMA-store epilogue. A fused split
-saves at most the pre-pass's share (above), and moves its conversion's shared-memory reads and writes into a main
+saves about the pre-pass's share (above), and moves its conversion's shared-memory reads and writes into a main
 loop whose wgmma already read three operand pairs from shared memory per k8 step: `benchmarks/gpu/fp32_profile.sh`
 reads how busy the banks and the tensor pipe are (`mage-tune counters`), which says whether there is room.
 """
@@ -516,7 +516,7 @@ class SplitLauncher:
             self.driver.call(
                 "cuLaunchKernel", self.function, *job.grid, *job.block, job.dynamic_shared, stream, main_args, None
             )
-        del scratch  # both launches are enqueued: the block goes back to the allocator (see the class docstring)
+        del scratch  # the launches are enqueued: the block goes back to the allocator (see the class docstring)
 
 
 FAMILY = Matmul3xTF32SM90()

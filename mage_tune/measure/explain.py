@@ -409,8 +409,9 @@ UNITS = (  # (what a reader calls it, the picked field): the units a kernel's ti
 
 def busiest_units(picked: dict) -> list[tuple[str, float]]:
     """The units ncu read for one kernel, busiest first (those it did not read are left out): the first is what the
-    kernel's time is nearest to being bound by. Records read before the tensor-pipe, shared-memory and L2 fields were
-    picked hold only the FMA pipe and DRAM, and then no line is worth printing."""
+    kernel's time is nearest to being bound by. The fields are picked again from each kernel's raw metrics, so an
+    older counters record that kept them shows them too; one that kept only the FMA pipe and DRAM (a trimmed record)
+    gets no line."""
     read = [(name, picked[key]) for name, key in UNITS if picked.get(key) is not None]
     return sorted(read, key=lambda unit: -unit[1]) if len(read) > 2 else []
 
