@@ -67,6 +67,15 @@ def _triton_baseline(family, bufs: dict, shape: dict, recorded: dict[str, float]
     return label, lambda: launch(bufs)
 
 
+def l2_evictor():
+    """A callable that reads FLUSH_BYTES on the GPU (four times the L2), leaving only clean lines of other data."""
+    import torch
+
+    flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
+    total = torch.empty((), device="cuda")
+    return lambda: torch.sum(flush, 0, out=total)
+
+
 def _time_cold(fn, evict, reps: int) -> float:
     """Median µs of `reps` single launches of fn, each between two events, each after `evict` read the L2 clean."""
     import torch
@@ -227,12 +236,7 @@ def retime(run: Path, rounds: int, top: int = 1, named: str | None = None, regim
         bar = None
     limit = min(tolerance, bar) if bar is not None else tolerance
     triton_label, triton = _triton_baseline(family, bufs, shape, search_baselines) or (None, None)
-    flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
-    total = torch.empty((), device="cuda")
-
-    def evict():
-        torch.sum(flush, 0, out=total)
-
+    evict = l2_evictor()
     rows = []
     for rank, trial in enumerate(best, 1):
         config = family.with_defaults(trial["config"])  # a run recorded before a knob existed ran its default

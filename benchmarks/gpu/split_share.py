@@ -23,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the retimer beside this file: one timing path
 
-from retime_independent import FLUSH_BYTES, REPS, _time_cold, _torch_baseline
+from profile_configs import inputs
+from retime_independent import REPS, _time_cold, _torch_baseline, l2_evictor
 
 from mage_tune.arch import get_arch
 from mage_tune.kernels import get_family
@@ -54,10 +55,8 @@ def share(shape: dict, settings: list[str], rounds: int) -> dict:
     family, arch = get_family(FAMILY), get_arch("sm_90a")
     config = family.parse_settings(settings, shape, arch)
     launcher = family.launcher(variant_job(family.build(config, shape, arch)), shape)
-    made = family.make_inputs(shape, np.random.default_rng(1))
-    bufs = {k: torch.from_numpy(v).cuda() for k, v in made.items()}
-    bufs["__out__"] = torch.full(family.output_shape(shape), float("nan"), device="cuda")
-    expected = family.reference({k: v.astype(np.float64) for k, v in made.items()}, shape)
+    bufs, expected = inputs(family, shape)
+    bufs["__out__"].fill_(float("nan"))  # a value the launch does not write stays NaN
     launcher(bufs)
     torch.cuda.synchronize()
     got = bufs["__out__"].double().cpu().numpy()
@@ -67,12 +66,7 @@ def share(shape: dict, settings: list[str], rounds: int) -> dict:
             f"{shape_of_text(shape)}: {config} errs {rel_err:.3g}, over the tolerance {family.tolerance_for(shape):.3g}"
         )
 
-    flush = torch.empty(FLUSH_BYTES // 4, device="cuda")
-    total = torch.empty((), device="cuda")
-
-    def evict():
-        torch.sum(flush, 0, out=total)
-
+    evict = l2_evictor()
     cublas = _torch_baseline(family, bufs, shape)
     whole, alone, theirs = [], [], []
     for _ in range(rounds):
